@@ -1,0 +1,76 @@
+// Configuration: the VGPUMEM_* environment variables, parsed and validated.
+//
+// Parsing is pure (no CUDA, no logging) so it can run in the load-time
+// constructor of every process the shim is preloaded into, and so that a
+// malformed value stops the program before its main() with one clear message.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vgpumem {
+
+// A memory cap: absent, an absolute number of bytes, or a share of the device.
+struct MemoryLimit {
+  enum class Kind { none, bytes, percent };
+  Kind kind = Kind::none;
+  std::uint64_t bytes = 0;  // Kind::bytes
+  double percent = 0;       // Kind::percent, in (0, 100]
+
+  bool is_set() const { return kind != Kind::none; }
+  // The cap in bytes for a device with `device_total` bytes; UINT64_MAX when unset.
+  std::uint64_t resolve(std::uint64_t device_total) const;
+};
+
+enum class LogLevel { trace, debug, info, warn, error, critical, off };
+
+struct Config {
+  MemoryLimit limit_all;                   // VGPUMEM_LIMIT
+  std::map<int, MemoryLimit> limit_device; // VGPUMEM_LIMIT_<i>
+  LogLevel log_level = LogLevel::warn;     // VGPUMEM_LOG_LEVEL
+  std::string log_file;                    // VGPUMEM_LOG_FILE, %p expanded; empty = stderr
+  std::string trace_path;                  // VGPUMEM_TRACE, %p expanded; empty = no trace
+  std::uint64_t trace_max_events = 1'000'000;  // VGPUMEM_TRACE_MAX_EVENTS
+  std::string driver_path = "libcuda.so.1";    // VGPUMEM_DRIVER: the real driver to load
+
+  // VGPUMEM_LIMIT_<device> if set, else VGPUMEM_LIMIT.
+  const MemoryLimit& limit_for(int device) const;
+  bool any_limit() const;
+};
+
+// What was wrong: the variable, its value, and the forms it accepts.
+struct ConfigError {
+  std::string variable;
+  std::string value;
+  std::string accepted;
+  std::string message() const;  // one line, suitable for stderr
+};
+
+struct ConfigResult {
+  std::optional<Config> config;
+  std::optional<ConfigError> error;
+};
+
+// Reads variables through `getenv_fn` and enumerates names through `names`
+// (every NAME in NAME=VALUE of the environment) so VGPUMEM_LIMIT_<i> and
+// misspelt VGPUMEM_* names are found. `pid` replaces %p in paths.
+ConfigResult parse_config(const std::function<const char*(const char*)>& getenv_fn,
+                          const std::vector<std::string>& names, int pid);
+
+// The process environment, for parse_config.
+ConfigResult parse_process_config();
+
+// Individual parsers, exposed for tests and for the vgpumem command.
+std::optional<MemoryLimit> parse_memory_limit(std::string_view text);
+std::optional<std::uint64_t> parse_byte_size(std::string_view text);  // no percent
+std::optional<LogLevel> parse_log_level(std::string_view text);
+std::string_view to_string(LogLevel level);
+std::string expand_pid(std::string_view path, int pid);
+std::string format_bytes(std::uint64_t bytes);  // "1.50 GiB"
+
+}  // namespace vgpumem
