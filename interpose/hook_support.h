@@ -1,0 +1,62 @@
+// What every hook file needs: the table, REAL(), the runtime, and the
+// allocation protocol (reserve -> real call -> commit or abandon).
+#pragma once
+
+#include "interpose/hook_table.h"
+#include "interpose/real_driver.h"
+#include "shim/runtime.h"
+#include "vmm/accounting.h"
+
+namespace vgpumem::interpose {
+
+using vmm::AllocationKind;
+
+inline const char* api_name(HookId id) { return hook_entry(id).symbol; }
+
+// Runs `allocate` (which calls the real driver and stores the new
+// allocation's key) under the cap of `device`. When the device is unknown
+// before the call (no current context, a pool of another device), the
+// allocation is adopted afterwards from the pointer's own device, and undone
+// with `undo` if that device's cap is exceeded.
+template <typename Allocate, typename KeyOf, typename Undo>
+CUresult charged_allocation(HookId api, AllocationKind kind, int device, std::uint64_t bytes, Allocate&& allocate,
+                            KeyOf&& key_of, Undo&& undo) {
+  vmm::Accounting& accounting = Runtime::get().accounting();
+  if (device >= 0) {
+    if (!accounting.reserve(device, bytes, api_name(api))) return CUDA_ERROR_OUT_OF_MEMORY;
+    const CUresult result = allocate();
+    if (result != CUDA_SUCCESS) {
+      accounting.abandon(device, bytes);
+      return result;
+    }
+    accounting.commit(kind, key_of(), device, bytes, api_name(api));
+    return result;
+  }
+  const CUresult result = allocate();
+  if (result != CUDA_SUCCESS) return result;
+  const std::uint64_t key = key_of();
+  const int actual = kind == AllocationKind::device ? device_of_pointer(key) : -1;
+  if (actual < 0) return result;  // nothing to charge it to; it stays untracked
+  if (!accounting.adopt(kind, key, actual, bytes, api_name(api))) {
+    undo();
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return result;
+}
+
+// A free: forwards, and on success refunds what the allocation was charged.
+template <typename Free>
+CUresult charged_free(HookId api, AllocationKind kind, std::uint64_t key, Free&& free_it) {
+  const CUresult result = free_it();
+  if (result == CUDA_SUCCESS && key != 0) Runtime::get().accounting().forget(kind, key, api_name(api));
+  return result;
+}
+
+}  // namespace vgpumem::interpose
+
+// A hook with no policy yet: count the call and forward it.
+#define VGPUMEM_FORWARDING_HOOK(name, params, args)                                 \
+  extern "C" CUresult name params {                                                 \
+    ::vgpumem::Runtime::get().count(::vgpumem::interpose::HookId::name);            \
+    return REAL(name) args;                                                         \
+  }

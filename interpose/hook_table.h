@@ -1,0 +1,74 @@
+// The hooked set as data: one entry per exported hook, generated from
+// hooked_functions.def, plus the real driver's address for each once loaded.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+// cuda.h maps these legacy names onto their newest ABI variant with macros;
+// the shim names every variant exactly, so the macros must go.
+#undef cuGetProcAddress
+#undef cuMemAlloc
+#undef cuMemAllocPitch
+#undef cuMemFree
+
+// Legacy 32-bit ABI variants still exported by libcuda; cudaTypedefs.h only
+// declares their types for the driver's own build.
+using PFN_cuMemAlloc_v1 = CUresult(CUDAAPI*)(unsigned int* dptr, unsigned int bytesize);
+using PFN_cuMemAllocPitch_v1 = CUresult(CUDAAPI*)(unsigned int* dptr, unsigned int* pitch,
+                                                  unsigned int width_bytes, unsigned int height,
+                                                  unsigned int element_size_bytes);
+using PFN_cuMemFree_v1 = CUresult(CUDAAPI*)(unsigned int dptr);
+
+namespace vgpumem::interpose {
+
+enum class Flavour : std::uint8_t { legacy, per_thread };
+
+enum class HookId : std::uint16_t {
+#define VGPUMEM_HOOK(symbol, pfn, base, version, flavour) symbol,
+#include "interpose/hooked_functions.def"
+#undef VGPUMEM_HOOK
+  count_
+};
+inline constexpr std::size_t kHookCount = static_cast<std::size_t>(HookId::count_);
+
+struct HookEntry {
+  const char* symbol;     // exact exported name, e.g. "cuLaunchKernel_ptsz"
+  const char* base_name;  // name passed to cuGetProcAddress, e.g. "cuLaunchKernel"
+  int version;            // CUDA version that introduced this ABI variant
+  Flavour flavour;
+};
+
+// Our exported function for `id`. A switch rather than a stored pointer: the
+// table must be usable from dlsym calls made by constructors that run before
+// this library's own dynamic initialisers.
+void* hook_address(HookId id);
+
+// All entries, indexed by HookId.
+const HookEntry& hook_entry(HookId id);
+inline const HookEntry& hook_entry(std::size_t index) { return hook_entry(static_cast<HookId>(index)); }
+
+// The entry whose exported symbol is `symbol`, or nullptr.
+const HookEntry* find_hook_by_symbol(std::string_view symbol);
+
+// True for names the shim may ever hook: "cu" followed by an upper-case letter.
+// cuDNN's cudnn*, cuBLAS's cublas* and the like never match.
+constexpr bool is_driver_name(std::string_view name) {
+  return name.size() > 2 && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
+}
+
+}  // namespace vgpumem::interpose
+
+// Declarations of every hooked symbol with its exact type (cuda.h only declares
+// the variants that the current per-thread-stream mode selects).
+extern "C" {
+#define VGPUMEM_HOOK(symbol, pfn, base, version, flavour) \
+  __attribute__((visibility("default"))) std::remove_pointer_t<pfn> symbol;
+#include "interpose/hooked_functions.def"
+#undef VGPUMEM_HOOK
+}

@@ -1,0 +1,222 @@
+// Hooks for device allocations and frees: plain, pitch, managed, stream-
+// ordered and pool, arrays, and the legacy 32-bit variants. Each charges the
+// bytes to the device's cap before the real call (vmm/accounting.h).
+#include <algorithm>
+
+#include "interpose/hook_support.h"
+
+using namespace vgpumem;
+using namespace vgpumem::interpose;
+
+namespace {
+
+// Stream-ordered allocations are charged to the current device: pools and
+// streams of other devices are adopted from the pointer afterwards.
+int stream_device() { return current_device(); }
+
+std::uint64_t array_bytes(std::size_t width, std::size_t height, std::size_t depth, CUarray_format format,
+                          unsigned int channels) {
+  std::uint64_t element = 4;
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      element = 1;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      element = 2;
+      break;
+    default:
+      element = 4;  // 32-bit formats; wider or packed formats are rare and over-counted at 4 per channel
+      break;
+  }
+  return static_cast<std::uint64_t>(std::max<std::size_t>(width, 1)) * std::max<std::size_t>(height, 1) *
+         std::max<std::size_t>(depth, 1) * element * std::max(channels, 1u);
+}
+
+}  // namespace
+
+extern "C" CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  Runtime::get().count(HookId::cuMemAlloc_v2);
+  if (dptr == nullptr || bytesize == 0) return REAL(cuMemAlloc_v2)(dptr, bytesize);
+  return charged_allocation(
+      HookId::cuMemAlloc_v2, AllocationKind::device, current_device(), bytesize,
+      [&] { return REAL(cuMemAlloc_v2)(dptr, bytesize); }, [&] { return *dptr; },
+      [&] { REAL(cuMemFree_v2)(*dptr); });
+}
+
+extern "C" CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize) {
+  Runtime::get().count(HookId::cuMemAlloc);
+  if (dptr == nullptr || bytesize == 0) return REAL(cuMemAlloc)(dptr, bytesize);
+  return charged_allocation(
+      HookId::cuMemAlloc, AllocationKind::device_v1, current_device(), bytesize,
+      [&] { return REAL(cuMemAlloc)(dptr, bytesize); }, [&] { return std::uint64_t{*dptr}; },
+      [&] { REAL(cuMemFree)(*dptr); });
+}
+
+extern "C" CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                                       unsigned int element_size) {
+  Runtime::get().count(HookId::cuMemAllocPitch_v2);
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
+    return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size);
+  }
+  // The pitch is only known afterwards; charge the smallest pitch the driver
+  // can choose (512-byte aligned rows) first, then the difference.
+  const std::uint64_t estimate = ((width + 511) / 512) * 512 * static_cast<std::uint64_t>(height);
+  const int device = current_device();
+  CUresult result = charged_allocation(
+      HookId::cuMemAllocPitch_v2, AllocationKind::device, device, estimate,
+      [&] { return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size); }, [&] { return *dptr; },
+      [&] { REAL(cuMemFree_v2)(*dptr); });
+  if (result != CUDA_SUCCESS || device < 0) return result;
+  const std::uint64_t actual = static_cast<std::uint64_t>(*pitch) * height;
+  if (actual > estimate &&
+      !Runtime::get().accounting().grow(AllocationKind::device, *dptr, actual - estimate,
+                                        api_name(HookId::cuMemAllocPitch_v2))) {
+    Runtime::get().accounting().forget(AllocationKind::device, *dptr, api_name(HookId::cuMemAllocPitch_v2));
+    REAL(cuMemFree_v2)(*dptr);
+    *dptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return result;
+}
+
+extern "C" CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int width, unsigned int height,
+                                    unsigned int element_size) {
+  Runtime::get().count(HookId::cuMemAllocPitch);
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
+    return REAL(cuMemAllocPitch)(dptr, pitch, width, height, element_size);
+  }
+  // Charged at the widest pitch the 32-bit ABI can return for this width.
+  const std::uint64_t bytes = ((std::uint64_t{width} + 511) / 512) * 512 * height;
+  return charged_allocation(
+      HookId::cuMemAllocPitch, AllocationKind::device_v1, current_device(), bytes,
+      [&] { return REAL(cuMemAllocPitch)(dptr, pitch, width, height, element_size); },
+      [&] { return std::uint64_t{*dptr}; }, [&] { REAL(cuMemFree)(*dptr); });
+}
+
+extern "C" CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  Runtime::get().count(HookId::cuMemAllocManaged);
+  if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+  // Managed memory can migrate anywhere, but it is device memory the process
+  // can fill: it counts against the current device's cap.
+  return charged_allocation(
+      HookId::cuMemAllocManaged, AllocationKind::device, current_device(), bytesize,
+      [&] { return REAL(cuMemAllocManaged)(dptr, bytesize, flags); }, [&] { return *dptr; },
+      [&] { REAL(cuMemFree_v2)(*dptr); });
+}
+
+extern "C" CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  Runtime::get().count(HookId::cuMemFree_v2);
+  return charged_free(HookId::cuMemFree_v2, AllocationKind::device, dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
+}
+
+extern "C" CUresult cuMemFree(unsigned int dptr) {
+  Runtime::get().count(HookId::cuMemFree);
+  return charged_free(HookId::cuMemFree, AllocationKind::device_v1, dptr, [&] { return REAL(cuMemFree)(dptr); });
+}
+
+// Stream-ordered allocations are charged while they are live: from the
+// enqueue of the allocation to the enqueue of its free. Memory a pool keeps
+// cached after a free cannot be used without allocating it again, which is
+// charged again.
+extern "C" CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  Runtime::get().count(HookId::cuMemAllocAsync);
+  if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync)(dptr, bytesize, stream);
+  return charged_allocation(
+      HookId::cuMemAllocAsync, AllocationKind::device, stream_device(), bytesize,
+      [&] { return REAL(cuMemAllocAsync)(dptr, bytesize, stream); }, [&] { return *dptr; },
+      [&] { REAL(cuMemFreeAsync)(*dptr, stream); });
+}
+
+extern "C" CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  Runtime::get().count(HookId::cuMemAllocAsync_ptsz);
+  if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, stream);
+  return charged_allocation(
+      HookId::cuMemAllocAsync_ptsz, AllocationKind::device, stream_device(), bytesize,
+      [&] { return REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, stream); }, [&] { return *dptr; },
+      [&] { REAL(cuMemFreeAsync_ptsz)(*dptr, stream); });
+}
+
+extern "C" CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
+  Runtime::get().count(HookId::cuMemAllocFromPoolAsync);
+  if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream);
+  return charged_allocation(
+      HookId::cuMemAllocFromPoolAsync, AllocationKind::device, stream_device(), bytesize,
+      [&] { return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream); }, [&] { return *dptr; },
+      [&] { REAL(cuMemFreeAsync)(*dptr, stream); });
+}
+
+extern "C" CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                                 CUstream stream) {
+  Runtime::get().count(HookId::cuMemAllocFromPoolAsync_ptsz);
+  if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream);
+  return charged_allocation(
+      HookId::cuMemAllocFromPoolAsync_ptsz, AllocationKind::device, stream_device(), bytesize,
+      [&] { return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream); }, [&] { return *dptr; },
+      [&] { REAL(cuMemFreeAsync_ptsz)(*dptr, stream); });
+}
+
+extern "C" CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  Runtime::get().count(HookId::cuMemFreeAsync);
+  return charged_free(HookId::cuMemFreeAsync, AllocationKind::device, dptr,
+                      [&] { return REAL(cuMemFreeAsync)(dptr, stream); });
+}
+
+extern "C" CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  Runtime::get().count(HookId::cuMemFreeAsync_ptsz);
+  return charged_free(HookId::cuMemFreeAsync_ptsz, AllocationKind::device, dptr,
+                      [&] { return REAL(cuMemFreeAsync_ptsz)(dptr, stream); });
+}
+
+extern "C" CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
+  Runtime::get().count(HookId::cuArrayCreate_v2);
+  if (array == nullptr || desc == nullptr) return REAL(cuArrayCreate_v2)(array, desc);
+  const std::uint64_t bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
+  return charged_allocation(
+      HookId::cuArrayCreate_v2, AllocationKind::array, current_device(), bytes,
+      [&] { return REAL(cuArrayCreate_v2)(array, desc); }, [&] { return reinterpret_cast<std::uint64_t>(*array); },
+      [&] { REAL(cuArrayDestroy)(*array); });
+}
+
+extern "C" CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
+  Runtime::get().count(HookId::cuArray3DCreate_v2);
+  if (array == nullptr || desc == nullptr) return REAL(cuArray3DCreate_v2)(array, desc);
+  const std::uint64_t bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
+  return charged_allocation(
+      HookId::cuArray3DCreate_v2, AllocationKind::array, current_device(), bytes,
+      [&] { return REAL(cuArray3DCreate_v2)(array, desc); },
+      [&] { return reinterpret_cast<std::uint64_t>(*array); }, [&] { REAL(cuArrayDestroy)(*array); });
+}
+
+extern "C" CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                           unsigned int levels) {
+  Runtime::get().count(HookId::cuMipmappedArrayCreate);
+  if (array == nullptr || desc == nullptr) return REAL(cuMipmappedArrayCreate)(array, desc, levels);
+  // Each level halves every dimension; sum them.
+  std::uint64_t bytes = 0;
+  std::size_t w = desc->Width, h = desc->Height, d = desc->Depth;
+  for (unsigned int level = 0; level < std::max(levels, 1u); ++level) {
+    bytes += array_bytes(w, h, d, desc->Format, desc->NumChannels);
+    w = std::max<std::size_t>(w / 2, 1);
+    h = h ? std::max<std::size_t>(h / 2, 1) : 0;
+    d = d ? std::max<std::size_t>(d / 2, 1) : 0;
+  }
+  return charged_allocation(
+      HookId::cuMipmappedArrayCreate, AllocationKind::array, current_device(), bytes,
+      [&] { return REAL(cuMipmappedArrayCreate)(array, desc, levels); },
+      [&] { return reinterpret_cast<std::uint64_t>(*array); }, [&] { REAL(cuMipmappedArrayDestroy)(*array); });
+}
+
+extern "C" CUresult cuArrayDestroy(CUarray array) {
+  Runtime::get().count(HookId::cuArrayDestroy);
+  return charged_free(HookId::cuArrayDestroy, AllocationKind::array, reinterpret_cast<std::uint64_t>(array),
+                      [&] { return REAL(cuArrayDestroy)(array); });
+}
+
+extern "C" CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
+  Runtime::get().count(HookId::cuMipmappedArrayDestroy);
+  return charged_free(HookId::cuMipmappedArrayDestroy, AllocationKind::array, reinterpret_cast<std::uint64_t>(array),
+                      [&] { return REAL(cuMipmappedArrayDestroy)(array); });
+}

@@ -1,0 +1,104 @@
+#include "interpose/real_driver.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "shim/lifecycle.h"
+#include "shim/log.h"
+
+namespace vgpumem::interpose {
+namespace {
+
+std::atomic<RealDriver*> g_driver{nullptr};
+std::atomic<bool> g_load_failed{false};
+std::mutex g_load_mutex;
+thread_local bool t_loading = false;
+
+}  // namespace
+
+bool loading_driver_on_this_thread() { return t_loading; }
+
+RealDriver* RealDriver::get_if_loaded() { return g_driver.load(std::memory_order_acquire); }
+
+RealDriver* RealDriver::get() {
+  if (RealDriver* driver = g_driver.load(std::memory_order_acquire)) return driver;
+  if (g_load_failed.load(std::memory_order_relaxed) || t_loading) return nullptr;
+
+  std::lock_guard lock(g_load_mutex);
+  if (RealDriver* driver = g_driver.load(std::memory_order_acquire)) return driver;
+  if (g_load_failed.load(std::memory_order_relaxed)) return nullptr;
+
+  // Leaked on purpose: hooks may run during exit, after static destructors.
+  auto* driver = new RealDriver();
+  t_loading = true;
+  const bool ok = driver->load(process_config().driver_path.c_str());
+  t_loading = false;
+  if (!ok) {
+    delete driver;
+    g_load_failed.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  g_driver.store(driver, std::memory_order_release);
+  return driver;
+}
+
+bool RealDriver::load(const char* path) {
+  handle_ = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle_ == nullptr) {
+    const char* why = dlerror();
+    VGPUMEM_LOG_ERROR("cannot load the CUDA driver '{}': {}", path, why ? why : "unknown error");
+    return false;
+  }
+  for (std::size_t i = 0; i < kHookCount; ++i) {
+    real_[i] = real_dlsym(handle_, hook_entry(i).symbol);
+    if (real_[i] == nullptr) {
+      VGPUMEM_LOG_DEBUG("driver '{}' does not export {}", path, hook_entry(i).symbol);
+      continue;
+    }
+    by_address_[by_address_count_++] = {real_[i], i};
+  }
+  std::sort(by_address_, by_address_ + by_address_count_);
+
+  support_.cuCtxGetDevice = reinterpret_cast<decltype(support_.cuCtxGetDevice)>(real_dlsym(handle_, "cuCtxGetDevice"));
+  support_.cuDeviceGetCount = reinterpret_cast<decltype(support_.cuDeviceGetCount)>(real_dlsym(handle_, "cuDeviceGetCount"));
+  support_.cuPointerGetAttribute =
+      reinterpret_cast<decltype(support_.cuPointerGetAttribute)>(real_dlsym(handle_, "cuPointerGetAttribute"));
+  support_.cuGetErrorName = reinterpret_cast<decltype(support_.cuGetErrorName)>(real_dlsym(handle_, "cuGetErrorName"));
+
+  Dl_info info{};
+  void* probe = real_dlsym(handle_, "cuInit");
+  if (probe == nullptr || dladdr(probe, &info) == 0) {
+    VGPUMEM_LOG_ERROR("'{}' is not a CUDA driver: it does not export cuInit", path);
+    dlclose(handle_);
+    handle_ = nullptr;
+    return false;
+  }
+  object_base_ = info.dli_fbase;
+  VGPUMEM_LOG_DEBUG("loaded CUDA driver {} ({} of {} hooked entry points present)", info.dli_fname,
+                    by_address_count_, kHookCount);
+  return true;
+}
+
+HookId RealDriver::hook_for_real_address(const void* address) const {
+  const auto* end = by_address_ + by_address_count_;
+  const auto* it = std::lower_bound(by_address_, end, address,
+                                    [](const auto& item, const void* key) { return item.first < key; });
+  if (it == end || it->first != address) return HookId::count_;
+  return static_cast<HookId>(it->second);
+}
+
+bool RealDriver::owns(const void* address) const {
+  Dl_info info{};
+  return address != nullptr && dladdr(address, &info) != 0 && info.dli_fbase == object_base_;
+}
+
+CUresult missing_driver_result(HookId id) {
+  // A missing driver looks like no driver at all to the caller; a missing ABI
+  // variant (an older driver) is "not supported".
+  return RealDriver::get_if_loaded() ? CUDA_ERROR_NOT_SUPPORTED
+                                     : (static_cast<void>(id), CUDA_ERROR_NOT_INITIALIZED);
+}
+
+}  // namespace vgpumem::interpose

@@ -1,0 +1,74 @@
+// shim::Runtime — one per process, created on the first intercepted CUDA call.
+//
+// It owns what the hooks share: the configuration, the accounting of device
+// memory against the caps, the per-entry-point call counters and the trace.
+// Creating it does no CUDA work; the real driver is loaded by the first hook
+// that forwards a call (interpose/real_driver.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "interpose/hook_table.h"
+#include "shim/config.h"
+#include "trace/recorder.h"
+#include "vmm/accounting.h"
+
+namespace vgpumem {
+
+class Runtime {
+ public:
+  static Runtime& get();
+  static Runtime* get_if_created();
+
+  const Config& config() const { return config_; }
+  vmm::Accounting& accounting() { return accounting_; }
+  trace::Recorder& recorder() { return recorder_; }
+  bool tracing() const { return tracing_; }
+
+  // Every hook counts its calls (relaxed atomics: no lock on any path).
+  void count(interpose::HookId id) {
+    calls_[static_cast<std::size_t>(id)].fetch_add(1, std::memory_order_relaxed);
+  }
+  // The launch path: count, and trace when asked. Allocates nothing.
+  void on_launch(interpose::HookId id, const void* function, const void* stream) {
+    count(id);
+    if (tracing_) recorder_.record_launch(interpose::hook_entry(id).symbol, function, stream);
+  }
+
+  nlohmann::json summary() const;
+  // Writes the trace now (also done at exit when VGPUMEM_TRACE is set).
+  void write_trace();
+
+ private:
+  explicit Runtime(const Config& config);
+  static void at_exit();
+  static void after_fork_in_child();
+  std::uint64_t cap_for_device(int device) const;
+
+  const Config& config_;
+  trace::Recorder& recorder_;
+  const bool tracing_;
+  vmm::Accounting accounting_;
+  std::atomic<std::uint64_t> calls_[interpose::kHookCount] = {};
+  std::atomic<bool> forked_child_{false};
+};
+
+// The recorder of this process. It exists before the runtime does: dlsym and
+// cuGetProcAddress look-ups are recorded from the first one.
+trace::Recorder& process_recorder();
+
+// Records a look-up of a driver entry point (for the trace summary and the
+// debug log).
+void note_lookup(trace::LookupPath path, std::string_view name, int version, std::uint64_t flags, bool hooked);
+
+// The device of the calling thread's current context, or -1 when the thread
+// has none (never an uninitialised value).
+int current_device();
+// The device an allocation at `address` belongs to, or -1.
+int device_of_pointer(std::uint64_t address);
+
+}  // namespace vgpumem
