@@ -29,14 +29,21 @@ struct MemoryLimit {
 
 enum class LogLevel { trace, debug, info, warn, error, critical, off };
 
+// How device memory beyond the cap is handled: `off` refuses allocations over
+// the cap with the CUDA out-of-memory error; `lru` pages idle allocations to host.
+enum class Policy { off, lru };
+
 struct Config {
   MemoryLimit limit_all;                   // VGPUMEM_LIMIT
   std::map<int, MemoryLimit> limit_device; // VGPUMEM_LIMIT_<i>
   LogLevel log_level = LogLevel::warn;     // VGPUMEM_LOG_LEVEL
   std::string log_file;                    // VGPUMEM_LOG_FILE, %p expanded; empty = stderr
   std::string trace_path;                  // VGPUMEM_TRACE, %p expanded; empty = no trace
+  std::string trace_path_pattern;          // VGPUMEM_TRACE as written, to re-expand in a forked child
   std::uint64_t trace_max_events = 1'000'000;  // VGPUMEM_TRACE_MAX_EVENTS
   std::string driver_path = "libcuda.so.1";    // VGPUMEM_DRIVER: the real driver to load
+  Policy policy = Policy::off;             // VGPUMEM_POLICY; default lru when any limit is set
+  std::optional<std::uint64_t> host_limit; // VGPUMEM_HOST_LIMIT: pinned host bytes; unset = no cap
 
   // VGPUMEM_LIMIT_<device> if set, else VGPUMEM_LIMIT.
   const MemoryLimit& limit_for(int device) const;
@@ -45,9 +52,12 @@ struct Config {
 
 // What was wrong: the variable, its value, and the forms it accepts.
 struct ConfigError {
+  enum class Kind { invalid_value, unknown_variable };
   std::string variable;
   std::string value;
   std::string accepted;
+  Kind kind = Kind::invalid_value;
+  std::string problem;  // optional: what exactly is wrong, e.g. "GB is ambiguous"
   std::string message() const;  // one line, suitable for stderr
 };
 
@@ -70,6 +80,10 @@ std::optional<MemoryLimit> parse_memory_limit(std::string_view text);
 std::optional<std::uint64_t> parse_byte_size(std::string_view text);  // no percent
 std::optional<LogLevel> parse_log_level(std::string_view text);
 std::string_view to_string(LogLevel level);
+std::optional<Policy> parse_policy(std::string_view text);
+std::string_view to_string(Policy policy);
+// Every VGPUMEM_* variable the shim reads, VGPUMEM_LIMIT_<i> written so.
+const std::vector<std::string_view>& known_variables();
 std::string expand_pid(std::string_view path, int pid);
 std::string format_bytes(std::uint64_t bytes);  // "1.50 GiB"
 

@@ -86,7 +86,12 @@ nlohmann::json Runtime::summary() const {
 void Runtime::write_trace() {
   if (!tracing_) return;
   std::string path = config_.trace_path;
-  if (forked_child_.load(std::memory_order_relaxed)) path += "." + std::to_string(::getpid());
+  if (forked_child_.load(std::memory_order_relaxed)) {
+    // %p was expanded with the parent's pid at load; expand it again, and
+    // never write over the parent's file when the pattern has no %p.
+    path = expand_pid(config_.trace_path_pattern, ::getpid());
+    if (path == config_.trace_path) path += "." + std::to_string(::getpid());
+  }
   std::string error;
   if (!recorder_.write(path, summary(), &error)) {
     VGPUMEM_LOG_ERROR("cannot write the trace to {}: {}", path, error);

@@ -59,13 +59,24 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"VGPUMEM_TRACE_MAX_EVENTS", "-1"}, BadValue{"VGPUMEM_HOST_LIMIT", "50%"},
                       BadValue{"VGPUMEM_POLICY", "fastest"}, BadValue{"VGPUMEM_DRIVER", ""},
                       BadValue{"VGPUMEM_LIMT", "8GiB"}),
-    [](const ::testing::TestParamInfo<BadValue>& info) {
-      std::string name = std::string(info.param.variable) + "_" + std::to_string(info.index);
+    [](const ::testing::TestParamInfo<BadValue>& param) {
+      std::string name = std::string(param.param.variable) + "_" + std::to_string(param.index);
       for (char& c : name) {
         if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
       }
       return name;
     });
+
+TEST(BadConfigurationMessage, UnknownNameSuggestsTheKnownOne) {
+  // Also guards load order: the table of known variables must be usable from
+  // the load-time constructor, before any dynamic initialiser has run.
+  auto env = shim_environment();
+  env["VGPUMEM_LIMT"] = "8GiB";
+  const ProcessResult result = run_process({program("plain_program")}, env);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("did you mean VGPUMEM_LIMIT?"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("known: VGPUMEM_LIMIT, "), std::string::npos) << result.err;
+}
 
 }  // namespace
 }  // namespace vgpumem::test
