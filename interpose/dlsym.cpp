@@ -1,4 +1,4 @@
-// The decision half of our dlsym (the trampoline is dlsym_trampoline.S).
+// The decision half of our dlsym override; the trampoline is dlsym_trampoline.S.
 //
 // Only names of the form cu[A-Z]* that are in the hooked set are ever
 // answered here, and only when the caller's look-up would have found the real

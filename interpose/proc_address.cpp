@@ -63,6 +63,10 @@ void route(trace::LookupPath path, const char* symbol, void** pfn, int version, 
     if (id != HookId::count_) {
       *pfn = hook_address(id);
       hooked = true;
+    } else {
+      // A driver whose own table binds through the global scope hands out
+      // our exported hook directly; that is hooked too.
+      for (std::size_t i = 0; i < kHookCount && !hooked; ++i) hooked = *pfn == hook_address(static_cast<HookId>(i));
     }
   }
   note_lookup(path, symbol, version, flags, hooked);

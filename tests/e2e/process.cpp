@@ -30,7 +30,7 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e != nullptr; ++e) {
     const char* eq = std::strchr(*e, '=');
-    if (eq != nullptr) merged[std::string(*e, eq)] = eq + 1;
+    if (eq != nullptr) merged[std::string(static_cast<const char*>(*e), eq)] = eq + 1;
   }
   for (const auto& [key, value] : env) {
     if (value) merged[key] = *value;

@@ -6,6 +6,7 @@
 //   cap_probe meminfo CAP   cuMemGetInfo under the cap, with NULL outputs too
 //   cap_probe threads CAP   many threads allocating and freeing at once
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 
 #include <atomic>
@@ -223,16 +224,17 @@ void threads(std::size_t cap) {
             std::exit(3);
           }
         } else {
-          // Account before freeing so `live` never under-counts what exists.
+          // Uncount before freeing and count after allocating, so `live`
+          // never exceeds what really exists at any instant.
           const CUdeviceptr p = held.back();
           held.pop_back();
-          CHECK(cuMemFree_v2(p));
           live.fetch_sub(kChunk);
+          CHECK(cuMemFree_v2(p));
         }
       }
       for (CUdeviceptr p : held) {
-        CHECK(cuMemFree_v2(p));
         live.fetch_sub(kChunk);
+        CHECK(cuMemFree_v2(p));
       }
     });
   }

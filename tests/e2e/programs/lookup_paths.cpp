@@ -18,6 +18,7 @@
 #undef cuGetProcAddress
 
 extern "C" int first_next_value();  // from libnext_first.so
+extern "C" int second_marker();     // from libnext_second.so
 
 namespace {
 
@@ -117,7 +118,7 @@ void cudart_bootstrap() {
   }
 }
 
-void rtld_next() { std::printf("rtld_next.value %d\n", first_next_value()); }
+void rtld_next() { std::printf("rtld_next.value %d marker %d\n", first_next_value(), second_marker()); }
 
 void cudnn_names() {
   report_resolution("cudnn.dlsym.default.cudnnCreate", dlsym(RTLD_DEFAULT, "cudnnCreate"));
