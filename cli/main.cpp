@@ -1,0 +1,71 @@
+// vgpumem — the front door: `vgpumem run … -- PROGRAM` preloads the shim into
+// a program with the configuration given as options; `vgpumem demo` runs the
+// demo on the simulated driver.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/demo.h"
+#include "cli/run_options.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: vgpumem <command> [options]
+
+commands:
+  run   run a program with libvgpumem.so preloaded
+  demo  run the demo trainer on the simulated driver (no GPU needed)
+
+  vgpumem --help | --version
+  vgpumem run --help
+)";
+
+constexpr const char* kRunUsage = R"(usage: vgpumem run [options] -- PROGRAM [ARGS...]
+
+options:
+  --limit SIZE            cap device memory on every device (VGPUMEM_LIMIT):
+                          bytes with K/M/G/T or KiB/MiB/GiB/TiB, or a percentage (50%)
+  --limit-device I=SIZE   cap device I only (VGPUMEM_LIMIT_<I>); repeatable
+  --trace FILE            write a Chrome trace + summary at exit (VGPUMEM_TRACE; %p = pid)
+  --log-level L           trace, debug, info, warn (default), error, critical, off
+  --simulated[=SIZE]      run on the simulated CUDA driver (device memory SIZE, default 16GiB)
+
+Everything else is configured by environment variables: see docs/configuration.md.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string& command = args[0];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command == "--version") {
+    std::cout << "vgpumem " << VGPUMEM_VERSION << "\n";
+    return 0;
+  }
+  if (command == "run") {
+    const std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h")) {
+      std::cout << kRunUsage;
+      return 0;
+    }
+    const auto parsed = vgpumem::cli::parse_run_options(rest);
+    if (!parsed.options) {
+      std::cerr << parsed.error << "\n";
+      return 2;
+    }
+    return vgpumem::cli::exec_program(
+        parsed.options->program,
+        vgpumem::cli::run_environment(*parsed.options, vgpumem::cli::current_environment()));
+  }
+  if (command == "demo") return vgpumem::cli::run_demo(std::vector<std::string>(args.begin() + 1, args.end()));
+  std::cerr << "vgpumem: unknown command \"" << command << "\"\n" << kUsage;
+  return 2;
+}

@@ -1,0 +1,143 @@
+#include "cli/run_options.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "cli/paths.h"
+#include "shim/config.h"
+
+extern char** environ;
+
+namespace vgpumem::cli {
+namespace {
+
+constexpr const char* kSizeForms =
+    "a size in bytes with an optional unit K/M/G/T (powers of 1024, also KiB/MiB/GiB/TiB), e.g. 8GiB, "
+    "or a percentage of device memory such as 50%";
+
+std::string invalid(const std::string& option, const std::string& value, const std::string& accepted) {
+  return "vgpumem run: invalid " + option + " \"" + value + "\": expected " + accepted;
+}
+
+// "--name=value" or "--name value"; returns nullopt if `arg` is not --name.
+std::optional<std::string> option_value(const std::string& name, const std::vector<std::string>& args,
+                                        std::size_t& i, std::string* error) {
+  const std::string& arg = args[i];
+  if (arg == name) {
+    if (i + 1 >= args.size()) {
+      *error = "vgpumem run: " + name + " needs a value";
+      return std::string();
+    }
+    return args[++i];
+  }
+  if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParseOutcome parse_run_options(const std::vector<std::string>& args) {
+  RunOptions options;
+  std::string error;
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (auto v = option_value("--limit", args, i, &error)) {
+      if (!error.empty()) return {std::nullopt, error};
+      if (!parse_memory_limit(*v)) return {std::nullopt, invalid("--limit", *v, kSizeForms)};
+      options.limit = *v;
+    } else if (auto d = option_value("--limit-device", args, i, &error)) {
+      if (!error.empty()) return {std::nullopt, error};
+      const auto eq = d->find('=');
+      const std::string index = eq == std::string::npos ? "" : d->substr(0, eq);
+      const bool index_ok = !index.empty() && index.size() <= 4 &&
+                            index.find_first_not_of("0123456789") == std::string::npos;
+      if (!index_ok || !parse_memory_limit(d->substr(eq + 1))) {
+        return {std::nullopt, invalid("--limit-device", *d, std::string("I=SIZE with I a device index and SIZE ") + kSizeForms)};
+      }
+      options.device_limits[std::stoi(index)] = d->substr(eq + 1);
+    } else if (auto t = option_value("--trace", args, i, &error)) {
+      if (!error.empty()) return {std::nullopt, error};
+      if (t->empty()) return {std::nullopt, invalid("--trace", *t, "a file path (%p is replaced by the process id)")};
+      options.trace = *t;
+    } else if (auto l = option_value("--log-level", args, i, &error)) {
+      if (!error.empty()) return {std::nullopt, error};
+      if (!parse_log_level(*l)) {
+        return {std::nullopt, invalid("--log-level", *l, "one of trace, debug, info, warn, error, critical, off")};
+      }
+      options.log_level = *l;
+    } else if (arg == "--simulated") {
+      options.simulated = true;
+    } else if (arg.rfind("--simulated=", 0) == 0) {
+      const std::string size = arg.substr(std::strlen("--simulated="));
+      if (!parse_byte_size(size) || *parse_byte_size(size) == 0) {
+        return {std::nullopt, invalid("--simulated", size, "a device memory size such as 16GiB")};
+      }
+      options.simulated = true;
+      options.simulated_device_memory = size;
+    } else {
+      return {std::nullopt, "vgpumem run: unknown option \"" + arg + "\" (see vgpumem run --help)"};
+    }
+  }
+  options.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (options.program.empty()) return {std::nullopt, "vgpumem run: no program given; usage: vgpumem run [OPTIONS] -- PROGRAM [ARGS...]"};
+  return {options, ""};
+}
+
+std::map<std::string, std::string> run_environment(const RunOptions& options,
+                                                   const std::map<std::string, std::string>& current) {
+  std::map<std::string, std::string> env = current;
+  auto prepend = [&env](const std::string& name, const std::string& first) {
+    auto it = env.find(name);
+    env[name] = (it == env.end() || it->second.empty()) ? first : first + ":" + it->second;
+  };
+  if (options.limit) env["VGPUMEM_LIMIT"] = *options.limit;
+  for (const auto& [device, size] : options.device_limits) env["VGPUMEM_LIMIT_" + std::to_string(device)] = size;
+  if (options.trace) env["VGPUMEM_TRACE"] = *options.trace;
+  if (options.log_level) env["VGPUMEM_LOG_LEVEL"] = *options.log_level;
+  // A sanitizer runtime must come before any instrumented library it preloads.
+  if (options.preload_shim) {
+    std::string preload = shim_path();
+    if (std::strlen(VGPUMEM_SANITIZER_RUNTIME) > 0) preload = std::string(VGPUMEM_SANITIZER_RUNTIME) + ":" + preload;
+    prepend("LD_PRELOAD", preload);
+  }
+  if (options.simulated) {
+    env["VGPUMEM_DRIVER"] = simulator_dir() + "/libcuda.so.1";
+    prepend("LD_LIBRARY_PATH", simulator_dir());
+    if (options.simulated_device_memory) env["VGPUSIM_DEVICE_MEMORY"] = *options.simulated_device_memory;
+  }
+  return env;
+}
+
+std::map<std::string, std::string> current_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr) env[std::string(static_cast<const char*>(*e), eq)] = eq + 1;
+  }
+  return env;
+}
+
+int exec_program(const std::vector<std::string>& program, const std::map<std::string, std::string>& environment) {
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : environment) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = program;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execvpe(argv[0], argv.data(), envp.data());
+  std::cerr << "vgpumem run: cannot run " << program[0] << ": " << std::strerror(errno) << "\n";
+  return 127;
+}
+
+}  // namespace vgpumem::cli

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the demo on the simulated CUDA driver (no GPU needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc 2>/dev/null || echo 2)" --target vgpumem vgpumem_cli vgpusim mlp_trainer >/dev/null
+exec build/bin/vgpumem demo "$@"
