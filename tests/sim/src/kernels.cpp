@@ -1,0 +1,273 @@
+// Simulated kernels: registration, modules and libraries, parameter layout,
+// and launches. A kernel body runs with a fault trap armed: touching device
+// memory that is not mapped and accessible becomes CUDA_ERROR_ILLEGAL_ADDRESS,
+// sticky for the context, as on hardware (docs/gpu-facts.md).
+#include <setjmp.h>
+#include <signal.h>
+
+#include <cstring>
+
+#include "sim.h"
+
+namespace vgpusim {
+namespace {
+
+thread_local sigjmp_buf* t_trap = nullptr;
+thread_local std::uint64_t t_fault_address = 0;
+struct sigaction g_previous_segv {}, g_previous_bus {};
+
+void on_fault(int signal, siginfo_t* info, void* context) {
+  if (t_trap != nullptr) {
+    t_fault_address = reinterpret_cast<std::uint64_t>(info->si_addr);
+    siglongjmp(*t_trap, 1);
+  }
+  // Not ours: hand it to whoever was there before (or die as without us).
+  const struct sigaction& previous = signal == SIGSEGV ? g_previous_segv : g_previous_bus;
+  if (previous.sa_flags & SA_SIGINFO) {
+    previous.sa_sigaction(signal, info, context);
+  } else if (previous.sa_handler != SIG_IGN && previous.sa_handler != SIG_DFL) {
+    previous.sa_handler(signal);
+  } else {
+    ::signal(signal, SIG_DFL);  // returning re-executes the access and takes the default action
+  }
+}
+
+void install_fault_trap() {
+  static const bool installed = [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &g_previous_segv);
+    sigaction(SIGBUS, &action, &g_previous_bus);
+    return true;
+  }();
+  static_cast<void>(installed);
+}
+
+// CUfunction and CUkernel are distinct values for one kernel, as on the real
+// driver: the CUkernel is the Kernel's address with the low bit set.
+Kernel* kernel_of_function(CUfunction f) {
+  const auto bits = reinterpret_cast<std::uintptr_t>(f);
+  return (bits & 1) ? nullptr : reinterpret_cast<Kernel*>(bits);
+}
+Kernel* kernel_of_any(const void* handle) {
+  return reinterpret_cast<Kernel*>(reinterpret_cast<std::uintptr_t>(handle) & ~std::uintptr_t{1});
+}
+CUkernel kernel_handle(Kernel* k) { return reinterpret_cast<CUkernel>(reinterpret_cast<std::uintptr_t>(k) | 1); }
+
+bool known(Simulator& sim, const Kernel* k) {
+  for (const auto& owned : sim.kernels) {
+    if (owned.get() == k) return true;
+  }
+  return false;
+}
+
+Kernel* find_by_name(Simulator& sim, const char* name) {
+  for (const auto& k : sim.kernels) {
+    if (name != nullptr && k->name == name) return k.get();
+  }
+  return nullptr;
+}
+
+constexpr std::uintptr_t kModule = 0x5100, kLibrary = 0x5200;
+
+}  // namespace
+
+CUresult run_kernel(Kernel& kernel, void** params, const vgpusimLaunch& launch_info, CUcontext context) {
+  install_fault_trap();
+  sigjmp_buf trap;
+  if (sigsetjmp(trap, 1) == 0) {
+    t_trap = &trap;
+    kernel.desc.body(params, &launch_info, kernel.desc.user);
+    t_trap = nullptr;
+    return CUDA_SUCCESS;
+  }
+  t_trap = nullptr;
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  ++sim.stats.illegal;
+  sim.stats.illegal_events.push_back("{\"kernel\":\"" + kernel.name + "\",\"address\":" +
+                                     std::to_string(t_fault_address) + ",\"device\":" +
+                                     std::to_string(launch_info.device) + "}");
+  sim.contexts[context].sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                unsigned shared, CUstream stream, void** params, void** extra) {
+  Simulator& sim = Simulator::get();
+  Kernel* kernel = nullptr;
+  CUcontext context = current_handle();
+  vgpusimLaunch info{{gx, gy, gz}, {bx, by, bz}, shared, stream, 0};
+  {
+    std::lock_guard lock(sim.mutex);
+    Context* ctx = nullptr;
+    if (CUresult r = check_context(sim, &ctx)) return r;
+    kernel = kernel_of_any(f);
+    if (f == nullptr || !known(sim, kernel)) return CUDA_ERROR_INVALID_HANDLE;
+    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+    info.device = ctx->device;
+    ++sim.stats.kernels;
+  }
+  // Arguments arrive as an array of pointers, or packed in `extra`.
+  void* unpacked[VGPUSIM_MAX_PARAMS];
+  if (params == nullptr && extra != nullptr) {
+    const char* buffer = nullptr;
+    std::size_t size = 0;
+    for (void** e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+      if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<const char*>(e[1]);
+      else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<std::size_t*>(e[1]);
+      else return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (buffer == nullptr || size < kernel->arg_bytes) return CUDA_ERROR_INVALID_VALUE;
+    for (std::size_t i = 0; i < kernel->sizes.size(); ++i) unpacked[i] = const_cast<char*>(buffer + kernel->offsets[i]);
+    params = unpacked;
+  } else if (params == nullptr && !kernel->sizes.empty()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const double duration = kernel->desc.durationFn ? kernel->desc.durationFn(params, &info, kernel->desc.user)
+                                                  : kernel->desc.durationNs;
+  const CUresult result = run_kernel(*kernel, params, info, context);
+  std::lock_guard lock(sim.mutex);
+  sim.stats.sim_time_ns += duration;
+  return result;
+}
+
+}  // namespace vgpusim
+
+using namespace vgpusim;
+
+SIM_EXPORT CUresult vgpusimRegisterKernel(const vgpusimKernelDesc* desc, CUfunction* out) {
+  if (desc == nullptr || desc->name == nullptr || desc->body == nullptr || desc->paramCount > VGPUSIM_MAX_PARAMS ||
+      (desc->paramCount > 0 && desc->paramSizes == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  if (find_by_name(sim, desc->name) != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto kernel = std::make_unique<Kernel>();
+  kernel->name = desc->name;
+  kernel->desc = *desc;
+  kernel->sizes.assign(desc->paramSizes, desc->paramSizes + desc->paramCount);
+  // Natural alignment, as nvcc lays out parameters: each at a multiple of its
+  // size (capped at 8; non-power-of-two sizes align to 8).
+  std::size_t offset = 0;
+  for (std::size_t size : kernel->sizes) {
+    const std::size_t align = (size >= 8 || (size & (size - 1)) != 0) ? 8 : size;
+    offset = round_up(offset, align ? align : 1);
+    kernel->offsets.push_back(offset);
+    offset += size;
+  }
+  kernel->arg_bytes = offset;
+  kernel->desc.name = kernel->name.c_str();
+  kernel->desc.paramSizes = kernel->sizes.data();
+  if (out) *out = reinterpret_cast<CUfunction>(kernel.get());
+  sim.kernels.push_back(std::move(kernel));
+  return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (std::strcmp(static_cast<const char*>(image), VGPUSIM_MODULE_IMAGE) != 0) return CUDA_ERROR_INVALID_IMAGE;
+  *module = reinterpret_cast<CUmodule>(kModule);
+  return CUDA_SUCCESS;
+}
+SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned, CUjit_option*, void**) {
+  return cuModuleLoadData(module, image);
+}
+SIM_EXPORT CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+SIM_EXPORT CUresult cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  if (f == nullptr || reinterpret_cast<std::uintptr_t>(module) != kModule) return CUDA_ERROR_INVALID_VALUE;
+  Kernel* k = find_by_name(sim, name);
+  if (k == nullptr) return CUDA_ERROR_NOT_FOUND;
+  *f = reinterpret_cast<CUfunction>(k);
+  return CUDA_SUCCESS;
+}
+SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned,
+                                      CUlibraryOption*, void**, unsigned) {
+  if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (std::strcmp(static_cast<const char*>(code), VGPUSIM_MODULE_IMAGE) != 0) return CUDA_ERROR_INVALID_IMAGE;
+  *library = reinterpret_cast<CUlibrary>(kLibrary);
+  return CUDA_SUCCESS;
+}
+SIM_EXPORT CUresult cuLibraryUnload(CUlibrary) { return CUDA_SUCCESS; }
+SIM_EXPORT CUresult cuLibraryGetKernel(CUkernel* k, CUlibrary library, const char* name) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  if (k == nullptr || reinterpret_cast<std::uintptr_t>(library) != kLibrary) return CUDA_ERROR_INVALID_VALUE;
+  Kernel* kernel = find_by_name(sim, name);
+  if (kernel == nullptr) return CUDA_ERROR_NOT_FOUND;
+  *k = kernel_handle(kernel);
+  return CUDA_SUCCESS;
+}
+SIM_EXPORT CUresult cuKernelGetFunction(CUfunction* f, CUkernel k) {
+  if (f == nullptr || k == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *f = reinterpret_cast<CUfunction>(kernel_of_any(k));
+  return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult param_info(Kernel* k, size_t index, size_t* offset, size_t* size) {
+  if (k == nullptr || offset == nullptr || size == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (index >= k->sizes.size()) return CUDA_ERROR_INVALID_VALUE;  // how callers find the count
+  *offset = k->offsets[index];
+  *size = k->sizes[index];
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+// A CUkernel passed where a CUfunction is expected is rejected with
+// CUDA_ERROR_INVALID_HANDLE, as the H100's driver does (docs/gpu-facts.md).
+SIM_EXPORT CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size) {
+  return param_info(kernel_of_function(f), index, offset, size);
+}
+SIM_EXPORT CUresult cuKernelGetParamInfo(CUkernel k, size_t index, size_t* offset, size_t* size) {
+  return param_info(kernel_of_any(k), index, offset, size);
+}
+SIM_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
+  Kernel* k = kernel_of_function(f);
+  if (name == nullptr || k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = k->name.c_str();
+  return CUDA_SUCCESS;
+}
+SIM_EXPORT CUresult cuKernelGetName(const char** name, CUkernel k) {
+  if (name == nullptr || k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = kernel_of_any(k)->name.c_str();
+  return CUDA_SUCCESS;
+}
+SIM_EXPORT CUresult cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction) {
+  if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *state = CU_FUNCTION_LOADING_STATE_LOADED;
+  return CUDA_SUCCESS;
+}
+
+#define SIM_LAUNCH(name)                                                                                       \
+  SIM_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,     \
+                           unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {      \
+    Simulator::get().count(#name);                                                                           \
+    return launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                                 \
+  }
+SIM_LAUNCH(cuLaunchKernel)
+SIM_LAUNCH(cuLaunchKernel_ptsz)
+
+#define SIM_LAUNCH_EX(name)                                                                                  \
+  SIM_EXPORT CUresult name(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {             \
+    Simulator::get().count(#name);                                                                         \
+    if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;                                                     \
+    return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,      \
+                  c->sharedMemBytes, c->hStream, params, extra);                                           \
+  }
+SIM_LAUNCH_EX(cuLaunchKernelEx)
+SIM_LAUNCH_EX(cuLaunchKernelEx_ptsz)
+
+#define SIM_LAUNCH_COOP(name)                                                                                \
+  SIM_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,   \
+                           unsigned bz, unsigned shared, CUstream stream, void** params) {                  \
+    Simulator::get().count(#name);                                                                         \
+    return launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, nullptr);                             \
+  }
+SIM_LAUNCH_COOP(cuLaunchCooperativeKernel)
+SIM_LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz)

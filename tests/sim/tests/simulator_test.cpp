@@ -1,0 +1,301 @@
+// The simulated driver on its own (no shim): memory model, VMM lifecycle,
+// illegal access, kernels, resolver rules, fault injection, report.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cudaTypedefs.h>
+
+#include "vgpusim.h"
+
+extern "C" CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                       CUstream, void**, void**);
+
+namespace {
+
+constexpr std::size_t kMiB = 1u << 20;
+const char* g_self = nullptr;
+
+class Simulator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    CUdevice device = 0;
+    ASSERT_EQ(cuDeviceGet(&device, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&context_, device), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
+  }
+  CUcontext context_ = nullptr;
+};
+
+// Runs this test binary again as a child with `env` set, in scenario `name`.
+int run_child(const std::string& name, const std::vector<std::string>& env) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (const std::string& e : env) putenv(strdup(e.c_str()));
+    execl(g_self, g_self, "--child", name.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(Simulator, AllocationIsChargedAndPeakIsKept) {
+  std::size_t free0 = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free0, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, 256 * kMiB);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc(&a, 100 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&b, 100 * kMiB), CUDA_SUCCESS);
+  CUdeviceptr c = 0;
+  EXPECT_EQ(cuMemAlloc(&c, 100 * kMiB), CUDA_ERROR_OUT_OF_MEMORY) << "the device has 256 MiB";
+  std::size_t free1 = 0;
+  ASSERT_EQ(cuMemGetInfo(&free1, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free0 - free1, 200 * kMiB);
+  EXPECT_EQ(cuMemGetInfo(nullptr, &total), CUDA_ERROR_INVALID_VALUE);
+  // Device memory is usable memory.
+  std::vector<int> in(1000, 7), out(1000, 0);
+  ASSERT_EQ(cuMemcpyHtoD(a, in.data(), 4000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoD(b, a, 4000), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(out.data(), b, 4000), CUDA_SUCCESS);
+  EXPECT_EQ(in, out);
+  ASSERT_EQ(cuMemFree(a), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(b), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(a), CUDA_ERROR_INVALID_VALUE) << "double free";
+  // A freed range is no longer device memory a copy may touch.
+  EXPECT_EQ(cuMemcpyHtoD(a, in.data(), 4), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(Simulator, VmmRangeIsInaccessibleUntilMappedAndGranted) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  std::size_t granularity = 0;
+  ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  EXPECT_EQ(granularity, 2 * kMiB);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 4 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressReserve(&va, 3 * kMiB, 0, 0, 0), CUDA_ERROR_INVALID_VALUE) << "not a granularity multiple";
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
+  int value = 42;
+  EXPECT_EQ(cuMemcpyHtoD(va, &value, 4), CUDA_ERROR_INVALID_VALUE) << "reserved, not mapped";
+  ASSERT_EQ(cuMemMap(va, 2 * kMiB, 0, handle, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemcpyHtoD(va, &value, 4), CUDA_ERROR_INVALID_VALUE) << "mapped, no access yet";
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoD(va, &value, 4), CUDA_SUCCESS);
+  // Unmap and map again at the same address: the handle kept the data.
+  EXPECT_EQ(cuMemUnmap(va, kMiB), CUDA_ERROR_INVALID_VALUE) << "partial unmap";
+  ASSERT_EQ(cuMemUnmap(va, 2 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemcpyHtoD(va, &value, 4), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemMap(va + 2 * kMiB, 2 * kMiB, 0, handle, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(va + 2 * kMiB, 2 * kMiB, &access, 1), CUDA_SUCCESS);
+  int back = 0;
+  ASSERT_EQ(cuMemcpyDtoH(&back, va + 2 * kMiB, 4), CUDA_SUCCESS);
+  EXPECT_EQ(back, 42);
+  CUmemGenericAllocationHandle retained = 0;
+  ASSERT_EQ(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va + 2 * kMiB)), CUDA_SUCCESS);
+  EXPECT_EQ(retained, handle);
+  ASSERT_EQ(cuMemRelease(retained), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(va + 2 * kMiB, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemAddressFree(va, 4 * kMiB), CUDA_SUCCESS);
+}
+
+struct Probe {
+  static void body(void** params, const vgpusimLaunch*, void*) {
+    int* p = nullptr;
+    std::memcpy(&p, params[0], sizeof p);
+    int add = 0;
+    std::memcpy(&add, params[1], sizeof add);
+    *p += add;
+  }
+};
+
+CUfunction register_probe(const char* name) {
+  const std::size_t sizes[] = {8, 4, 8, 1};
+  vgpusimKernelDesc desc{};
+  desc.name = name;
+  desc.body = Probe::body;
+  desc.paramCount = 4;
+  desc.paramSizes = sizes;
+  desc.durationNs = 1000;
+  CUfunction f = nullptr;
+  EXPECT_EQ(vgpusimRegisterKernel(&desc, &f), CUDA_SUCCESS);
+  return f;
+}
+
+TEST_F(Simulator, KernelsTakeParamsOrAPackedBufferAndReportTheirLayout) {
+  CUfunction f = register_probe("probe_add");
+  CUdeviceptr p = 0;
+  ASSERT_EQ(cuMemAlloc(&p, 4), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(p, 5, 1), CUDA_SUCCESS);
+  int add = 3;
+  double unused_d = 0;
+  char unused_c = 0;
+  void* params[] = {&p, &add, &unused_d, &unused_c};
+  ASSERT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+  // Layout by natural alignment: 8@0, 4@8, 8@16, 1@24.
+  const std::size_t expected[][2] = {{0, 8}, {8, 4}, {16, 8}, {24, 1}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    std::size_t offset = 0, size = 0;
+    ASSERT_EQ(cuFuncGetParamInfo(f, i, &offset, &size), CUDA_SUCCESS);
+    EXPECT_EQ(offset, expected[i][0]);
+    EXPECT_EQ(size, expected[i][1]);
+  }
+  std::size_t offset = 0, size = 0;
+  EXPECT_EQ(cuFuncGetParamInfo(f, 4, &offset, &size), CUDA_ERROR_INVALID_VALUE);
+  // The packed form.
+  char buffer[32] = {};
+  std::memcpy(buffer, &p, 8);
+  std::memcpy(buffer + 8, &add, 4);
+  std::size_t buffer_size = sizeof buffer;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &buffer_size, CU_LAUNCH_PARAM_END};
+  ASSERT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, extra), CUDA_SUCCESS);
+  int result = 0;
+  ASSERT_EQ(cuMemcpyDtoH(&result, p, 4), CUDA_SUCCESS);
+  EXPECT_EQ(result, 11);
+  // CUkernel and CUfunction are different handles; a CUkernel is not a
+  // CUfunction for cuFuncGetParamInfo (as on the H100).
+  CUlibrary library = nullptr;
+  ASSERT_EQ(cuLibraryLoadData(&library, VGPUSIM_MODULE_IMAGE, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel kernel = nullptr;
+  ASSERT_EQ(cuLibraryGetKernel(&kernel, library, "probe_add"), CUDA_SUCCESS);
+  EXPECT_NE(reinterpret_cast<void*>(kernel), reinterpret_cast<void*>(f));
+  EXPECT_EQ(cuFuncGetParamInfo(reinterpret_cast<CUfunction>(kernel), 0, &offset, &size), CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_EQ(cuKernelGetParamInfo(kernel, 1, &offset, &size), CUDA_SUCCESS);
+  EXPECT_EQ(offset, 8u);
+  CUfunction from_kernel = nullptr;
+  ASSERT_EQ(cuKernelGetFunction(&from_kernel, kernel), CUDA_SUCCESS);
+  EXPECT_EQ(from_kernel, f);
+  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+  CUmodule module = nullptr;
+  ASSERT_EQ(cuModuleLoadData(&module, VGPUSIM_MODULE_IMAGE), CUDA_SUCCESS);
+  CUfunction by_name = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&by_name, module, "probe_add"), CUDA_SUCCESS);
+  EXPECT_EQ(by_name, f);
+  EXPECT_EQ(cuModuleGetFunction(&by_name, module, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  ASSERT_EQ(cuMemFree(p), CUDA_SUCCESS);
+}
+
+TEST_F(Simulator, ResolverFollowsVersionAndFlags) {
+  auto resolved = [](const char* name, int version, cuuint64_t flags) {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status{};
+    EXPECT_EQ(cuGetProcAddress_v2(name, &fn, version, flags, &status), CUDA_SUCCESS);
+    return fn;
+  };
+  EXPECT_EQ(resolved("cuMemAlloc", 3020, 0), reinterpret_cast<void*>(&cuMemAlloc_v2));
+  EXPECT_EQ(resolved("cuLaunchKernel", 4000, 0), reinterpret_cast<void*>(&cuLaunchKernel));
+  EXPECT_EQ(resolved("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+            reinterpret_cast<void*>(&cuLaunchKernel_ptsz));
+  EXPECT_EQ(resolved("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM), reinterpret_cast<void*>(&cuLaunchKernel));
+  // No per-thread variant: the legacy one.
+  EXPECT_EQ(resolved("cuMemCreate", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), reinterpret_cast<void*>(&cuMemCreate));
+  EXPECT_EQ(resolved("cuGetProcAddress", 12000, 0), reinterpret_cast<void*>(&cuGetProcAddress_v2));
+  EXPECT_EQ(resolved("", 0, 0), nullptr) << "the empty-name probe: success, no function (as on the H100)";
+  EXPECT_EQ(resolved("cuNoSuchThing", 13000, 0), nullptr);
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  ASSERT_EQ(cuGetProcAddress_v2("cuMemCreate", &fn, 9000, 0, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &fn, 99000, 0, &status), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST(SimulatorProcess, IllegalAccessIsStickyAndReported) {
+  const std::string report = ::testing::TempDir() + "/vgpusim-illegal.json";
+  EXPECT_EQ(run_child("illegal", {"VGPUSIM_REPORT=" + report}), 0);
+  std::ifstream in(report);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("\"illegal_accesses\":1"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("\"kernel\":\"toucher\""), std::string::npos) << text.str();
+}
+
+TEST(SimulatorProcess, FaultInjectionFailsTheNthCall) {
+  EXPECT_EQ(run_child("faults", {"VGPUSIM_FAULTS=cuMemCreate:2,hostalloc:1,memcpy:1+,cuMemAlloc:3"}), 0);
+}
+
+TEST(SimulatorProcess, MalformedSettingsStopAtInit) {
+  EXPECT_EQ(run_child("init", {"VGPUSIM_DEVICE_MEMORY=lots"}), 2);
+  EXPECT_EQ(run_child("init", {"VGPUSIM_FAULTS=cuMemCreate"}), 2);
+  EXPECT_EQ(run_child("init", {"VGPUSIM_DEVICES=0"}), 2);
+}
+
+// ---- child scenarios (exit 0 on success) -------------------------------------------------
+int child_illegal() {
+  CUcontext ctx = nullptr;
+  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
+  CUdeviceptr va = 0;
+  if (cuMemAddressReserve(&va, 2 * kMiB, 0, 0, 0)) return 11;
+  const std::size_t sizes[] = {8};
+  vgpusimKernelDesc desc{};
+  desc.name = "toucher";
+  desc.paramCount = 1;
+  desc.paramSizes = sizes;
+  desc.body = [](void** params, const vgpusimLaunch*, void*) {
+    volatile int* p = nullptr;
+    std::memcpy(const_cast<int**>(&p), params[0], sizeof p);
+    *p = 1;  // reserved, never mapped
+  };
+  CUfunction f = nullptr;
+  if (vgpusimRegisterKernel(&desc, &f)) return 12;
+  void* params[] = {&va};
+  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) != CUDA_ERROR_ILLEGAL_ADDRESS) return 13;
+  // Sticky: everything on the context fails the same way afterwards.
+  CUdeviceptr p = 0;
+  if (cuCtxSynchronize() != CUDA_ERROR_ILLEGAL_ADDRESS) return 14;
+  if (cuMemAlloc(&p, 4) != CUDA_ERROR_ILLEGAL_ADDRESS) return 15;
+  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) != CUDA_ERROR_ILLEGAL_ADDRESS) return 16;
+  return 0;
+}
+
+int child_faults() {
+  CUcontext ctx = nullptr;
+  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemGenericAllocationHandle h = 0;
+  if (cuMemCreate(&h, 2 * kMiB, &prop, 0) != CUDA_SUCCESS) return 11;
+  if (cuMemCreate(&h, 2 * kMiB, &prop, 0) != CUDA_ERROR_OUT_OF_MEMORY) return 12;
+  if (cuMemCreate(&h, 2 * kMiB, &prop, 0) != CUDA_SUCCESS) return 13;
+  void* host = nullptr;
+  if (cuMemHostAlloc(&host, 4096, 0) != CUDA_ERROR_OUT_OF_MEMORY) return 14;
+  if (cuMemHostAlloc(&host, 4096, 0) != CUDA_SUCCESS) return 15;
+  CUdeviceptr a = 0, b = 0, c = 0;
+  if (cuMemAlloc(&a, 64) || cuMemAlloc(&b, 64)) return 16;
+  if (cuMemAlloc(&c, 64) != CUDA_ERROR_OUT_OF_MEMORY) return 17;
+  int v = 1;
+  if (cuMemcpyHtoD(a, &v, 4) == CUDA_SUCCESS || cuMemcpyHtoD(a, &v, 4) == CUDA_SUCCESS) return 18;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_self = argv[0];
+  if (argc == 3 && std::string(argv[1]) == "--child") {
+    const std::string name = argv[2];
+    if (name == "illegal") return child_illegal();
+    if (name == "faults") return child_faults();
+    if (name == "init") return cuInit(0) == CUDA_SUCCESS ? 0 : 1;
+    return 99;
+  }
+  setenv("VGPUSIM_DEVICE_MEMORY", "256MiB", 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
