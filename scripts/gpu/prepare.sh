@@ -13,5 +13,6 @@ cmake --build "$build" --target vgpumem >/dev/null
 strip -o "$out/libvgpumem.so" "$build/lib/libvgpumem.so"
 /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 -std=c++17 "$here/probe.cu" -o "$out/probe" \
   -L/usr/local/cuda/lib64/stubs -lcuda
-cp "$here"/run_torch.sh "$here"/run_probes.sh "$here"/torch_cap.py "$here"/phases.py "$out/"
+/usr/local/cuda/bin/nvcc -O2 -arch=sm_90 "$here/vecadd_checks.cu" -o "$out/vecadd_checks"
+cp "$here"/run_*.sh "$here"/*.py "$out/"
 echo "ready: $out ($(du -sh "$out" | cut -f1))"

@@ -102,7 +102,7 @@ class Simulator {
   std::vector<std::unique_ptr<Kernel>> kernels;
   std::map<std::uint64_t, std::uint64_t> host_allocations;  // pointer -> bytes (pinned)
   Stats stats;
-  double link_gbps = 25, device_copy_gbps = 1000;
+  double link_gbps = 55, device_copy_gbps = 1000;  // 55 GB/s per direction: measured on the H100 (docs/gpu-facts.md)
 
   // Count a call by its exported name (for the report).
   void count(const char* api);

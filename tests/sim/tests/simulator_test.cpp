@@ -191,6 +191,19 @@ TEST_F(Simulator, KernelsTakeParamsOrAPackedBufferAndReportTheirLayout) {
   ASSERT_EQ(cuMemFree(p), CUDA_SUCCESS);
 }
 
+TEST_F(Simulator, HostCopiesAdvanceTheClockAtTheMeasuredLinkBandwidth) {
+  CUdeviceptr p = 0;
+  const std::size_t bytes = 55'000'000;  // 1 ms at 55 GB/s
+  ASSERT_EQ(cuMemAlloc(&p, bytes), CUDA_SUCCESS);
+  std::vector<char> host(bytes, 1);
+  const unsigned long long before = vgpusimHostTimeNs();
+  ASSERT_EQ(cuMemcpyHtoD(p, host.data(), bytes), CUDA_SUCCESS);
+  const unsigned long long elapsed = vgpusimHostTimeNs() - before;
+  EXPECT_GE(elapsed, 1'000'000u);
+  EXPECT_LE(elapsed, 1'010'000u);
+  ASSERT_EQ(cuMemFree(p), CUDA_SUCCESS);
+}
+
 TEST_F(Simulator, ResolverFollowsVersionAndFlags) {
   auto resolved = [](const char* name, int version, cuuint64_t flags) {
     void* fn = nullptr;
