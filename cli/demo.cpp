@@ -21,7 +21,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -70,8 +69,9 @@ RunResult spawn(const std::vector<std::string>& program, const std::map<std::str
 }
 
 std::string result_line(const std::string& output) {
-  std::smatch match;
-  return std::regex_search(output, match, std::regex("RESULT [^\n]*")) ? match.str() : "";
+  const std::size_t start = output.find("RESULT ");
+  if (start == std::string::npos) return "";
+  return output.substr(start, output.find('\n', start) - start);
 }
 
 nlohmann::json read_json(const std::string& path) {
