@@ -39,22 +39,15 @@ struct RunResult {
 
 RunResult spawn(const std::vector<std::string>& program, const std::map<std::string, std::string>& environment,
                 const std::string& output_path) {
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : environment) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = program;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  CStringArray argv(program);
+  CStringArray envp = CStringArray::from_environment(environment);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   pid_t pid = 0;
   RunResult result;
-  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()) == 0) {
+  if (posix_spawn(&pid, argv.data()[0], &actions, nullptr, argv.data(), envp.data()) == 0) {
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
     }

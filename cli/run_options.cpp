@@ -125,17 +125,21 @@ std::map<std::string, std::string> current_environment() {
   return env;
 }
 
+CStringArray::CStringArray(std::vector<std::string> strings) : strings_(std::move(strings)) {
+  for (std::string& s : strings_) pointers_.push_back(s.data());
+  pointers_.push_back(nullptr);
+}
+
+CStringArray CStringArray::from_environment(const std::map<std::string, std::string>& environment) {
+  std::vector<std::string> entries;
+  for (const auto& [name, value] : environment) entries.push_back(name + "=" + value);
+  return CStringArray(std::move(entries));
+}
+
 int exec_program(const std::vector<std::string>& program, const std::map<std::string, std::string>& environment) {
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : environment) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = program;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execvpe(argv[0], argv.data(), envp.data());
+  CStringArray argv(program);
+  CStringArray envp = CStringArray::from_environment(environment);
+  ::execvpe(argv.data()[0], argv.data(), envp.data());
   std::cerr << "vgpumem run: cannot run " << program[0] << ": " << std::strerror(errno) << "\n";
   return 127;
 }

@@ -36,6 +36,18 @@ std::map<std::string, std::string> run_environment(const RunOptions& options,
 
 std::map<std::string, std::string> current_environment();
 
+// NULL-terminated char* arrays for exec/spawn, owning their strings.
+class CStringArray {
+ public:
+  explicit CStringArray(std::vector<std::string> strings);
+  static CStringArray from_environment(const std::map<std::string, std::string>& environment);
+  char* const* data() { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<char*> pointers_;
+};
+
 // Replaces this process with the program under `environment`; returns only on failure.
 int exec_program(const std::vector<std::string>& program, const std::map<std::string, std::string>& environment);
 

@@ -432,6 +432,21 @@ SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle*, CUdeviceptr) {
 
 // ---- host memory ------------------------------------------------------------------------
 namespace {
+// Pinned host bytes, keyed by pointer (registered ranges with the low bit set,
+// so one pointer can be both allocated and registered). Caller holds the lock.
+void track_pinned(Simulator& sim, std::uint64_t key, std::uint64_t bytes) {
+  sim.host_allocations[key] = bytes;
+  sim.stats.pinned_now += bytes;
+  sim.stats.pinned_peak = std::max(sim.stats.pinned_peak, sim.stats.pinned_now);
+}
+CUresult untrack_pinned(Simulator& sim, std::uint64_t key, CUresult unknown) {
+  auto it = sim.host_allocations.find(key);
+  if (it == sim.host_allocations.end()) return unknown;
+  sim.stats.pinned_now -= it->second;
+  sim.host_allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
 CUresult host_allocate(void** p, std::size_t bytes) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
@@ -440,9 +455,7 @@ CUresult host_allocate(void** p, std::size_t bytes) {
   if (sim.inject_fault("hostalloc")) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = std::aligned_alloc(4096, round_up(std::max<std::size_t>(bytes, 1), 4096));
   if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  sim.host_allocations[reinterpret_cast<std::uint64_t>(*p)] = bytes;
-  sim.stats.pinned_now += bytes;
-  sim.stats.pinned_peak = std::max(sim.stats.pinned_peak, sim.stats.pinned_now);
+  track_pinned(sim, reinterpret_cast<std::uint64_t>(*p), bytes);
   return CUDA_SUCCESS;
 }
 }  // namespace
@@ -459,12 +472,9 @@ SIM_EXPORT CUresult cuMemFreeHost(void* p) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
   sim.count("cuMemFreeHost");
-  auto it = sim.host_allocations.find(reinterpret_cast<std::uint64_t>(p));
-  if (it == sim.host_allocations.end()) return CUDA_ERROR_INVALID_VALUE;
-  sim.stats.pinned_now -= it->second;
-  sim.host_allocations.erase(it);
-  std::free(p);
-  return CUDA_SUCCESS;
+  const CUresult result = untrack_pinned(sim, reinterpret_cast<std::uint64_t>(p), CUDA_ERROR_INVALID_VALUE);
+  if (result == CUDA_SUCCESS) std::free(p);
+  return result;
 }
 SIM_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned) {
   Simulator& sim = Simulator::get();
@@ -472,20 +482,14 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned) {
   sim.count("cuMemHostRegister_v2");
   if (p == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (sim.inject_fault("hostalloc")) return CUDA_ERROR_OUT_OF_MEMORY;
-  sim.stats.pinned_now += bytes;
-  sim.stats.pinned_peak = std::max(sim.stats.pinned_peak, sim.stats.pinned_now);
-  sim.host_allocations[reinterpret_cast<std::uint64_t>(p) | 1] = bytes;  // registered, not owned
+  track_pinned(sim, reinterpret_cast<std::uint64_t>(p) | 1, bytes);  // registered, not owned
   return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuMemHostUnregister(void* p) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
   sim.count("cuMemHostUnregister");
-  auto it = sim.host_allocations.find(reinterpret_cast<std::uint64_t>(p) | 1);
-  if (it == sim.host_allocations.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-  sim.stats.pinned_now -= it->second;
-  sim.host_allocations.erase(it);
-  return CUDA_SUCCESS;
+  return untrack_pinned(sim, reinterpret_cast<std::uint64_t>(p) | 1, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 }
 
 // ---- queries -----------------------------------------------------------------------------
