@@ -11,10 +11,16 @@
 #include "interpose/real_driver.h"
 #include "shim/runtime.h"
 
+// The first decision -- is this a driver name at all? -- runs for every dlsym
+// in the process, including those a sanitizer runtime makes while it starts,
+// before its shadow memory exists. That path must not be instrumented.
+#define VGPUMEM_UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined", "thread")))
+
 extern "C" {
 // Read by the trampoline. Hidden so it is addressed PC-relative, with no GOT.
 __attribute__((visibility("hidden"))) void* vgpumem_glibc_dlsym = nullptr;
-__attribute__((visibility("hidden"))) void* vgpumem_dlsym_intercept(void* handle, const char* name);
+__attribute__((visibility("hidden"))) VGPUMEM_UNINSTRUMENTED void* vgpumem_dlsym_intercept(void* handle,
+                                                                                           const char* name);
 }
 
 namespace vgpumem::interpose {
@@ -22,14 +28,13 @@ namespace {
 
 using DlsymFn = void* (*)(void*, const char*);
 
-DlsymFn glibc_dlsym() {
+VGPUMEM_UNINSTRUMENTED DlsymFn glibc_dlsym() {
   void* fn = __atomic_load_n(&vgpumem_glibc_dlsym, __ATOMIC_ACQUIRE);
   if (fn == nullptr) {
     // dlsym moved into libc.so.6 at glibc 2.34; older glibc only has 2.2.5.
-    for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
-      fn = dlvsym(RTLD_NEXT, "dlsym", version);
-      if (fn != nullptr) break;
-    }
+    // (Plain calls only: this may run before a sanitizer runtime is ready.)
+    fn = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (fn == nullptr) fn = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
     __atomic_store_n(&vgpumem_glibc_dlsym, fn, __ATOMIC_RELEASE);
   }
   return reinterpret_cast<DlsymFn>(fn);
@@ -59,10 +64,13 @@ void* real_dlsym(void* handle, const char* name) {
 
 }  // namespace vgpumem::interpose
 
-void* vgpumem_dlsym_intercept(void* handle, const char* name) {
+namespace {
+
+// Everything after the first decision: only for cu[A-Z]* names, which no
+// sanitizer runtime looks up.
+void* intercept_driver_name(void* handle, const char* name) {
   using namespace vgpumem::interpose;
-  if (glibc_dlsym() == nullptr) return nullptr;  // cannot happen with glibc; nothing sane to do
-  if (name == nullptr || !is_driver_name(name) || loading_driver_on_this_thread()) return nullptr;
+  if (loading_driver_on_this_thread()) return nullptr;
   const HookEntry* entry = find_hook_by_symbol(name);
   if (entry == nullptr) return nullptr;
 
@@ -73,6 +81,16 @@ void* vgpumem_dlsym_intercept(void* handle, const char* name) {
   const bool hooked = found == hook || is_driver_function(found);
   vgpumem::note_lookup(vgpumem::trace::LookupPath::dlsym, name, 0, 0, hooked);
   return hooked ? hook : nullptr;
+}
+
+}  // namespace
+
+void* vgpumem_dlsym_intercept(void* handle, const char* name) {
+  if (vgpumem::interpose::glibc_dlsym() == nullptr) return nullptr;  // cannot happen with glibc
+  // Written out rather than calling is_driver_name(): a call into instrumented
+  // code is exactly what must not happen here.
+  if (name == nullptr || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z') return nullptr;
+  return intercept_driver_name(handle, name);
 }
 
 #if !defined(__x86_64__)

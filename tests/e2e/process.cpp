@@ -76,7 +76,12 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 std::map<std::string, std::optional<std::string>> simulator_environment() {
   std::string library_path = VGPUMEM_TEST_SIM_DIR;
   if (const char* old = std::getenv("LD_LIBRARY_PATH")) library_path += std::string(":") + old;
+  // In sanitizer builds the runtime is preloaded in both environments, so the
+  // two differ only by the shim.
+  std::optional<std::string> preload;
+  if (!std::string(VGPUMEM_TEST_PRELOAD_PREFIX).empty()) preload = VGPUMEM_TEST_PRELOAD_PREFIX;
   return {{"LD_LIBRARY_PATH", library_path},
+          {"LD_PRELOAD", preload},
           {"VGPUMEM_LIMIT", std::nullopt},
           {"VGPUMEM_TRACE", std::nullopt},
           {"VGPUMEM_LOG_LEVEL", std::nullopt}};

@@ -304,7 +304,9 @@ SIM_EXPORT CUresult cuGetExportTable(const void** table, const CUuuid*) {
 }
 
 SIM_EXPORT unsigned long long vgpusimHostTimeNs(void) {
-  return static_cast<unsigned long long>(Simulator::get().stats.sim_time_ns);
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  return static_cast<unsigned long long>(sim.stats.sim_time_ns);
 }
 
 SIM_EXPORT CUresult vgpusimWriteReport(const char* path) {

@@ -104,8 +104,10 @@ class Simulator {
   Stats stats;
   double link_gbps = 55, device_copy_gbps = 1000;  // 55 GB/s per direction: measured on the H100 (docs/gpu-facts.md)
 
-  // Count a call by its exported name (for the report).
+  // Count a call by its exported name (for the report). Takes its own lock:
+  // entry points count before (or while) holding `mutex`.
   void count(const char* api);
+  std::mutex calls_mutex;
   // Fault injection: true if this call of `operation` must fail.
   bool inject_fault(const std::string& operation);
 

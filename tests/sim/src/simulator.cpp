@@ -16,7 +16,10 @@ Simulator& Simulator::get() {
   return *simulator;
 }
 
-void Simulator::count(const char* api) { ++stats.calls[api]; }
+void Simulator::count(const char* api) {
+  std::lock_guard lock(calls_mutex);
+  ++stats.calls[api];
+}
 
 bool Simulator::inject_fault(const std::string& operation) {
   auto it = faults.find(operation);
@@ -80,6 +83,7 @@ void Simulator::write_report(const char* path) {
       << ",\"kernels_launched\":" << stats.kernels << ",\"bytes_h2d\":" << stats.bytes_h2d
       << ",\"bytes_d2h\":" << stats.bytes_d2h << ",\"pinned_host_bytes_peak\":" << stats.pinned_peak << ",\"calls\":{";
   bool first = true;
+  std::lock_guard calls_lock(calls_mutex);
   for (const auto& [api, n] : stats.calls) {
     out << (first ? "" : ",") << "\"" << api << "\":" << n;
     first = false;

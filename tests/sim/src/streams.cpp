@@ -67,7 +67,11 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
 }
 SIM_EXPORT CUresult cuEventRecord(CUevent event, CUstream) {
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  reinterpret_cast<Event*>(event)->time_ns = Simulator::get().stats.sim_time_ns;
+  {
+    Simulator& sim = Simulator::get();
+    std::lock_guard lock(sim.mutex);
+    reinterpret_cast<Event*>(event)->time_ns = sim.stats.sim_time_ns;
+  }
   return context_status();
 }
 SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) { return cuEventRecord(event, stream); }
