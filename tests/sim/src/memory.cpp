@@ -320,15 +320,9 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot = PROT_READ | PROT_WRITE;
     else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE) prot = PROT_READ;
   }
-  // The range must be covered by mappings.
-  std::uint64_t at = ptr - region->base;
-  const std::uint64_t end = at + size;
-  while (at < end) {
-    auto it = region->mappings.find(at);
-    if (it == region->mappings.end() || at + it->second.size > end) return CUDA_ERROR_INVALID_VALUE;
-    at += it->second.size;
-  }
-  for (at = ptr - region->base; at < end;) {
+  const std::uint64_t end = ptr - region->base + size;
+  if (!region->covered_by_whole_mappings(ptr - region->base, size)) return CUDA_ERROR_INVALID_VALUE;
+  for (std::uint64_t at = ptr - region->base; at < end;) {
     auto& m = region->mappings[at];
     mprotect(reinterpret_cast<void*>(region->base + at), m.size, prot);
     m.accessible = prot != PROT_NONE;
@@ -344,16 +338,11 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   Region* region = sim.region_of(ptr, size);
   if (region == nullptr || region->kind != Region::Kind::reservation) return CUDA_ERROR_INVALID_VALUE;
   // Whole mappings only: a partial unmap is an error, as on hardware.
-  std::uint64_t at = ptr - region->base;
-  const std::uint64_t end = at + size;
-  while (at < end) {
-    auto it = region->mappings.find(at);
-    if (it == region->mappings.end() || at + it->second.size > end) return CUDA_ERROR_INVALID_VALUE;
-    at += it->second.size;
-  }
+  const std::uint64_t end = ptr - region->base + size;
+  if (!region->covered_by_whole_mappings(ptr - region->base, size)) return CUDA_ERROR_INVALID_VALUE;
   // Like the real driver, unmapping does not wait for work that still uses
   // the range (measured on the H100): a kernel touching it afterwards faults.
-  for (at = ptr - region->base; at < end;) {
+  for (std::uint64_t at = ptr - region->base; at < end;) {
     auto it = region->mappings.find(at);
     const std::uint64_t handle = it->second.handle, length = it->second.size;
     protect_none(region->base + at, length);

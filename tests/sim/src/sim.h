@@ -69,6 +69,17 @@ struct Region {
     bool accessible;
   };
   std::map<std::uint64_t, Mapping> mappings;
+
+  // True if [offset, offset + length) is exactly a run of whole mappings: the
+  // only ranges cuMemSetAccess and cuMemUnmap accept.
+  bool covered_by_whole_mappings(std::uint64_t offset, std::uint64_t length) const {
+    for (std::uint64_t at = offset; at < offset + length;) {
+      auto it = mappings.find(at);
+      if (it == mappings.end() || at + it->second.size > offset + length) return false;
+      at += it->second.size;
+    }
+    return true;
+  }
 };
 
 struct Kernel {
