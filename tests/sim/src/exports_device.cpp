@@ -202,6 +202,9 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribut
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:      // 110, as the H100 reports
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:  // 141
+    case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:      // 145
       *value = 1;
       break;
     default: *value = 0; break;
@@ -232,11 +235,12 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
 
+// Succeeds but does not recover a context after an illegal access: on the
+// H100 every later call still returns 700 (docs/gpu-facts.md §8.7).
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice device) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
   if (device < 0 || device >= static_cast<int>(sim.primary.size())) return CUDA_ERROR_INVALID_DEVICE;
-  sim.contexts[sim.primary[static_cast<std::size_t>(device)]].sticky = CUDA_SUCCESS;
   return CUDA_SUCCESS;
 }
 

@@ -204,6 +204,19 @@ TEST_F(Simulator, HostCopiesAdvanceTheClockAtTheMeasuredLinkBandwidth) {
   ASSERT_EQ(cuMemFree(p), CUDA_SUCCESS);
 }
 
+TEST_F(Simulator, AttributesMatchTheH100) {
+  int value = -1;
+  for (CUdevice_attribute a : {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                               CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                               CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                               CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED}) {
+    ASSERT_EQ(cuDeviceGetAttribute(&value, a, 0), CUDA_SUCCESS);
+    EXPECT_EQ(value, 1) << "attribute " << a;
+  }
+  ASSERT_EQ(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 0), CUDA_SUCCESS);
+  EXPECT_EQ(value, 3);
+}
+
 TEST_F(Simulator, ResolverFollowsVersionAndFlags) {
   auto resolved = [](const char* name, int version, cuuint64_t flags) {
     void* fn = nullptr;
@@ -273,6 +286,9 @@ int child_illegal() {
   if (cuCtxSynchronize() != CUDA_ERROR_ILLEGAL_ADDRESS) return 14;
   if (cuMemAlloc(&p, 4) != CUDA_ERROR_ILLEGAL_ADDRESS) return 15;
   if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) != CUDA_ERROR_ILLEGAL_ADDRESS) return 16;
+  // No recovery inside the process, as on the H100: the reset "succeeds".
+  if (cuDevicePrimaryCtxReset(0) != CUDA_SUCCESS) return 17;
+  if (cuMemAlloc(&p, 4) != CUDA_ERROR_ILLEGAL_ADDRESS) return 18;
   return 0;
 }
 
