@@ -1,4 +1,4 @@
-// Initialisation, devices, contexts, error names.
+// Initialisation, configuration, devices, error names, the report.
 #include <unistd.h>
 
 #include <cstdio>
@@ -60,10 +60,12 @@ void configure(Simulator& sim) {
       start = comma + 1;
     }
   }
-  if (const char* v = std::getenv("VGPUSIM_LINK_GBPS")) {
+  for (auto [variable, rate] : {std::pair{"VGPUSIM_LINK_GBPS", &sim.link_gbps}, std::pair{"VGPUSIM_PAGEABLE_GBPS", &sim.pageable_gbps}}) {
+    const char* v = std::getenv(variable);
+    if (v == nullptr) continue;
     char* end = nullptr;
-    sim.link_gbps = std::strtod(v, &end);
-    if (*v == '\0' || *end != '\0' || !(sim.link_gbps > 0)) bad_setting("VGPUSIM_LINK_GBPS", v, "a positive number of GB/s");
+    *rate = std::strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !(*rate > 0)) bad_setting(variable, v, "a positive number of GB/s");
   }
   if (const char* v = std::getenv("VGPUSIM_FAULTS")) {
     // "operation:n" fails the n-th call; "operation:n+" the n-th and every later one.
@@ -87,11 +89,8 @@ void configure(Simulator& sim) {
       start = comma + 1;
     }
   }
-  for (std::size_t d = 0; d < sim.devices.size(); ++d) {
-    auto* handle = reinterpret_cast<CUcontext>(new char);  // a unique address is the handle
-    sim.contexts[handle] = Context{static_cast<int>(d), CUDA_SUCCESS, true};
-    sim.primary.push_back(handle);
-  }
+  for (std::size_t d = 0; d < sim.devices.size(); ++d) sim.primary.push_back(create_context(sim, static_cast<int>(d), true));
+  create_default_pools(sim);
 }
 
 void report_at_exit() {
@@ -223,61 +222,6 @@ SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  if (!sim.initialised) return CUDA_ERROR_NOT_INITIALIZED;
-  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (device < 0 || device >= static_cast<int>(sim.devices.size())) return CUDA_ERROR_INVALID_DEVICE;
-  *context = sim.primary[static_cast<std::size_t>(device)];
-  return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
-
-// Succeeds but does not recover a context after an illegal access: on the
-// H100 every later call still returns 700 (docs/gpu-facts.md §8.7).
-SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice device) {
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  if (device < 0 || device >= static_cast<int>(sim.primary.size())) return CUDA_ERROR_INVALID_DEVICE;
-  return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext context) {
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  if (!sim.initialised) return CUDA_ERROR_NOT_INITIALIZED;
-  if (context != nullptr && sim.contexts.count(context) == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  set_current(context);
-  return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* context) {
-  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *context = current_handle();
-  return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  if (!sim.initialised) return CUDA_ERROR_NOT_INITIALIZED;
-  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Context* context = current_context(sim);
-  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  *device = context->device;
-  return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuCtxSynchronize() {
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  return check_context(sim);
-}
-
-SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext) { return cuCtxSynchronize(); }
-
 SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (const ErrorName& e : kErrors) {
@@ -310,7 +254,7 @@ SIM_EXPORT CUresult cuGetExportTable(const void** table, const CUuuid*) {
 SIM_EXPORT unsigned long long vgpusimHostTimeNs(void) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
-  return static_cast<unsigned long long>(sim.stats.sim_time_ns);
+  return static_cast<unsigned long long>(sim.now_ns);
 }
 
 SIM_EXPORT CUresult vgpusimWriteReport(const char* path) {

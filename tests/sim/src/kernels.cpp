@@ -56,7 +56,7 @@ Kernel* kernel_of_any(const void* handle) {
 }
 CUkernel kernel_handle(Kernel* k) { return reinterpret_cast<CUkernel>(reinterpret_cast<std::uintptr_t>(k) | 1); }
 
-bool known(Simulator& sim, const Kernel* k) {
+bool known(const Simulator& sim, const Kernel* k) {
   for (const auto& owned : sim.kernels) {
     if (owned.get() == k) return true;
   }
@@ -72,9 +72,8 @@ Kernel* find_by_name(Simulator& sim, const char* name) {
 
 constexpr std::uintptr_t kModule = 0x5100, kLibrary = 0x5200;
 
-}  // namespace
-
-CUresult run_kernel(Kernel& kernel, void** params, const vgpusimLaunch& launch_info, CUcontext context) {
+// Runs a kernel body with the fault trap armed (caller holds sim.mutex).
+CUresult run_kernel(const Kernel& kernel, void** params, const vgpusimLaunch& launch_info) {
   install_fault_trap();
   sigjmp_buf trap;
   if (sigsetjmp(trap, 1) == 0) {
@@ -84,34 +83,15 @@ CUresult run_kernel(Kernel& kernel, void** params, const vgpusimLaunch& launch_i
     return CUDA_SUCCESS;
   }
   t_trap = nullptr;
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  ++sim.stats.illegal;
-  sim.stats.illegal_events.push_back("{\"kernel\":\"" + kernel.name + "\",\"address\":" +
-                                     std::to_string(t_fault_address) + ",\"device\":" +
-                                     std::to_string(launch_info.device) + "}");
-  sim.contexts[context].sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+  record_illegal_access(Simulator::get(), kernel.name, t_fault_address, launch_info.device);
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
-CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                unsigned shared, CUstream stream, void** params, void** extra) {
-  Simulator& sim = Simulator::get();
-  Kernel* kernel = nullptr;
-  CUcontext context = current_handle();
-  vgpusimLaunch info{{gx, gy, gz}, {bx, by, bz}, shared, stream, 0};
-  {
-    std::lock_guard lock(sim.mutex);
-    Context* ctx = nullptr;
-    if (CUresult r = check_context(sim, &ctx)) return r;
-    kernel = kernel_of_any(f);
-    if (f == nullptr || !known(sim, kernel)) return CUDA_ERROR_INVALID_HANDLE;
-    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
-    info.device = ctx->device;
-    ++sim.stats.kernels;
-  }
-  // Arguments arrive as an array of pointers, or packed in `extra`.
-  void* unpacked[VGPUSIM_MAX_PARAMS];
+// The launch's argument bytes, packed with the kernel's layout: kernelParams
+// point at caller memory that is gone once the launch returns, and the
+// kernel runs later.
+CUresult pack_arguments(const Kernel& kernel, void** params, void** extra, std::vector<unsigned char>* packed) {
+  packed->assign(kernel.arg_bytes, 0);
   if (params == nullptr && extra != nullptr) {
     const char* buffer = nullptr;
     std::size_t size = 0;
@@ -120,18 +100,59 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
       else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<std::size_t*>(e[1]);
       else return CUDA_ERROR_INVALID_VALUE;
     }
-    if (buffer == nullptr || size < kernel->arg_bytes) return CUDA_ERROR_INVALID_VALUE;
-    for (std::size_t i = 0; i < kernel->sizes.size(); ++i) unpacked[i] = const_cast<char*>(buffer + kernel->offsets[i]);
-    params = unpacked;
-  } else if (params == nullptr && !kernel->sizes.empty()) {
-    return CUDA_ERROR_INVALID_VALUE;
+    if (buffer == nullptr || size < kernel.arg_bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (kernel.arg_bytes) std::memcpy(packed->data(), buffer, kernel.arg_bytes);
+    return CUDA_SUCCESS;
   }
-  const double duration = kernel->desc.durationFn ? kernel->desc.durationFn(params, &info, kernel->desc.user)
-                                                  : kernel->desc.durationNs;
-  const CUresult result = run_kernel(*kernel, params, info, context);
+  if (params == nullptr && !kernel.sizes.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (std::size_t i = 0; i < kernel.sizes.size(); ++i) {
+    std::memcpy(packed->data() + kernel.offsets[i], params[i], kernel.sizes[i]);
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+void record_illegal_access(Simulator& sim, const std::string& what, std::uint64_t address, int device) {
+  ++sim.stats.illegal;
+  sim.stats.illegal_events.push_back("{\"kernel\":\"" + what + "\",\"address\":" + std::to_string(address) +
+                                     ",\"device\":" + std::to_string(device) + "}");
+}
+
+CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                unsigned shared, CUstream stream_handle, bool per_thread_api, void** params, void** extra) {
+  Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
-  sim.stats.sim_time_ns += duration;
-  return result;
+  Context* context = nullptr;
+  if (CUresult r = check_context(sim, &context)) return r;
+  const Kernel* kernel = kernel_of_any(f);
+  if (f == nullptr || !known(sim, kernel)) return CUDA_ERROR_INVALID_HANDLE;
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+  CUresult error;
+  Stream* stream = resolve_stream(sim, stream_handle, per_thread_api, &error);
+  if (stream == nullptr) return error;
+  auto packed = std::make_shared<std::vector<unsigned char>>();
+  if (CUresult r = pack_arguments(*kernel, params, extra, packed.get())) return r;
+  const vgpusimLaunch info{{gx, gy, gz}, {bx, by, bz}, shared, stream_handle, context->device};
+  auto run = [kernel, packed, info] {
+    void* unpacked[VGPUSIM_MAX_PARAMS];
+    for (std::size_t i = 0; i < kernel->sizes.size(); ++i) unpacked[i] = packed->data() + kernel->offsets[i];
+    return run_kernel(*kernel, unpacked, info);
+  };
+  Operation operation;
+  operation.what = "kernel";
+  operation.engine = Engine::compute;
+  if (kernel->desc.durationFn) {
+    void* unpacked[VGPUSIM_MAX_PARAMS];
+    for (std::size_t i = 0; i < kernel->sizes.size(); ++i) unpacked[i] = packed->data() + kernel->offsets[i];
+    operation.duration_ns = kernel->desc.durationFn(unpacked, &info, kernel->desc.user);
+  } else {
+    operation.duration_ns = kernel->desc.durationNs;
+  }
+  operation.run = std::move(run);
+  if (CUresult r = enqueue(sim, stream, std::move(operation))) return r;
+  ++sim.stats.kernels;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace vgpusim
@@ -244,30 +265,30 @@ SIM_EXPORT CUresult cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction) {
   return CUDA_SUCCESS;
 }
 
-#define SIM_LAUNCH(name)                                                                                       \
+#define SIM_LAUNCH(name, per_thread)                                                                          \
   SIM_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,     \
                            unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {      \
     Simulator::get().count(#name);                                                                           \
-    return launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                                 \
+    return launch(f, gx, gy, gz, bx, by, bz, shared, stream, per_thread, params, extra);                     \
   }
-SIM_LAUNCH(cuLaunchKernel)
-SIM_LAUNCH(cuLaunchKernel_ptsz)
+SIM_LAUNCH(cuLaunchKernel, false)
+SIM_LAUNCH(cuLaunchKernel_ptsz, true)
 
-#define SIM_LAUNCH_EX(name)                                                                                  \
+#define SIM_LAUNCH_EX(name, per_thread)                                                                      \
   SIM_EXPORT CUresult name(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {             \
     Simulator::get().count(#name);                                                                         \
     if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;                                                     \
     return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,      \
-                  c->sharedMemBytes, c->hStream, params, extra);                                           \
+                  c->sharedMemBytes, c->hStream, per_thread, params, extra);                               \
   }
-SIM_LAUNCH_EX(cuLaunchKernelEx)
-SIM_LAUNCH_EX(cuLaunchKernelEx_ptsz)
+SIM_LAUNCH_EX(cuLaunchKernelEx, false)
+SIM_LAUNCH_EX(cuLaunchKernelEx_ptsz, true)
 
-#define SIM_LAUNCH_COOP(name)                                                                                \
+#define SIM_LAUNCH_COOP(name, per_thread)                                                                    \
   SIM_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,   \
                            unsigned bz, unsigned shared, CUstream stream, void** params) {                  \
     Simulator::get().count(#name);                                                                         \
-    return launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, nullptr);                             \
+    return launch(f, gx, gy, gz, bx, by, bz, shared, stream, per_thread, params, nullptr);                 \
   }
-SIM_LAUNCH_COOP(cuLaunchCooperativeKernel)
-SIM_LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz)
+SIM_LAUNCH_COOP(cuLaunchCooperativeKernel, false)
+SIM_LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz, true)

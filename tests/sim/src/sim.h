@@ -8,10 +8,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vgpusim.h"
@@ -23,6 +26,11 @@
 #undef cuMemAllocPitch
 #undef cuMemFree
 #undef cuEventElapsedTime
+#undef cuMemcpyHtoD
+#undef cuMemcpyDtoH
+#undef cuMemGetInfo
+#undef cuStreamBeginCapture
+#undef cuStreamGetCaptureInfo
 
 #define SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -30,16 +38,80 @@ namespace vgpusim {
 
 inline constexpr std::uint64_t kGranularity = 2ull << 20;  // as on H100 (docs/gpu-facts.md)
 
+// The engines work is scheduled on (docs/simulated-driver.md, "Clock").
+enum class Engine : std::uint8_t { none, compute, copy_h2d, copy_d2h, count };
+
 struct Device {
   std::uint64_t memory_bytes = 16ull << 30;
   std::uint64_t physical_now = 0;
   std::uint64_t physical_peak = 0;
+  double engine_free_ns[static_cast<int>(Engine::count)] = {};  // when each engine is next idle
+  double engine_busy_ns[static_cast<int>(Engine::count)] = {};
+  bool faulted = false;  // an illegal access happened: no new context on this device, as on the H100
+};
+
+// One piece of stream work. `run` performs its effect on memory when the
+// simulated device gets to it and returns CUDA_SUCCESS or the error that
+// poisons the context. Operations are values: a captured graph keeps copies
+// and replays them.
+struct Operation {
+  const char* what = "";
+  Engine engine = Engine::none;
+  double duration_ns = 0;
+  bool effect_at_end = false;  // copies and memsets land at their end; kernels and host functions act at their start
+  std::function<CUresult()> run;  // empty for markers (event records)
+};
+
+struct Capture;
+
+struct Stream {
+  CUcontext context = nullptr;
+  bool blocking = true;     // synchronises with the legacy default stream
+  bool legacy = false;      // the context's NULL stream
+  bool per_thread = false;  // a thread's per-thread default stream
+  double tail_ns = 0;       // simulated end of the last work issued to it
+  Capture* capture = nullptr;
+};
+
+struct Event {
+  CUcontext context = nullptr;
+  unsigned flags = 0;
+  bool recorded = false;
+  double time_ns = 0;          // simulated completion of the work it was recorded after
+  Capture* capture = nullptr;  // recorded inside a capture: waiting on it joins the capture
+};
+
+struct Capture {
+  std::uint64_t id = 0;
+  Stream* origin = nullptr;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::thread::id thread;
+  bool invalidated = false;
+  std::vector<Stream*> streams;  // origin and every stream that joined
+  std::vector<Operation> operations;
+};
+
+struct Graph {
+  std::vector<Operation> operations;
 };
 
 struct Context {
   int device = 0;
   CUresult sticky = CUDA_SUCCESS;  // set by an illegal access; every later call on the context returns it
   bool primary = false;
+  Stream* legacy_stream = nullptr;
+  std::set<Stream*> streams;  // every live stream of the context, the default ones included
+};
+
+// A stream-ordered memory pool (cuDeviceGetDefaultMemPool, cuMemPoolCreate).
+// The simulator caches nothing: memory freed to the pool is released at once,
+// so reserved equals used.
+struct Pool {
+  int device = 0;
+  bool is_default = true;
+  std::uint64_t release_threshold = 0;
+  std::uint64_t used_now = 0, used_high = 0;
+  int reuse_follow_event = 1, reuse_opportunistic = 1, reuse_internal = 1;
 };
 
 // A physical allocation (what cuMemCreate returns a handle to). Backed by a
@@ -61,7 +133,11 @@ struct Region {
   std::uint64_t size = 0;
   int device = 0;
   enum class Kind { reservation, allocation, managed, pool } kind = Kind::reservation;
-  std::uint64_t physical = 0;  // handle owned by an allocation
+  std::uint64_t physical = 0;  // allocations: the bytes charged
+  CUcontext context = nullptr;  // allocations: the context that made it (cuCtxDestroy frees it)
+  Pool* pool = nullptr;         // stream-ordered allocations
+  bool freed = false;           // cuMemFreeAsync issued: gone for the API, mapped until the free runs
+  std::uint64_t array_pitch = 0;  // CUarrays: bytes per row
   // Mappings within a reservation: offset -> (size, handle, accessible)
   struct Mapping {
     std::uint64_t size;
@@ -95,7 +171,14 @@ struct Stats {
   std::uint64_t pinned_now = 0, pinned_peak = 0;
   std::vector<std::string> illegal_events;  // JSON objects
   std::vector<std::string> faults_injected;
-  double sim_time_ns = 0;
+  std::uint64_t operations_executed = 0;
+};
+
+
+// Work issued to streams and not yet executed, in simulated-time order.
+struct Pending {
+  CUcontext context;
+  Operation operation;
 };
 
 class Simulator {
@@ -107,13 +190,33 @@ class Simulator {
   std::vector<Device> devices;
   std::map<CUcontext, Context> contexts;
   std::vector<CUcontext> primary;  // per device
+  std::set<Stream*> streams;                            // every live stream handle
+  std::set<Event*> events;                              // every live event handle
+  std::set<Graph*> graphs, graph_execs;
+  std::set<Pool*> pools;                                // every pool, the default ones included
+  std::vector<Pool*> default_pools;                     // per device
+  std::vector<Capture*> captures;                       // active captures
+  std::uint64_t next_capture_id = 1;
+  std::map<std::uint64_t, std::uint64_t> pinned_ranges;  // page-locked host memory: start -> bytes
+
+  // The simulated clock. now_ns is the host's time: work issued now starts no
+  // earlier; a host that waits for work moves it to the work's end. Work runs
+  // lazily, when the host waits for it (or the queue is full): everything
+  // scheduled at or before the awaited time, in (time, issue order).
+  double now_ns = 0;
+  double executed_until_ns = 0;
+  double last_end_ns = 0;
+  std::uint64_t next_sequence = 0;
+  std::map<std::pair<double, std::uint64_t>, Pending> pending;
   std::map<std::uint64_t, Region> regions;           // by base address
   std::map<std::uint64_t, Physical> physical;        // by handle
   std::uint64_t next_handle = 1;
   std::vector<std::unique_ptr<Kernel>> kernels;
   std::map<std::uint64_t, std::uint64_t> host_allocations;  // pointer -> bytes (pinned)
   Stats stats;
-  double link_gbps = 55, device_copy_gbps = 1000;  // 55 GB/s per direction: measured on the H100 (docs/gpu-facts.md)
+  // Measured on the H100 (docs/gpu-facts.md): 55 GB/s per direction from
+  // pinned memory, 7.3-9 GB/s from pageable memory (the driver stages it).
+  double link_gbps = 55, pageable_gbps = 8, device_copy_gbps = 1000;
 
   // Count a call by its exported name (for the report). Takes its own lock:
   // entry points count before (or while) holding `mutex`.
@@ -128,8 +231,10 @@ class Simulator {
 
   // The region containing [address, address + size), or nullptr.
   Region* region_of(std::uint64_t address, std::uint64_t size = 1);
-  // True if every byte of [address, address + size) is mapped and accessible.
-  bool accessible(std::uint64_t address, std::uint64_t size);
+  // True if every byte of [address, address + size) is mapped and accessible;
+  // memory with a stream-ordered free pending counts only if include_freed
+  // (the work ahead of the free may still use it).
+  bool accessible(std::uint64_t address, std::uint64_t size, bool include_freed = false);
 
   void write_report(const char* path);
 
@@ -141,14 +246,48 @@ class Simulator {
   std::map<std::string, FaultRule> faults;
 };
 
+// The simulator, locked for the scope of an entry point.
+struct Locked {
+  Simulator& sim = Simulator::get();
+  std::lock_guard<std::mutex> lock{sim.mutex};
+};
+
 // The calling thread's context state (nullptr if none).
 Context* current_context(Simulator& sim);
 CUcontext current_handle();
-void set_current(CUcontext context);
+// The calling thread's context stack (cuCtxPushCurrent/PopCurrent); the top is current.
+std::vector<CUcontext>& context_stack();
+// A new context on `device` with its legacy default stream (caller holds sim.mutex).
+CUcontext create_context(Simulator& sim, int device, bool primary);
+void create_default_pools(Simulator& sim);
 
 // Common checks at the top of an entry point: initialised, context present,
 // no sticky error.
 CUresult check_context(Simulator& sim, Context** out = nullptr);
+
+// ---- streams and the clock (timeline.cpp); the caller holds sim.mutex -------
+// The stream a handle names: 0 is the legacy default stream, or the calling
+// thread's per-thread stream for a _ptsz/_ptds entry point; CU_STREAM_LEGACY
+// and CU_STREAM_PER_THREAD name those explicitly. nullptr (and *error) for a
+// handle that is not a live stream of the current context.
+Stream* resolve_stream(Simulator& sim, CUstream handle, bool per_thread_api, CUresult* error);
+Stream* create_stream(Simulator& sim, CUcontext context, bool blocking);
+void destroy_stream(Simulator& sim, Stream* stream);
+// Issues work to a stream (or records it into the stream's capture). Returns
+// CUDA_SUCCESS or the capture's error.
+CUresult enqueue(Simulator& sim, Stream* stream, Operation operation);
+// Runs everything scheduled at or before `time_ns` and moves the host clock
+// there. Returns the sticky error of `context` (if given) afterwards.
+CUresult wait_until(Simulator& sim, double time_ns, Context* context);
+// Simulated time by which everything issued to the context so far is done.
+double context_tail(Simulator& sim, const Context& context);
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture invalidated) if a
+// capture in progress forbids this potentially unsafe call from this thread
+// (context_sync: cuCtxSynchronize, forbidden even in relaxed mode).
+CUresult check_capture_allows(Simulator& sim, bool context_sync = false);
+// The per-thread capture mode (cuThreadExchangeStreamCaptureMode).
+CUstreamCaptureMode& thread_capture_mode();
+bool is_pinned_host(Simulator& sim, std::uint64_t address, std::uint64_t bytes);
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to);
 
@@ -158,16 +297,40 @@ std::uint64_t reserve_address_space(std::uint64_t size, std::uint64_t alignment)
 void protect_none(std::uint64_t address, std::uint64_t size);
 
 // Implemented in memory.cpp, used by several export files.
-CUresult allocate_device(CUdeviceptr* out, std::uint64_t bytes, Region::Kind kind, const char* fault_name);
+// pool: the stream-ordered pool it comes from, or nullptr.
+CUresult allocate_device(CUdeviceptr* out, std::uint64_t bytes, Region::Kind kind, const char* fault_name, Pool* pool);
+// cuMemFree: waits for the context's work, then frees.
 CUresult free_device(CUdeviceptr address);
+// cuMemFreeAsync: the bytes return to the pool now, the range goes when the
+// stream's work ahead of the free is done.
+CUresult free_device_async(CUdeviceptr address, CUstream stream, bool per_thread_api);
+// Unmaps an allocation and forgets it (caller holds sim.mutex).
+void release_region(Simulator& sim, std::uint64_t base);
 
-// Runs a kernel body, turning a touch of inaccessible device memory into a
-// sticky CUDA_ERROR_ILLEGAL_ADDRESS on `context` (kernels.cpp).
-CUresult run_kernel(Kernel& kernel, void** params, const vgpusimLaunch& launch, CUcontext context);
+// Records an illegal access by `what` at `address` (caller holds sim.mutex).
+void record_illegal_access(Simulator& sim, const std::string& what, std::uint64_t address, int device);
+
 CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                unsigned shared, CUstream stream, void** params, void** extra);
+                unsigned shared, CUstream stream, bool per_thread_api, void** params, void** extra);
 
-CUresult copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, bool dst_device, bool src_device);
-CUresult fill(std::uint64_t dst, std::uint64_t value, unsigned element, std::uint64_t count);
+// A copy of `height` rows of `width` bytes (each of `depth` slices), with
+// pitches; a linear copy is one row. Device operands must be mapped and
+// accessible when the copy is issued and again when it runs.
+struct CopyShape {
+  std::uint64_t dst = 0, src = 0;
+  std::uint64_t width = 0, height = 1, depth = 1;
+  std::uint64_t dst_pitch = 0, src_pitch = 0;  // bytes between rows
+  std::uint64_t dst_slice = 0, src_slice = 0;  // bytes between slices
+  bool dst_device = false, src_device = false;
+};
+enum class CopySync { async, sync };
+CUresult copy(const CopyShape& shape, CUstream stream, bool per_thread_api, CopySync sync, const char* api);
+CUresult copy_linear(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, bool dst_device, bool src_device,
+                     CUstream stream, bool per_thread_api, CopySync sync, const char* api);
+// memset of `height` rows of `count` elements of `element` bytes, rows `pitch` apart.
+CUresult fill(std::uint64_t dst, std::uint64_t pitch, std::uint64_t value, unsigned element, std::uint64_t count,
+              std::uint64_t height, CUstream stream, bool per_thread_api, const char* api);
+// True if the address lies in simulated device memory (a live or pending-free region).
+bool is_device_address(Simulator& sim, std::uint64_t address);
 
 }  // namespace vgpusim

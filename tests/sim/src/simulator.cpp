@@ -52,9 +52,9 @@ Region* Simulator::region_of(std::uint64_t address, std::uint64_t size) {
   return &r;
 }
 
-bool Simulator::accessible(std::uint64_t address, std::uint64_t size) {
+bool Simulator::accessible(std::uint64_t address, std::uint64_t size, bool include_freed) {
   Region* r = region_of(address, size);
-  if (r == nullptr) return false;
+  if (r == nullptr || (r->freed && !include_freed)) return false;
   if (r->kind != Region::Kind::reservation) return true;
   std::uint64_t at = address;
   const std::uint64_t end = address + size;
@@ -79,7 +79,15 @@ void Simulator::write_report(const char* path) {
   }
   out << "],\"illegal_accesses\":" << stats.illegal << ",\"illegal_access_events\":[";
   for (std::size_t i = 0; i < stats.illegal_events.size(); ++i) out << (i ? "," : "") << stats.illegal_events[i];
-  out << "],\"simulated_time_ns\":" << static_cast<std::uint64_t>(stats.sim_time_ns)
+  out << "],\"simulated_time_ns\":" << static_cast<std::uint64_t>(std::max(now_ns, last_end_ns))
+      << ",\"engine_busy_ns\":{";
+  const char* engine_names[] = {"none", "compute", "copy_h2d", "copy_d2h"};
+  for (int e = 1; e < static_cast<int>(Engine::count); ++e) {
+    double busy = 0;
+    for (const Device& d : devices) busy += d.engine_busy_ns[e];
+    out << (e > 1 ? "," : "") << "\"" << engine_names[e] << "\":" << static_cast<std::uint64_t>(busy);
+  }
+  out << "},\"operations_pending\":" << pending.size() << ",\"operations_executed\":" << stats.operations_executed
       << ",\"kernels_launched\":" << stats.kernels << ",\"bytes_h2d\":" << stats.bytes_h2d
       << ",\"bytes_d2h\":" << stats.bytes_d2h << ",\"pinned_host_bytes_peak\":" << stats.pinned_peak << ",\"calls\":{";
   bool first = true;
@@ -102,16 +110,17 @@ void Simulator::write_report(const char* path) {
   }
 }
 
-namespace {
-thread_local CUcontext t_current = nullptr;
-}  // namespace
+std::vector<CUcontext>& context_stack() {
+  thread_local std::vector<CUcontext> stack;
+  return stack;
+}
 
-CUcontext current_handle() { return t_current; }
-void set_current(CUcontext context) { t_current = context; }
+CUcontext current_handle() { return context_stack().empty() ? nullptr : context_stack().back(); }
 
 Context* current_context(Simulator& sim) {
-  if (t_current == nullptr) return nullptr;
-  auto it = sim.contexts.find(t_current);
+  const CUcontext current = current_handle();
+  if (current == nullptr) return nullptr;
+  auto it = sim.contexts.find(current);
   return it == sim.contexts.end() ? nullptr : &it->second;
 }
 

@@ -1,85 +1,238 @@
-// Streams, events, capture and graphs. The simulator currently executes every
-// operation when it is issued, in issue order, so streams are trivially
-// ordered and synchronisation returns at once (with the context's sticky
-// error, if any). Asynchronous streams with copy/compute engines are the
-// next step (docs/simulated-driver.md, "Known differences").
+// Streams, events and host functions: the API over the timeline
+// (timeline.cpp). Synchronising calls run the pending work they wait for and
+// return the context's sticky error, so an illegal access made by a kernel
+// surfaces at the next synchronisation, as on the H100 (docs/gpu-facts.md §8.7).
 #include "sim.h"
 
 using namespace vgpusim;
 
 namespace {
-struct Event {
-  double time_ns = 0;
-};
-CUresult context_status() {
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  return check_context(sim);
+
+// Host time a query that finds work unfinished costs: a host polling in a
+// loop sees the device make progress.
+constexpr double kPollNs = 1000;
+
+CUresult stream_create(CUstream* out, unsigned flags) {
+  Locked l;
+  if (CUresult r = check_context(l.sim)) return r;
+  if (out == nullptr || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  *out = reinterpret_cast<CUstream>(create_stream(l.sim, current_handle(), (flags & CU_STREAM_NON_BLOCKING) == 0));
+  return CUDA_SUCCESS;
 }
+
+CUresult stream_flags(CUstream handle, unsigned* flags, bool per_thread_api) {
+  Locked l;
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult error;
+  Stream* stream = resolve_stream(l.sim, handle, per_thread_api, &error);
+  if (stream == nullptr) return error;
+  *flags = stream->blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
+  return CUDA_SUCCESS;
+}
+
+// The stream a synchronize or query waits on, or the error that forbids it:
+// waiting on a capturing stream, or (in a mode that forbids it) on anything
+// while some stream captures, ends that capture.
+Stream* stream_to_wait_on(Simulator& sim, CUstream handle, bool per_thread_api, Context** context, CUresult* error) {
+  if ((*error = check_context(sim, context)) != CUDA_SUCCESS) return nullptr;
+  Stream* stream = resolve_stream(sim, handle, per_thread_api, error);
+  if (stream == nullptr) return nullptr;
+  if (stream->capture != nullptr) {
+    stream->capture->invalidated = true;
+    *error = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return nullptr;
+  }
+  if ((*error = check_capture_allows(sim)) != CUDA_SUCCESS) return nullptr;
+  return stream;
+}
+
+CUresult stream_synchronize(CUstream handle, bool per_thread_api) {
+  Locked l;
+  Context* context = nullptr;
+  CUresult error;
+  Stream* stream = stream_to_wait_on(l.sim, handle, per_thread_api, &context, &error);
+  if (stream == nullptr) return error;
+  return wait_until(l.sim, stream->tail_ns, context);
+}
+
+CUresult stream_query(CUstream handle, bool per_thread_api) {
+  Locked l;
+  Context* context = nullptr;
+  CUresult error;
+  Stream* stream = stream_to_wait_on(l.sim, handle, per_thread_api, &context, &error);
+  if (stream == nullptr) return error;
+  if (stream->tail_ns > l.sim.now_ns) {
+    l.sim.now_ns = std::min(stream->tail_ns, l.sim.now_ns + kPollNs);
+    return CUDA_ERROR_NOT_READY;
+  }
+  return wait_until(l.sim, stream->tail_ns, context);
+}
+
+Event* event_of(Simulator& sim, CUevent handle) {
+  auto* event = reinterpret_cast<Event*>(handle);
+  return sim.events.count(event) ? event : nullptr;
+}
+
+CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_api) {
+  Locked l;
+  if (CUresult r = check_context(l.sim)) return r;
+  Event* event = event_of(l.sim, handle);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult error;
+  Stream* stream = resolve_stream(l.sim, stream_handle, per_thread_api, &error);
+  if (stream == nullptr) return error;
+  if (stream->capture != nullptr) {
+    if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    event->capture = stream->capture;
+    event->recorded = true;
+    return CUDA_SUCCESS;
+  }
+  // A marker in the stream: complete when everything issued before it is.
+  Operation marker;
+  marker.what = "event";
+  if (CUresult r = enqueue(l.sim, stream, std::move(marker))) return r;
+  event->capture = nullptr;
+  event->recorded = true;
+  event->time_ns = stream->tail_ns;
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_wait_event(CUstream stream_handle, CUevent event_handle, bool per_thread_api) {
+  Locked l;
+  if (CUresult r = check_context(l.sim)) return r;
+  Event* event = event_of(l.sim, event_handle);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult error;
+  Stream* stream = resolve_stream(l.sim, stream_handle, per_thread_api, &error);
+  if (stream == nullptr) return error;
+  if (event->capture != nullptr) {
+    // Waiting on an event recorded inside a capture joins that capture.
+    Capture* capture = event->capture;
+    if (stream->capture != nullptr && stream->capture != capture) return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    if (stream->capture == nullptr) {
+      stream->capture = capture;
+      capture->streams.push_back(stream);
+    }
+    return CUDA_SUCCESS;
+  }
+  if (event->recorded) stream->tail_ns = std::max(stream->tail_ns, event->time_ns);
+  return CUDA_SUCCESS;
+}
+
+CUresult launch_host_function(CUstream stream_handle, CUhostFn fn, void* data, bool per_thread_api) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult r = check_context(l.sim)) return r;
+  CUresult error;
+  Stream* stream = resolve_stream(l.sim, stream_handle, per_thread_api, &error);
+  if (stream == nullptr) return error;
+  Operation operation;
+  operation.what = "host function";
+  // Runs on whichever thread waits for it, with the simulator locked: like
+  // the real driver's, a host function must not call the CUDA API.
+  operation.run = [fn, data] {
+    fn(data);
+    return CUDA_SUCCESS;
+  };
+  return enqueue(l.sim, stream, std::move(operation));
+}
+
 }  // namespace
 
-SIM_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
-  if (CUresult r = context_status()) return r;
-  if (stream == nullptr || flags > CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
-  *stream = reinterpret_cast<CUstream>(new char);
+// ---- streams ---------------------------------------------------------------------------
+SIM_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) { return stream_create(stream, flags); }
+SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned flags, int) { return stream_create(stream, flags); }
+SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream handle) {
+  Locked l;
+  auto* stream = reinterpret_cast<Stream*>(handle);
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD || l.sim.streams.count(stream) == 0 ||
+      stream->legacy || stream->per_thread) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  destroy_stream(l.sim, stream);
   return CUDA_SUCCESS;
 }
-SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned flags, int) { return cuStreamCreate(stream, flags); }
-SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
-  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<char*>(stream);
-  return CUDA_SUCCESS;
-}
-SIM_EXPORT CUresult cuStreamSynchronize(CUstream) { return context_status(); }
-SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream) { return context_status(); }
-SIM_EXPORT CUresult cuStreamQuery(CUstream) { return context_status(); }
-SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream) { return context_status(); }
-SIM_EXPORT CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned) { return context_status(); }
-SIM_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream, CUevent, unsigned) { return context_status(); }
-SIM_EXPORT CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
-  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;  // capture is not simulated yet
-  return context_status();
-}
-SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) {
-  return cuStreamIsCapturing(stream, status);
-}
-SIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode) { return CUDA_ERROR_NOT_SUPPORTED; }
-SIM_EXPORT CUresult cuGraphLaunch(CUgraphExec, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
-SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
-SIM_EXPORT CUresult cuLaunchHostFunc(CUstream, CUhostFn fn, void* data) {
-  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = context_status()) return r;
-  fn(data);
-  return CUDA_SUCCESS;
+SIM_EXPORT CUresult cuStreamGetFlags(CUstream s, unsigned* flags) { return stream_flags(s, flags, false); }
+SIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned* flags) { return stream_flags(s, flags, true); }
+SIM_EXPORT CUresult cuStreamSynchronize(CUstream s) { return stream_synchronize(s, false); }
+SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { return stream_synchronize(s, true); }
+SIM_EXPORT CUresult cuStreamQuery(CUstream s) { return stream_query(s, false); }
+SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream s) { return stream_query(s, true); }
+SIM_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned) { return stream_wait_event(s, e, false); }
+SIM_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned) { return stream_wait_event(s, e, true); }
+SIM_EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) { return launch_host_function(s, fn, data, false); }
+SIM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* data) {
+  return launch_host_function(s, fn, data, true);
 }
 
-SIM_EXPORT CUresult cuEventCreate(CUevent* event, unsigned) {
-  if (CUresult r = context_status()) return r;
-  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *event = reinterpret_cast<CUevent>(new Event);
+SIM_EXPORT CUresult cuCtxSynchronize() {
+  Locked l;
+  Context* context = nullptr;
+  if (CUresult r = check_context(l.sim, &context)) return r;
+  if (CUresult r = check_capture_allows(l.sim, true)) return r;
+  return wait_until(l.sim, context_tail(l.sim, *context), context);
+}
+SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext) { return cuCtxSynchronize(); }
+
+// ---- events ------------------------------------------------------------------------------
+SIM_EXPORT CUresult cuEventCreate(CUevent* out, unsigned flags) {
+  Locked l;
+  if (CUresult r = check_context(l.sim)) return r;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* event = new Event;
+  event->context = current_handle();
+  event->flags = flags;
+  l.sim.events.insert(event);
+  *out = reinterpret_cast<CUevent>(event);
   return CUDA_SUCCESS;
 }
-SIM_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
+SIM_EXPORT CUresult cuEventDestroy_v2(CUevent handle) {
+  Locked l;
+  Event* event = event_of(l.sim, handle);
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  delete reinterpret_cast<Event*>(event);
+  l.sim.events.erase(event);
+  delete event;
   return CUDA_SUCCESS;
 }
-SIM_EXPORT CUresult cuEventRecord(CUevent event, CUstream) {
+SIM_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) { return event_record(e, s, false); }
+SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return event_record(e, s, true); }
+SIM_EXPORT CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned) { return event_record(e, s, false); }
+SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned) { return event_record(e, s, true); }
+
+SIM_EXPORT CUresult cuEventSynchronize(CUevent handle) {
+  Locked l;
+  Event* event = event_of(l.sim, handle);
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  {
-    Simulator& sim = Simulator::get();
-    std::lock_guard lock(sim.mutex);
-    reinterpret_cast<Event*>(event)->time_ns = sim.stats.sim_time_ns;
+  Context* context = nullptr;
+  if (CUresult r = check_context(l.sim, &context)) return r;
+  if (CUresult r = check_capture_allows(l.sim)) return r;
+  if (!event->recorded || event->capture != nullptr) return CUDA_SUCCESS;
+  return wait_until(l.sim, event->time_ns, context);
+}
+SIM_EXPORT CUresult cuEventQuery(CUevent handle) {
+  Locked l;
+  Event* event = event_of(l.sim, handle);
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Context* context = nullptr;
+  if (CUresult r = check_context(l.sim, &context)) return r;
+  if (CUresult r = check_capture_allows(l.sim)) return r;
+  if (!event->recorded || event->capture != nullptr) return CUDA_SUCCESS;
+  if (event->time_ns > l.sim.now_ns) {
+    l.sim.now_ns = std::min(event->time_ns, l.sim.now_ns + kPollNs);
+    return CUDA_ERROR_NOT_READY;
   }
-  return context_status();
+  return wait_until(l.sim, event->time_ns, context);
 }
-SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) { return cuEventRecord(event, stream); }
-SIM_EXPORT CUresult cuEventSynchronize(CUevent event) { return event ? context_status() : CUDA_ERROR_INVALID_HANDLE; }
-SIM_EXPORT CUresult cuEventQuery(CUevent event) { return event ? context_status() : CUDA_ERROR_INVALID_HANDLE; }
-SIM_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
-  if (ms == nullptr || start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *ms = static_cast<float>((reinterpret_cast<Event*>(end)->time_ns - reinterpret_cast<Event*>(start)->time_ns) / 1e6);
+SIM_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start_handle, CUevent end_handle) {
+  Locked l;
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Event* start = event_of(l.sim, start_handle);
+  Event* end = event_of(l.sim, end_handle);
+  if (start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
+  if (start->time_ns > l.sim.executed_until_ns || end->time_ns > l.sim.executed_until_ns) return CUDA_ERROR_NOT_READY;
+  *ms = static_cast<float>((end->time_ns - start->time_ns) / 1e6);
   return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) { return cuEventElapsedTime_v2(ms, start, end); }

@@ -96,6 +96,9 @@ TEST_F(Simulator, VmmRangeIsInaccessibleUntilMappedAndGranted) {
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
   ASSERT_EQ(cuMemcpyHtoD(va, &value, 4), CUDA_SUCCESS);
+  // A copy from pageable memory may still be in flight when the call returns
+  // (CUDA's documented contract, which the simulator takes literally).
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   // Unmap and map again at the same address: the handle kept the data.
   EXPECT_EQ(cuMemUnmap(va, kMiB), CUDA_ERROR_INVALID_VALUE) << "partial unmap";
   ASSERT_EQ(cuMemUnmap(va, 2 * kMiB), CUDA_SUCCESS);
@@ -195,12 +198,21 @@ TEST_F(Simulator, HostCopiesAdvanceTheClockAtTheMeasuredLinkBandwidth) {
   CUdeviceptr p = 0;
   const std::size_t bytes = 55'000'000;  // 1 ms at 55 GB/s
   ASSERT_EQ(cuMemAlloc(&p, bytes), CUDA_SUCCESS);
-  std::vector<char> host(bytes, 1);
-  const unsigned long long before = vgpusimHostTimeNs();
-  ASSERT_EQ(cuMemcpyHtoD(p, host.data(), bytes), CUDA_SUCCESS);
-  const unsigned long long elapsed = vgpusimHostTimeNs() - before;
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&pinned, bytes, 0), CUDA_SUCCESS);
+  unsigned long long before = vgpusimHostTimeNs();
+  ASSERT_EQ(cuMemcpyHtoD(p, pinned, bytes), CUDA_SUCCESS);
+  unsigned long long elapsed = vgpusimHostTimeNs() - before;
   EXPECT_GE(elapsed, 1'000'000u);
   EXPECT_LE(elapsed, 1'010'000u);
+  // From pageable memory the driver stages: 8 GB/s, the host busy all along.
+  std::vector<char> pageable(bytes, 1);
+  before = vgpusimHostTimeNs();
+  ASSERT_EQ(cuMemcpyHtoD(p, pageable.data(), bytes), CUDA_SUCCESS);
+  elapsed = vgpusimHostTimeNs() - before;
+  EXPECT_GE(elapsed, 6'800'000u);
+  EXPECT_LE(elapsed, 6'900'000u);
+  ASSERT_EQ(cuMemFreeHost(pinned), CUDA_SUCCESS);
   ASSERT_EQ(cuMemFree(p), CUDA_SUCCESS);
 }
 
@@ -280,7 +292,9 @@ int child_illegal() {
   CUfunction f = nullptr;
   if (vgpusimRegisterKernel(&desc, &f)) return 12;
   void* params[] = {&va};
-  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) != CUDA_ERROR_ILLEGAL_ADDRESS) return 13;
+  // As on the H100: the launch succeeds, the next synchronisation reports it.
+  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr) != CUDA_SUCCESS) return 13;
+  if (cuStreamSynchronize(nullptr) != CUDA_ERROR_ILLEGAL_ADDRESS) return 19;
   // Sticky: everything on the context fails the same way afterwards.
   CUdeviceptr p = 0;
   if (cuCtxSynchronize() != CUDA_ERROR_ILLEGAL_ADDRESS) return 14;
@@ -289,6 +303,15 @@ int child_illegal() {
   // No recovery inside the process, as on the H100: the reset "succeeds".
   if (cuDevicePrimaryCtxReset(0) != CUDA_SUCCESS) return 17;
   if (cuMemAlloc(&p, 4) != CUDA_ERROR_ILLEGAL_ADDRESS) return 18;
+  if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_ERROR_ILLEGAL_ADDRESS) return 20;
+  CUcontext own = nullptr;
+  if (cuCtxCreate(&own, nullptr, 0, 0) != CUDA_ERROR_ILLEGAL_ADDRESS) return 21;
+  // Physical memory can still be created, as on the H100.
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemGenericAllocationHandle handle = 0;
+  if (cuMemCreate(&handle, 2 * kMiB, &prop, 0) != CUDA_SUCCESS) return 22;
   return 0;
 }
 
