@@ -8,7 +8,8 @@
 // "cuGetProcAddress" itself returns our resolver, which keeps cudart's later
 // look-ups (it swaps in the pointer it got for ("cuGetProcAddress", 12000))
 // going through us. Anything not in the hooked set, the empty-name probe and
-// failed look-ups pass through unchanged.
+// failed look-ups pass through unchanged. A NULL name, on which the real
+// driver crashes, is refused with CUDA_ERROR_INVALID_VALUE.
 #include <cstring>
 
 #include "interpose/hook_support.h"
@@ -77,6 +78,7 @@ void route(trace::LookupPath path, const char* symbol, void** pfn, int version, 
 extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                                         CUdriverProcAddressQueryResult* status) {
   Runtime::get().count(HookId::cuGetProcAddress_v2);
+  if (symbol == nullptr) return CUDA_ERROR_INVALID_VALUE;  // the real driver dereferences it (gpu-facts §8.2)
   const CUresult result = REAL(cuGetProcAddress_v2)(symbol, pfn, version, flags, status);
   route(trace::LookupPath::get_proc_address_v2, symbol, pfn, version, flags, result);
   return result;
@@ -84,6 +86,7 @@ extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
 
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   Runtime::get().count(HookId::cuGetProcAddress);
+  if (symbol == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = REAL(cuGetProcAddress)(symbol, pfn, version, flags);
   route(trace::LookupPath::get_proc_address, symbol, pfn, version, flags, result);
   return result;

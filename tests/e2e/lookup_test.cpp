@@ -101,6 +101,12 @@ TEST_F(LookupTest, GetProcAddressRoutesEachAbiVariantToItsOwnHook) {
   }
 }
 
+TEST_F(LookupTest, NullNameIsAnErrorNotACrash) {
+  for (const char* label : {"gpa2.null.result", "gpa1.null.result"}) {
+    EXPECT_EQ(field(preloaded_->out, label), "1 untouched") << label;  // CUDA_ERROR_INVALID_VALUE
+  }
+}
+
 TEST_F(LookupTest, CudartBootstrapStaysHooked) {
   EXPECT_EQ(resolved("cudart.dlsym.cuGetProcAddress_v2"), at("cuGetProcAddress_v2", kShim));
   // The empty-name probe must not look like a stub library (34), or cudart

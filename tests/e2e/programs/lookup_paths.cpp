@@ -83,6 +83,14 @@ void by_get_proc_address() {
     std::snprintf(label, sizeof label, "gpa1.%s@%d/%llu", r.name, r.version, static_cast<unsigned long long>(r.flags));
     report_resolution(label, result1 == CUDA_SUCCESS ? fn : nullptr);
   }
+  // A NULL name (the H100's driver crashes on it): an error, *pfn untouched.
+  void* sentinel = reinterpret_cast<void*>(&v2);
+  void* fn = sentinel;
+  std::printf("gpa2.null.result %d %s\n", static_cast<int>(v2(nullptr, &fn, 13000, 0, nullptr)),
+              fn == sentinel ? "untouched" : "written");
+  fn = sentinel;
+  std::printf("gpa1.null.result %d %s\n", static_cast<int>(v1(nullptr, &fn, 13000, 0)),
+              fn == sentinel ? "untouched" : "written");
 }
 
 // What libcudart.so.13 does at start-up (research/cuda-facts.md §1.1).

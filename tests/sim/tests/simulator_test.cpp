@@ -1,52 +1,20 @@
 // The simulated driver on its own (no shim): memory model, VMM lifecycle,
 // illegal access, kernels, resolver rules, fault injection, report.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <dlfcn.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
-#include <string>
-#include <vector>
 
 #include <cudaTypedefs.h>
 
-#include "vgpusim.h"
+#include "sim_test_support.h"
 
 extern "C" CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                        CUstream, void**, void**);
 
 namespace {
 
-constexpr std::size_t kMiB = 1u << 20;
-const char* g_self = nullptr;
-
-class Simulator : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
-    CUdevice device = 0;
-    ASSERT_EQ(cuDeviceGet(&device, 0), CUDA_SUCCESS);
-    ASSERT_EQ(cuDevicePrimaryCtxRetain(&context_, device), CUDA_SUCCESS);
-    ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
-  }
-  CUcontext context_ = nullptr;
-};
-
-// Runs this test binary again as a child with `env` set, in scenario `name`.
-int run_child(const std::string& name, const std::vector<std::string>& env) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    for (const std::string& e : env) putenv(strdup(e.c_str()));
-    execl(g_self, g_self, "--child", name.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using namespace simtest;
 
 TEST_F(Simulator, AllocationIsChargedAndPeakIsKept) {
   std::size_t free0 = 0, total = 0;
@@ -251,6 +219,45 @@ TEST_F(Simulator, ResolverFollowsVersionAndFlags) {
   ASSERT_EQ(cuGetProcAddress_v2("cuMemCreate", &fn, 9000, 0, &status), CUDA_SUCCESS);
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &fn, 99000, 0, &status), CUDA_ERROR_INVALID_VALUE);
+}
+
+// The rows where an earlier simulator differed from the H100 (gpu-facts §8.2).
+TEST_F(Simulator, ResolverMatchesTheH100WhereItOnceDiffered) {
+  auto exported = [](const char* symbol) { return dlsym(RTLD_DEFAULT, symbol); };
+  auto look_up = [](const char* name, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+    void* fn = reinterpret_cast<void*>(0x1);
+    EXPECT_EQ(cuGetProcAddress_v2(name, &fn, version, flags, status), CUDA_SUCCESS) << name << "@" << version;
+    return fn;
+  };
+  CUdriverProcAddressQueryResult status{};
+  // Flags 2 below the version that brought the per-thread variant: nothing.
+  for (auto [name, version] : {std::pair{"cuLaunchKernel", 4000}, {"cuMemcpyAsync", 4000}, {"cuMemcpyHtoD", 3020}}) {
+    EXPECT_EQ(look_up(name, version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status), nullptr) << name;
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) << name;
+  }
+  // Version 2000 gets the legacy 32-bit exports.
+  EXPECT_EQ(look_up("cuMemcpyHtoD", 2000, 0, &status), exported("cuMemcpyHtoD"));
+  EXPECT_EQ(look_up("cuMemGetInfo", 2000, 0, &status), exported("cuMemGetInfo"));
+  EXPECT_NE(exported("cuMemGetInfo"), exported("cuMemGetInfo_v2"));
+  // Capture with per-thread semantics has its own export.
+  EXPECT_EQ(look_up("cuStreamBeginCapture", 11030, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status),
+            exported("cuStreamBeginCapture_v2_ptsz"));
+  EXPECT_EQ(look_up("cuStreamBeginCapture", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status),
+            exported("cuStreamBeginCapture_ptsz"));
+  EXPECT_EQ(look_up("cuMemAlloc_v2", 13000, 0, &status), nullptr) << "variant names are not looked up";
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  // Bad flags or version: INVALID_VALUE, and *pfn left as it was.
+  void* untouched = reinterpret_cast<void*>(0x1234);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &untouched, 13000, 4, &status), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &untouched, 13010, 0, &status), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(untouched, reinterpret_cast<void*>(0x1234));
+  // The legacy four-argument ABI says NOT_FOUND where _v2 reports a status.
+  auto legacy = reinterpret_cast<PFN_cuGetProcAddress_v11030>(exported("cuGetProcAddress"));
+  ASSERT_NE(legacy, nullptr);
+  void* fn = nullptr;
+  EXPECT_EQ(legacy("", &fn, 13000, 0), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(legacy("cuMemAlloc", &fn, 3020, 0), CUDA_SUCCESS);
+  EXPECT_EQ(fn, exported("cuMemAlloc_v2"));
 }
 
 TEST(SimulatorProcess, IllegalAccessIsStickyAndReported) {
