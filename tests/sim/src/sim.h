@@ -279,6 +279,11 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation);
 // Runs everything scheduled at or before `time_ns` and moves the host clock
 // there. Returns the sticky error of `context` (if given) afterwards.
 CUresult wait_until(Simulator& sim, double time_ns, Context* context);
+
+// The VMM calls' own cost on the calling thread (vmm_costs.cpp, measured on the H100).
+enum class VmmCall { create, map, set_access, unmap, release, reserve, address_free };
+double vmm_call_ns(VmmCall call, std::uint64_t bytes);
+void spend_vmm_time(Simulator& sim, VmmCall call, std::uint64_t bytes);
 // Simulated time by which everything issued to the context so far is done.
 double context_tail(Simulator& sim, const Context& context);
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture invalidated) if a

@@ -3,7 +3,8 @@
 // access. A reservation is PROT_NONE address space; physical memory is a
 // memfd mapped into it without access; cuMemSetAccess grants access
 // (mprotect). Like the H100's, cuMemUnmap does not wait for work that still
-// uses the range (docs/gpu-facts.md §8.6c).
+// uses the range (docs/gpu-facts.md §8.6c). Each call advances the host's
+// clock by what it cost on the H100 (vmm_costs.cpp).
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,6 +58,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
   const std::uint64_t h = sim.next_handle++;
   sim.physical[h] = Physical{host ? -1 : prop->location.id, size, fd, 1, 0, host};
   *handle = h;
+  spend_vmm_time(sim, VmmCall::create, size);
   return CUDA_SUCCESS;
 }
 
@@ -67,6 +69,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   auto it = sim.physical.find(handle);
   if (it == sim.physical.end() || it->second.handle_refs == 0) return CUDA_ERROR_INVALID_VALUE;
   --it->second.handle_refs;
+  spend_vmm_time(sim, VmmCall::release, it->second.size);
   release_physical_if_unused(sim, handle);  // memory goes when no handle and no mapping remain
   return CUDA_SUCCESS;
 }
@@ -89,6 +92,7 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t al
   region.kind = Region::Kind::reservation;
   sim.regions[base] = region;
   *ptr = base;
+  spend_vmm_time(sim, VmmCall::reserve, size);
   return CUDA_SUCCESS;
 }
 
@@ -102,6 +106,7 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   sim.regions.erase(it);  // the address space itself stays reserved (never reused)
+  spend_vmm_time(sim, VmmCall::address_free, size);
   return CUDA_SUCCESS;
 }
 
@@ -127,6 +132,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
   }
   region->mappings[at] = Region::Mapping{size, handle, false};
   ++phys->second.mappings;
+  spend_vmm_time(sim, VmmCall::map, size);
   return CUDA_SUCCESS;
 }
 
@@ -151,6 +157,7 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     m.accessible = prot != PROT_NONE;
     at += m.size;
   }
+  spend_vmm_time(sim, VmmCall::set_access, size);
   return CUDA_SUCCESS;
 }
 
@@ -177,6 +184,7 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     }
     at += length;
   }
+  spend_vmm_time(sim, VmmCall::unmap, size);
   return CUDA_SUCCESS;
 }
 

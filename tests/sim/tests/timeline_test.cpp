@@ -265,6 +265,29 @@ TEST_F(Timeline, UnmapAfterSynchronisingIsSafe) {
   ASSERT_EQ(cuMemAddressFree(va, 2 * kMiB), CUDA_SUCCESS);
 }
 
+TEST_F(Timeline, VmmCallsCostWhatTheyCostOnTheH100) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  // gpu-facts §8.6, µs: create/map/set-access/unmap/release for 2 and 64 MiB.
+  const std::pair<std::size_t, double> expected[] = {{2 * kMiB, 12.5 + 1.0 + 26.9 + 18.6 + 12.9},
+                                                     {64 * kMiB, 33.7 + 1.4 + 49.5 + 29.3 + 46.4}};
+  for (const auto& [bytes, cycle_us] : expected) {
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle handle = 0;
+    ASSERT_EQ(cuMemAddressReserve(&va, bytes, 0, 0, 0), CUDA_SUCCESS);
+    const unsigned long long before = vgpusimHostTimeNs();
+    ASSERT_EQ(cuMemCreate(&handle, bytes, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemMap(va, bytes, 0, handle, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemSetAccess(va, bytes, &access, 1), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemUnmap(va, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+    EXPECT_NEAR(static_cast<double>(vgpusimHostTimeNs() - before) / 1000.0, cycle_us, 0.01) << bytes;
+    ASSERT_EQ(cuMemAddressFree(va, bytes), CUDA_SUCCESS);
+  }
+}
+
 TEST(TimelineProcess, UnmapUnderARunningKernelFaultsAtSynchronisation) {
   EXPECT_EQ(run_child("unmap_under_kernel"), 0);
 }
