@@ -88,6 +88,7 @@ SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext handle) {
   l.sim.contexts.erase(it);
   auto& stack = context_stack();
   stack.erase(std::remove(stack.begin(), stack.end(), handle), stack.end());
+  delete reinterpret_cast<char*>(handle);
   return CUDA_SUCCESS;
 }
 

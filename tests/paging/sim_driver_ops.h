@@ -1,0 +1,41 @@
+// DriverOps that call the simulated driver directly (no shim in between),
+// for testing vmm/ in process.
+#pragma once
+
+#include <cuda.h>
+
+#include "vmm/driver_ops.h"
+
+namespace vgpumem::test {
+
+inline const vmm::DriverOps& simulated_driver_ops() {
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o;
+    o.address_reserve = &cuMemAddressReserve;
+    o.address_free = &cuMemAddressFree;
+    o.create = &cuMemCreate;
+    o.release = &cuMemRelease;
+    o.map = &cuMemMap;
+    o.unmap = &cuMemUnmap;
+    o.set_access = &cuMemSetAccess;
+    o.host_alloc = &cuMemHostAlloc;
+    o.host_free = &cuMemFreeHost;
+    o.copy_to_host_async = &cuMemcpyDtoHAsync_v2;
+    o.copy_to_device_async = &cuMemcpyHtoDAsync_v2;
+    o.stream_create = &cuStreamCreate;
+    o.stream_wait_event = &cuStreamWaitEvent;
+    o.event_create = &cuEventCreate;
+    o.event_record = &cuEventRecord;
+    o.event_query = &cuEventQuery;
+    o.event_synchronize = &cuEventSynchronize;
+    o.event_destroy = &cuEventDestroy_v2;
+    o.context_synchronize = [] { return cuCtxSynchronize(); };
+    o.exchange_capture_mode = &cuThreadExchangeStreamCaptureMode;
+    o.func_param_info = &cuFuncGetParamInfo;
+    o.kernel_param_info = &cuKernelGetParamInfo;
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace vgpumem::test

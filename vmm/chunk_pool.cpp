@@ -1,0 +1,44 @@
+#include "vmm/chunk_pool.h"
+
+namespace vgpumem::vmm {
+
+ChunkPool::~ChunkPool() = default;  // chunks live as long as the process: the driver reclaims them at exit
+
+std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error) {
+  *error = CUDA_SUCCESS;
+  if (!free_.empty()) {
+    const CUmemGenericAllocationHandle chunk = free_.back();
+    free_.pop_back();
+    return chunk;
+  }
+  if (!ledger_.charge(device_, kChunkBytes)) {
+    *error = CUDA_ERROR_OUT_OF_MEMORY;
+    return std::nullopt;
+  }
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  CUmemGenericAllocationHandle chunk = 0;
+  if (const CUresult r = driver_.create(&chunk, kChunkBytes, &prop, 0); r != CUDA_SUCCESS) {
+    ledger_.refund(device_, kChunkBytes);
+    *error = r;
+    return std::nullopt;
+  }
+  ++created_;
+  return chunk;
+}
+
+std::uint64_t ChunkPool::release_free(std::uint64_t bytes) {
+  std::uint64_t released = 0;
+  while (released < bytes && !free_.empty()) {
+    driver_.release(free_.back());
+    free_.pop_back();
+    ledger_.refund(device_, kChunkBytes);
+    --created_;
+    released += kChunkBytes;
+  }
+  return released;
+}
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,49 @@
+// Physical device memory for paged allocations, in 2 MiB chunks (the H100's
+// VMM granularity), one pool per device. Every chunk that exists is charged
+// to the device's cap, so the cap bounds physical bytes, whatever is mapped
+// where. Chunks are created once and reused: creating one costs 12-34 µs and
+// can disturb other streams (docs/gpu-facts.md §8.6), so they are released
+// only when the program's own, unpaged allocations need the room.
+//
+// A chunk given back by an eviction may still be read by the copy that saves
+// its contents; that copy runs on the pager's copy stream, so whoever reuses
+// the chunk orders its first write after the copy stream (see Pager).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "vmm/cap_ledger.h"
+#include "vmm/driver_ops.h"
+
+namespace vgpumem::vmm {
+
+inline constexpr std::uint64_t kChunkBytes = std::uint64_t{2} << 20;
+
+class ChunkPool {
+ public:
+  ChunkPool(int device, const DriverOps& driver, CapLedger& ledger) : device_(device), driver_(driver), ledger_(ledger) {}
+  ~ChunkPool();
+  ChunkPool(const ChunkPool&) = delete;
+  ChunkPool& operator=(const ChunkPool&) = delete;
+
+  // A free chunk, or a new one if the cap allows; nullopt when neither
+  // (`error` says whether the cap or the driver refused).
+  std::optional<CUmemGenericAllocationHandle> take(CUresult* error);
+  void give_back(CUmemGenericAllocationHandle chunk) { free_.push_back(chunk); }
+  // Releases free chunks until `bytes` are refunded to the cap or none is left.
+  std::uint64_t release_free(std::uint64_t bytes);
+
+  std::uint64_t created_bytes() const { return created_ * kChunkBytes; }
+  std::uint64_t free_bytes() const { return free_.size() * kChunkBytes; }
+
+ private:
+  int device_;
+  const DriverOps& driver_;
+  CapLedger& ledger_;
+  std::vector<CUmemGenericAllocationHandle> free_;
+  std::uint64_t created_ = 0;
+};
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,37 @@
+// The driver calls the memory manager makes, as plain function pointers.
+//
+// The shim fills them from the real driver (interpose/paging_driver.cpp), so
+// the pager's own calls never pass through the hooks; tests fill them from the
+// simulated driver directly. vmm/ therefore never names a symbol.
+#pragma once
+
+#include <cuda.h>
+
+namespace vgpumem::vmm {
+
+struct DriverOps {
+  CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
+  CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+  CUresult (*host_alloc)(void**, size_t, unsigned) = nullptr;
+  CUresult (*host_free)(void*) = nullptr;
+  CUresult (*copy_to_host_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*copy_to_device_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
+  CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
+  CUresult (*stream_wait_event)(CUstream, CUevent, unsigned) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*event_synchronize)(CUevent) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*context_synchronize)() = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+  CUresult (*func_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
+  CUresult (*kernel_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
+};
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,600 @@
+#include "vmm/pager.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "shim/log.h"
+#include "trace/recorder.h"
+
+namespace vgpumem::vmm {
+namespace {
+
+constexpr std::uint64_t kAllStreams = ~std::uint64_t{0};
+constexpr std::uint64_t kAllocationAlignment = 512;
+
+std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
+
+// The stream as the driver's legacy entry points name it.
+CUstream canonical(CUstream stream, bool per_thread) {
+  return stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
+}
+
+}  // namespace
+
+struct Pager::DeviceState {
+  DeviceState(int device, const DriverOps& driver, CapLedger& ledger) : pool(device, driver, ledger) {}
+  ChunkPool pool;
+  CUstream copy_stream = nullptr;
+  std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
+  Unit* open_slab = nullptr;
+  std::uint64_t resident_bytes = 0;
+};
+
+// ---- Access ------------------------------------------------------------------------------
+
+void Access::release() {
+  for (std::size_t i = 0; i < count_; ++i) units_[i]->launching.fetch_sub(1, std::memory_order_release);
+  count_ = 0;
+  if (lock_.owns_lock()) lock_.unlock();
+}
+
+bool Access::holds(const Unit* unit) const {
+  for (std::size_t i = 0; i < count_; ++i) {
+    if (units_[i] == unit) return true;
+  }
+  return false;
+}
+
+// ---- construction ------------------------------------------------------------------------
+
+Pager::Pager(const DriverOps& driver, CapLedger& ledger, trace::Recorder& recorder, PagerOptions options)
+    : driver_(driver), ledger_(ledger), recorder_(recorder), options_(options), host_(driver, options.host_limit) {}
+
+Pager::~Pager() = default;  // leaked with the runtime in the shim; tests tear down with the driver
+
+Pager::DeviceState& Pager::device_state(int device) {
+  auto& slot = devices_[device];
+  if (!slot) slot = std::make_unique<DeviceState>(device, driver_, ledger_);
+  return *slot;
+}
+
+// ---- the launch path -----------------------------------------------------------------------
+
+bool Pager::fast_path(Unit* unit, std::uint64_t bit) const {
+  return unit->state.load(std::memory_order_seq_cst) == Residency::resident &&
+         (unit->ready_for.load(std::memory_order_acquire) & bit) != 0;
+}
+
+CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread,
+                        Access& access) {
+  const std::uint64_t bit = streams_.bit_for(stream, per_thread);
+  const std::uint64_t tick = tick_.fetch_add(1, std::memory_order_relaxed);
+  Unit* touched[Access::kInline];
+  std::size_t n = 0;
+  bool overflow = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    Unit* unit = index_.lookup(words[i]);
+    if (unit == nullptr || std::find(touched, touched + n, unit) != touched + n) continue;
+    if (n == Access::kInline) {
+      overflow = true;
+      break;
+    }
+    touched[n++] = unit;
+  }
+  if (n == 0) return CUDA_SUCCESS;
+
+  if (!overflow) {
+    bool slow = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      touched[i]->launching.fetch_add(1, std::memory_order_seq_cst);
+      access.units_[access.count_++] = touched[i];
+      slow = slow || !fast_path(touched[i], bit);
+    }
+    if (!slow) {
+      for (std::size_t i = 0; i < n; ++i) {
+        touched[i]->used_by.fetch_or(bit, std::memory_order_release);
+        touched[i]->last_use.store(tick, std::memory_order_relaxed);
+      }
+      return CUDA_SUCCESS;
+    }
+    access.release();
+    std::lock_guard lock(mutex_);
+    const CUresult result = prepare_slow(touched, n, stream, bit, per_thread);
+    if (result != CUDA_SUCCESS) return result;
+    // prepare_slow pinned them; record the use while still locked.
+    for (std::size_t i = 0; i < n; ++i) access.units_[access.count_++] = touched[i];
+    for (std::size_t i = 0; i < n; ++i) {
+      touched[i]->used_by.fetch_or(bit, std::memory_order_release);
+      touched[i]->last_use.store(tick, std::memory_order_relaxed);
+    }
+    return CUDA_SUCCESS;
+  }
+
+  // More units than the inline set: hold the lock until the work is enqueued.
+  std::unique_lock lock(mutex_);
+  reap_saved_units(false);
+  for (std::size_t i = 0; i < count; ++i) {
+    Unit* unit = index_.lookup(words[i]);
+    if (unit == nullptr || unit->retired) continue;
+    if (const CUresult result = make_resident(unit, canonical(stream, per_thread), bit); result != CUDA_SUCCESS) {
+      return result;
+    }
+    unit->used_by.fetch_or(bit, std::memory_order_release);
+    unit->last_use.store(tick, std::memory_order_relaxed);
+  }
+  access.lock_ = std::move(lock);
+  return CUDA_SUCCESS;
+}
+
+CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
+                              Access& access) {
+  if (bytes == 0 || index_.lookup(address) == nullptr) {
+    // Its first byte is not paged; its last may be (a copy across units).
+    if (bytes == 0 || index_.lookup(address + bytes - 1) == nullptr) return CUDA_SUCCESS;
+  }
+  // One word per granule the range touches, first and last byte included.
+  std::uint64_t words[Access::kInline];
+  std::size_t n = 0;
+  const std::uint64_t last = address + bytes - 1;
+  for (std::uint64_t at = address; n < Access::kInline - 1; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
+    words[n++] = at;
+    if ((at | (GranuleIndex::kGranule - 1)) >= last) break;
+  }
+  words[n++] = last;
+  return prepare(words, n, stream, per_thread, access);
+}
+
+CUresult Pager::prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,
+                             bool per_thread) {
+  reap_saved_units(false);
+  for (std::size_t i = 0; i < count; ++i) {
+    Unit* unit = units[i];
+    if (unit->retired) continue;
+    const CUresult result = make_resident(unit, canonical(stream, per_thread), bit);
+    if (result != CUDA_SUCCESS) {
+      for (std::size_t j = 0; j < i; ++j) units[j]->launching.fetch_sub(1, std::memory_order_release);
+      return result;
+    }
+    // Held from here, so making the next one resident cannot offload this one.
+    unit->launching.fetch_add(1, std::memory_order_seq_cst);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Pager::make_resident(Unit* unit, CUstream stream, std::uint64_t bit) {
+  if (unit->state.load() == Residency::on_host) {
+    if (const CUresult result = fetch(unit); result != CUDA_SUCCESS) return result;
+  }
+  if (unit->ready == nullptr || (unit->ready_for.load() & bit) != 0) return CUDA_SUCCESS;
+  if (driver_.event_query(unit->ready) == CUDA_SUCCESS) {
+    set_ready(unit, nullptr);
+    return CUDA_SUCCESS;
+  }
+  if (const CUresult result = driver_.stream_wait_event(stream, unit->ready, 0); result != CUDA_SUCCESS) return result;
+  // The per-thread default stream is a different stream on every thread: it
+  // never counts as having waited.
+  if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
+  return CUDA_SUCCESS;
+}
+
+void Pager::set_ready(Unit* unit, CUevent event) {
+  if (unit->ready != nullptr) driver_.event_destroy(unit->ready);
+  unit->ready = event;
+  unit->ready_for.store(event == nullptr ? kAllStreams : 0);
+}
+
+// ---- moving units ------------------------------------------------------------------------
+
+CUresult Pager::record_on_copy_stream(DeviceState& state, CUevent* event) {
+  if (const CUresult result = driver_.event_create(event, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS) {
+    return result;
+  }
+  const CUresult result = driver_.event_record(*event, state.copy_stream);
+  if (result != CUDA_SUCCESS) {
+    driver_.event_destroy(*event);
+    *event = nullptr;
+  }
+  return result;
+}
+
+CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
+  const std::uint64_t users = unit->used_by.load(std::memory_order_acquire);
+  bool synchronise = (users & StreamRegistry::kUnnamedBit) != 0;
+  for (unsigned bit = 0; bit < StreamRegistry::kNamed && !synchronise; ++bit) {
+    if ((users & (std::uint64_t{1} << bit)) == 0) continue;
+    CUevent done = nullptr;
+    if (driver_.event_create(&done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+      synchronise = true;
+      break;
+    }
+    // A stream the program destroyed cannot be recorded on; its work is
+    // waited for the heavy way.
+    if (driver_.event_record(done, streams_.stream_of(bit)) != CUDA_SUCCESS ||
+        driver_.stream_wait_event(state.copy_stream, done, 0) != CUDA_SUCCESS) {
+      synchronise = true;
+    }
+    driver_.event_destroy(done);
+  }
+  if (!synchronise) return CUDA_SUCCESS;
+  context_syncs_.fetch_add(1, std::memory_order_relaxed);
+  return driver_.context_synchronize();
+}
+
+CUresult Pager::offload(DeviceState& state, Unit* unit) {
+  Residency expected = Residency::resident;
+  if (!unit->state.compare_exchange_strong(expected, Residency::moving_out)) return CUDA_ERROR_ILLEGAL_STATE;
+  // A launch that checked the unit before the exchange above is still
+  // between its check and its enqueue: leave the unit alone.
+  if (unit->launching.load(std::memory_order_seq_cst) != 0) {
+    unit->state.store(Residency::resident);
+    return CUDA_ERROR_NOT_READY;
+  }
+  CUresult result = CUDA_SUCCESS;
+  void* host = host_.take(unit->bytes, &result);
+  if (host == nullptr || (result = order_after_users(state, unit)) != CUDA_SUCCESS ||
+      (result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS) {
+    if (host != nullptr) host_.give_back(host, unit->bytes);
+    unit->state.store(Residency::resident);
+    VGPUMEM_LOG_WARN("cannot offload {} at {:#x}: error {}{}", format_bytes(unit->bytes), unit->address,
+                     static_cast<int>(result), host == nullptr ? " (no pinned host memory left; VGPUMEM_HOST_LIMIT)" : "");
+    return result;
+  }
+  CUevent saved = nullptr;
+  if ((result = record_on_copy_stream(state, &saved)) != CUDA_SUCCESS) {
+    // Without an event, wait for the copy right here.
+    driver_.context_synchronize();
+  }
+  for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
+  unit->host = host;
+  unit->saved = saved;
+  unit->unmap_pending = true;
+  if (saved != nullptr) saved_units_.push_back(unit);
+  set_ready(unit, nullptr);
+  unit->ready_for.store(0);
+  unit->used_by.store(0);
+  state.resident_bytes -= unit->bytes;
+  unit->state.store(Residency::on_host);
+  offloads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_offloaded_.fetch_add(unit->bytes, std::memory_order_relaxed);
+  VGPUMEM_LOG_DEBUG("offloaded {} at {:#x} (last use {})", format_bytes(unit->bytes), unit->address,
+                    unit->last_use.load());
+  if (saved == nullptr) finish_unmap(unit, false);
+  return CUDA_SUCCESS;
+}
+
+bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
+  // Least recently used first; a unit a launch is holding is skipped.
+  std::vector<Unit*> candidates;
+  for (const auto& unit : state.units) {
+    if (unit.get() != keep && !unit->retired && unit->pins == 0 &&
+        unit->state.load() == Residency::resident && unit->launching.load() == 0) {
+      candidates.push_back(unit.get());
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Unit* a, const Unit* b) { return a->last_use.load() < b->last_use.load(); });
+  for (Unit* unit : candidates) {
+    if (offload(state, unit) == CUDA_SUCCESS) return true;
+  }
+  return false;
+}
+
+void Pager::finish_unmap(Unit* unit, bool wait) {
+  if (unit->saved != nullptr) {
+    if (wait) driver_.event_synchronize(unit->saved);
+    driver_.event_destroy(unit->saved);
+    unit->saved = nullptr;
+  }
+  for (std::uint64_t at = unit->address; at < unit->address + unit->bytes; at += kChunkBytes) {
+    driver_.unmap(at, kChunkBytes);
+  }
+  unit->chunks.clear();
+  unit->unmap_pending = false;
+}
+
+void Pager::reap_saved_units(bool wait) {
+  auto done = [&](Unit* unit) {
+    if (!wait && unit->saved != nullptr && driver_.event_query(unit->saved) != CUDA_SUCCESS) return false;
+    finish_unmap(unit, wait);
+    return true;
+  };
+  saved_units_.erase(std::remove_if(saved_units_.begin(), saved_units_.end(), done), saved_units_.end());
+}
+
+CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
+                            std::vector<CUmemGenericAllocationHandle>* chunks) {
+  while (chunks->size() < count) {
+    CUresult error = CUDA_SUCCESS;
+    if (auto chunk = state.pool.take(&error)) {
+      chunks->push_back(*chunk);
+      continue;
+    }
+    if (error != CUDA_ERROR_OUT_OF_MEMORY || !offload_lru(state, keep)) {
+      for (CUmemGenericAllocationHandle chunk : *chunks) state.pool.give_back(chunk);
+      chunks->clear();
+      ooms_.fetch_add(1, std::memory_order_relaxed);
+      return error == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : error;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Pager::map_chunks(Unit* unit) {
+  std::size_t mapped = 0;
+  CUresult result = CUDA_SUCCESS;
+  for (; mapped < unit->chunks.size(); ++mapped) {
+    result = driver_.map(unit->address + mapped * kChunkBytes, kChunkBytes, 0, unit->chunks[mapped], 0);
+    if (result != CUDA_SUCCESS) break;
+  }
+  if (result == CUDA_SUCCESS) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = unit->device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    result = driver_.set_access(unit->address, unit->bytes, &access, 1);
+  }
+  if (result != CUDA_SUCCESS) {
+    for (std::size_t i = 0; i < mapped; ++i) driver_.unmap(unit->address + i * kChunkBytes, kChunkBytes);
+  }
+  return result;
+}
+
+CUresult Pager::fetch(Unit* unit) {
+  DeviceState& state = device_state(unit->device);
+  if (unit->unmap_pending) {
+    // Wanted back before its offload was reaped: its range must be free first.
+    saved_units_.erase(std::remove(saved_units_.begin(), saved_units_.end(), unit), saved_units_.end());
+    finish_unmap(unit, true);
+  }
+  std::vector<CUmemGenericAllocationHandle> chunks;
+  if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks); result != CUDA_SUCCESS) {
+    return result;
+  }
+  unit->chunks = std::move(chunks);
+  CUresult result = map_chunks(unit);
+  if (result == CUDA_SUCCESS) {
+    // On the copy stream, after every earlier offload: the chunks' last
+    // contents are saved before they are overwritten.
+    result = driver_.copy_to_device_async(unit->address, unit->host, unit->bytes, state.copy_stream);
+  }
+  CUevent ready = nullptr;
+  if (result == CUDA_SUCCESS) result = record_on_copy_stream(state, &ready);
+  if (result != CUDA_SUCCESS) {
+    for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
+    unit->chunks.clear();
+    return result;
+  }
+  // Later offloads into this buffer are ordered after this copy on the copy stream.
+  host_.give_back(unit->host, unit->bytes);
+  unit->host = nullptr;
+  unit->used_by.store(0);
+  set_ready(unit, ready);
+  state.resident_bytes += unit->bytes;
+  unit->state.store(Residency::resident);
+  prefetches_.fetch_add(1, std::memory_order_relaxed);
+  bytes_prefetched_.fetch_add(unit->bytes, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+
+// ---- allocation ----------------------------------------------------------------------------
+
+// With a host limit, what is stored must leave room to swap: bringing a unit
+// back offloads others into free host memory before its own host copy is
+// free, so the largest unit's worth of host memory is kept in reserve.
+bool Pager::admits(int device, std::uint64_t bytes) const {
+  if (!options_.host_limit) return true;
+  const std::uint64_t cap = ledger_.cap(device);
+  if (cap == kUncapped) return true;
+  const std::uint64_t room = cap + *options_.host_limit;
+  return stored_bytes_ + bytes + std::max(largest_unit_, bytes) <= room;
+}
+
+Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
+  if (!admits(device, bytes)) {
+    VGPUMEM_LOG_INFO("paged allocation of {} refused: the cap and VGPUMEM_HOST_LIMIT hold {} already",
+                     format_bytes(bytes), format_bytes(stored_bytes_));
+    ooms_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  DeviceState& state = device_state(device);
+  const std::optional<std::uint64_t> address = arena_.take(bytes);
+  if (!address) return nullptr;
+  Unit* unit = nullptr;
+  for (const auto& candidate : state.units) {
+    if (candidate->retired && candidate->launching.load() == 0) {
+      unit = candidate.get();
+      break;
+    }
+  }
+  if (unit == nullptr) {
+    state.units.push_back(std::make_unique<Unit>());
+    unit = state.units.back().get();
+  }
+  unit->address = *address;
+  unit->bytes = bytes;
+  unit->device = device;
+  unit->slab = slab;
+  unit->pins = 0;
+  unit->live = 0;
+  unit->slab_used = 0;
+  unit->retired = false;
+  unit->used_by.store(0);
+  unit->last_use.store(tick_.load());
+  if (take_chunks(state, bytes / kChunkBytes, unit, &unit->chunks) != CUDA_SUCCESS || map_chunks(unit) != CUDA_SUCCESS) {
+    for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
+    unit->chunks.clear();
+    unit->retired = true;
+    arena_.give_back(*address, bytes);
+    return nullptr;
+  }
+  // Chunks freed by an offload still in flight: the first user waits for it.
+  CUevent ready = nullptr;
+  if (!saved_units_.empty() && record_on_copy_stream(state, &ready) != CUDA_SUCCESS) {
+    driver_.context_synchronize();
+  }
+  set_ready(unit, ready);
+  state.resident_bytes += bytes;
+  stored_bytes_ += bytes;
+  largest_unit_ = std::max(largest_unit_, bytes);
+  unit->state.store(Residency::resident);
+  index_.assign(unit->address, bytes, unit);
+  return unit;
+}
+
+CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
+  std::lock_guard lock(mutex_);
+  if (!arena_ready_) {
+    CUdeviceptr base = 0;
+    if (const CUresult result = driver_.address_reserve(&base, options_.arena_bytes, kChunkBytes, 0, 0);
+        result != CUDA_SUCCESS) {
+      VGPUMEM_LOG_ERROR("cannot reserve {} of address space for paged allocations: error {}",
+                        format_bytes(options_.arena_bytes), static_cast<int>(result));
+      return result;
+    }
+    arena_.cover(base, options_.arena_bytes);
+    index_.cover(base, options_.arena_bytes);
+    arena_ready_ = true;
+  }
+  DeviceState& state = device_state(device);
+  if (state.copy_stream == nullptr) {
+    if (const CUresult result = driver_.stream_create(&state.copy_stream, CU_STREAM_NON_BLOCKING);
+        result != CUDA_SUCCESS) {
+      return result;
+    }
+  }
+  reap_saved_units(false);
+  Unit* unit = nullptr;
+  std::uint64_t address = 0;
+  if (bytes <= options_.slab_max_bytes) {
+    const std::uint64_t size = round_up(bytes, kAllocationAlignment);
+    Unit* slab = state.open_slab;
+    if (slab == nullptr || slab->slab_used + size > slab->bytes) {
+      slab = new_unit(device, kChunkBytes, true);
+      if (slab == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+      state.open_slab = slab;
+    }
+    unit = slab;
+    address = slab->address + slab->slab_used;
+    slab->slab_used += size;
+  } else {
+    unit = new_unit(device, round_up(bytes, kChunkBytes), false);
+    if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    address = unit->address;
+  }
+  ++unit->live;
+  allocations_[address] = AllocationInfo{unit, bytes};
+  *out = address;
+  return CUDA_SUCCESS;
+}
+
+CUresult Pager::release_unit(Unit* unit) {
+  DeviceState& state = device_state(unit->device);
+  if (unit->unmap_pending) {
+    saved_units_.erase(std::remove(saved_units_.begin(), saved_units_.end(), unit), saved_units_.end());
+    finish_unmap(unit, true);
+  }
+  if (unit->state.load() == Residency::resident) {
+    for (std::uint64_t at = unit->address; at < unit->address + unit->bytes; at += kChunkBytes) {
+      driver_.unmap(at, kChunkBytes);
+    }
+    for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
+    unit->chunks.clear();
+    state.resident_bytes -= unit->bytes;
+  } else if (unit->host != nullptr) {
+    host_.give_back(unit->host, unit->bytes);
+    unit->host = nullptr;
+  }
+  set_ready(unit, nullptr);
+  stored_bytes_ -= unit->bytes;
+  index_.assign(unit->address, unit->bytes, nullptr);
+  arena_.give_back(unit->address, unit->bytes);
+  if (state.open_slab == unit) state.open_slab = nullptr;
+  unit->state.store(Residency::on_host);
+  unit->retired = true;
+  return CUDA_SUCCESS;
+}
+
+bool Pager::free(CUdeviceptr address, CUresult* result) {
+  if (index_.lookup(address) == nullptr) return false;
+  std::lock_guard lock(mutex_);
+  auto it = allocations_.find(address);
+  if (it == allocations_.end()) {
+    *result = CUDA_ERROR_INVALID_VALUE;  // inside a paged range, but not an allocation's start
+    return true;
+  }
+  // cuMemFree synchronises: the work that may still use the memory is done.
+  if ((*result = driver_.context_synchronize()) != CUDA_SUCCESS) return true;
+  Unit* unit = it->second.unit;
+  allocations_.erase(it);
+  if (--unit->live == 0) *result = release_unit(unit);
+  return true;
+}
+
+// ---- pins and room -----------------------------------------------------------------------
+
+bool Pager::pin(std::uint64_t address, CUresult* result) {
+  Unit* unit = index_.lookup(address);
+  if (unit == nullptr) return false;
+  std::lock_guard lock(mutex_);
+  *result = make_resident(unit, nullptr, StreamRegistry::kUnnamedBit);
+  if (*result == CUDA_SUCCESS && unit->ready != nullptr) {
+    // Whoever uses pinned memory is not seen: it must be there now.
+    driver_.event_synchronize(unit->ready);
+    set_ready(unit, nullptr);
+  }
+  if (*result == CUDA_SUCCESS) ++unit->pins;
+  return true;
+}
+
+bool Pager::unpin(std::uint64_t address) {
+  Unit* unit = index_.lookup(address);
+  if (unit == nullptr) return false;
+  std::lock_guard lock(mutex_);
+  if (unit->pins > 0) --unit->pins;
+  return true;
+}
+
+bool Pager::make_room(int device, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  if (devices_.count(device) == 0) return false;
+  DeviceState& state = device_state(device);
+  std::uint64_t released = state.pool.release_free(bytes);
+  while (released < bytes && offload_lru(state, nullptr)) {
+    reap_saved_units(true);  // the chunks are released, not reused: their saves must be done
+    released += state.pool.release_free(bytes - released);
+  }
+  return released >= bytes;
+}
+
+// ---- reporting ---------------------------------------------------------------------------
+
+std::uint64_t Pager::resident_bytes(int device) const {
+  std::lock_guard lock(mutex_);
+  auto it = devices_.find(device);
+  return it == devices_.end() ? 0 : it->second->resident_bytes;
+}
+
+nlohmann::json Pager::summary() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& [device, state] : devices_) {
+    devices.push_back({{"device", device},
+                       {"resident_bytes", state->resident_bytes},
+                       {"chunk_bytes", state->pool.created_bytes()},
+                       {"free_chunk_bytes", state->pool.free_bytes()}});
+  }
+  return {{"policy", "lru"},
+          {"offloads", offloads_.load()},
+          {"prefetches", prefetches_.load()},
+          {"bytes_offloaded", bytes_offloaded_.load()},
+          {"bytes_prefetched", bytes_prefetched_.load()},
+          {"context_synchronizations", context_syncs_.load()},
+          {"paged_allocations", allocations_.size()},
+          {"host_pinned_bytes", host_.pinned_bytes()},
+          {"host_pinned_bytes_peak", host_.pinned_peak()},
+          {"ooms", ooms_.load()},
+          {"devices", devices}};
+}
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,162 @@
+// The pager: paged device allocations under the cap (VGPUMEM_POLICY=lru).
+//
+// Every paged allocation gets a stable range of one reserved arena, backed by
+// 2 MiB chunks from the device's ChunkPool while it is resident. When a
+// mapping needs room, the least recently used unpinned unit is offloaded:
+// its users' streams are made to precede the pager's copy stream (an event
+// recorded on each), its bytes are copied to pinned host memory there, and
+// its chunks go straight to the new owner, whose first use is ordered after
+// the copy stream. Its own range is unmapped once the copy has completed,
+// found by a non-blocking query (or waited for if the unit is wanted back
+// first), so nothing waits for the GPU to make room. Before a launch or copy
+// is enqueued, prepare() makes every unit it touches resident and makes the
+// launch's stream wait on the unit's arrival.
+//
+// The launch path (prepare() when everything is resident) takes no lock and
+// allocates nothing: a granule-index lookup per argument word, one atomic
+// increment per unit touched, two atomic loads and two stores.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "vmm/address_arena.h"
+#include "vmm/cap_ledger.h"
+#include "vmm/chunk_pool.h"
+#include "vmm/driver_ops.h"
+#include "vmm/granule_index.h"
+#include "vmm/host_store.h"
+#include "vmm/stream_registry.h"
+#include "vmm/unit.h"
+
+namespace vgpumem::trace {
+class Recorder;
+}
+
+namespace vgpumem::vmm {
+
+class Pager;
+
+// The units one launch or copy touches, held resident until it is enqueued.
+class Access {
+ public:
+  Access() = default;
+  ~Access() { release(); }
+  Access(const Access&) = delete;
+  Access& operator=(const Access&) = delete;
+  void release();
+
+ private:
+  friend class Pager;
+  static constexpr std::size_t kInline = 32;
+  bool holds(const Unit* unit) const;
+  Unit* units_[kInline] = {};
+  std::size_t count_ = 0;
+  // More units than fit: the pager stays locked until release, so nothing
+  // is evicted under the launch.
+  std::unique_lock<std::mutex> lock_;
+};
+
+struct PagerOptions {
+  std::uint64_t arena_bytes = std::uint64_t{1} << 40;  // address space for paged allocations
+  std::optional<std::uint64_t> host_limit;             // VGPUMEM_HOST_LIMIT
+  std::uint64_t slab_max_bytes = 256 * 1024;            // smaller allocations are packed into slabs
+};
+
+class Pager {
+ public:
+  Pager(const DriverOps& driver, CapLedger& ledger, trace::Recorder& recorder, PagerOptions options);
+  ~Pager();
+  Pager(const Pager&) = delete;
+  Pager& operator=(const Pager&) = delete;
+
+  // A paged allocation of `bytes` on `device` (with that device's context
+  // current). CUDA_ERROR_OUT_OF_MEMORY when neither device room (after
+  // offloading what can be) nor host room is left.
+  CUresult allocate(int device, std::uint64_t bytes, CUdeviceptr* out);
+  // Frees a paged allocation: waits for the work that may use it (cuMemFree
+  // synchronises), then returns its room. False if `address` is not one.
+  bool free(CUdeviceptr address, CUresult* result);
+  bool owns(std::uint64_t address) const { return index_.lookup(address) != nullptr; }
+
+  // Makes every unit that one of `words` points into resident for work about
+  // to be enqueued on `stream` (`per_thread`: the caller used a _ptsz/_ptds
+  // entry point), and holds them so in `access` until the work is enqueued.
+  CUresult prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread, Access& access);
+  // The same for one operand range of a copy or memset.
+  CUresult prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
+                         Access& access);
+
+  // Keeps the unit holding `address` resident until unpin (memory the
+  // scanner cannot follow). Returns false if the address is not paged, and
+  // CUDA_ERROR_OUT_OF_MEMORY in *result if it cannot be brought back.
+  bool pin(std::uint64_t address, CUresult* result);
+  bool unpin(std::uint64_t address);
+
+  // Room for `bytes` of unpaged device memory (the program's own cuMemCreate,
+  // pools): offloads and releases chunks. True if that much was released.
+  bool make_room(int device, std::uint64_t bytes);
+
+  // {"offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
+  //  "resident_bytes", "paged_allocations", "host_pinned_bytes", ...}
+  nlohmann::json summary() const;
+  std::uint64_t resident_bytes(int device) const;
+
+ private:
+  struct DeviceState;
+  struct AllocationInfo {
+    Unit* unit;
+    std::uint64_t bytes;
+  };
+
+  DeviceState& device_state(int device);
+  bool fast_path(Unit* unit, std::uint64_t bit) const;
+  CUresult make_resident(Unit* unit, CUstream stream, std::uint64_t bit);
+  CUresult prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,
+                        bool per_thread);
+  CUresult fetch(Unit* unit);
+  CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
+                       std::vector<CUmemGenericAllocationHandle>* chunks);
+  CUresult map_chunks(Unit* unit);
+  bool offload_lru(DeviceState& state, const Unit* keep);
+  CUresult offload(DeviceState& state, Unit* unit);
+  CUresult order_after_users(DeviceState& state, Unit* unit);
+  void reap_saved_units(bool wait);
+  void finish_unmap(Unit* unit, bool wait);
+  CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
+  Unit* new_unit(int device, std::uint64_t bytes, bool slab);
+  bool admits(int device, std::uint64_t bytes) const;
+  CUresult release_unit(Unit* unit);
+  void set_ready(Unit* unit, CUevent event);
+
+  const DriverOps& driver_;
+  CapLedger& ledger_;
+  trace::Recorder& recorder_;
+  const PagerOptions options_;
+
+  GranuleIndex index_;
+  StreamRegistry streams_;
+  std::atomic<std::uint64_t> tick_{1};
+
+  mutable std::mutex mutex_;
+  bool arena_ready_ = false;
+  AddressArena arena_;
+  HostStore host_;
+  std::map<int, std::unique_ptr<DeviceState>> devices_;
+  std::map<std::uint64_t, AllocationInfo> allocations_;  // by address
+  std::vector<Unit*> saved_units_;                       // on host, range still mapped
+  std::uint64_t stored_bytes_ = 0;                       // all live units, resident or not
+  std::uint64_t largest_unit_ = 0;
+
+  std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
+  std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
+};
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,51 @@
+// A unit of paging: a granule-aligned range of the arena that moves between
+// device and host as a whole. A large allocation is one unit; small ones are
+// packed, many to a 2 MiB slab unit.
+//
+// States (docs/architecture.md, "Residency"):
+//   resident     mapped on its chunks; usable by streams in `ready_for`,
+//                others wait on `ready` first (it is moving in, or its
+//                chunks were last read by an offload still in flight)
+//   moving_out   transient, under the pager's lock, while it is offloaded
+//   on_host      its bytes are in `host`; its range may still be mapped on
+//                chunks now owned by others until `saved` completes
+//                (`unmap_pending`)
+// The launch path reads `state`, `ready_for` and bumps `launching` without a
+// lock; everything else is guarded by the pager's lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include <cuda.h>
+
+namespace vgpumem::vmm {
+
+enum class Residency : std::uint8_t { resident, moving_out, on_host };
+
+struct Unit {
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;  // a multiple of kChunkBytes
+  int device = 0;
+  bool slab = false;
+
+  std::atomic<Residency> state{Residency::resident};
+  std::atomic<std::uint32_t> launching{0};  // launches between check and enqueue
+  std::atomic<std::uint64_t> ready_for{~std::uint64_t{0}};  // stream bits that need not wait on `ready`
+  std::atomic<std::uint64_t> used_by{0};    // stream bits that used it since it became resident
+  std::atomic<std::uint64_t> last_use{0};   // launch tick, for LRU
+
+  // Under the pager's lock.
+  std::uint32_t pins = 0;              // pinned resident (see Pager::pin)
+  std::uint32_t live = 0;              // allocations in it (slabs: many)
+  std::uint64_t slab_used = 0;         // bump offset of a slab
+  std::vector<CUmemGenericAllocationHandle> chunks;
+  void* host = nullptr;
+  CUevent ready = nullptr;             // owned; null when nothing to wait for
+  CUevent saved = nullptr;             // owned; the offload's completion
+  bool unmap_pending = false;
+  bool retired = false;                // freed; kept for reuse (a stale lookup may still hold it)
+};
+
+}  // namespace vgpumem::vmm
