@@ -23,7 +23,13 @@ CUresult charged_allocation(HookId api, AllocationKind kind, int device, std::ui
                             KeyOf&& key_of, Undo&& undo) {
   vmm::Accounting& accounting = Runtime::get().accounting();
   if (device >= 0) {
-    if (!accounting.reserve(device, bytes, api_name(api))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!accounting.reserve(device, bytes, api_name(api))) {
+      // Paged memory holds the room: offload some of it and try once more.
+      vmm::Pager* pager = Runtime::get().pager_for(device);
+      if (pager == nullptr || !pager->make_room(device, bytes) || !accounting.reserve(device, bytes, api_name(api))) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+    }
     const CUresult result = allocate();
     if (result != CUDA_SUCCESS) {
       accounting.abandon(device, bytes);
@@ -42,6 +48,27 @@ CUresult charged_allocation(HookId api, AllocationKind kind, int device, std::ui
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return result;
+}
+
+// A device allocation served by the pager (VGPUMEM_POLICY=lru on a capped
+// device): beyond the cap it succeeds while host memory lasts.
+inline CUresult paged_allocation(vmm::Pager& pager, HookId api, int device, std::uint64_t bytes, CUdeviceptr* out) {
+  const CUresult result = pager.allocate(device, bytes, out);
+  if (result == CUDA_SUCCESS) {
+    Runtime::get().recorder().record_alloc(device, *out, bytes, api_name(api));
+  } else {
+    Runtime::get().recorder().record_oom(device, bytes, pager.resident_bytes(device),
+                                         Runtime::get().accounting().usage(device).cap, api_name(api));
+  }
+  return result;
+}
+
+// Makes the device memory in [address, address + bytes) resident for work on
+// `stream` (a copy or memset operand), held until `access` is released.
+inline CUresult paged_operand(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
+                              vmm::Access& access) {
+  vmm::Pager* pager = Runtime::get().pager();
+  return pager == nullptr ? CUDA_SUCCESS : pager->prepare_range(address, bytes, stream, per_thread, access);
 }
 
 // A free: forwards, and on success refunds what the allocation was charged.

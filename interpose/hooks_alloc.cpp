@@ -40,6 +40,10 @@ std::uint64_t array_bytes(std::size_t width, std::size_t height, std::size_t dep
 extern "C" CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   Runtime::get().count(HookId::cuMemAlloc_v2);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAlloc_v2)(dptr, bytesize);
+  const int device = current_device();
+  if (vmm::Pager* pager = Runtime::get().pager_for(device)) {
+    return paged_allocation(*pager, HookId::cuMemAlloc_v2, device, bytesize, dptr);
+  }
   return charged_allocation(
       HookId::cuMemAlloc_v2, AllocationKind::device, current_device(), bytesize,
       [&] { return REAL(cuMemAlloc_v2)(dptr, bytesize); }, [&] { return *dptr; },
@@ -65,6 +69,11 @@ extern "C" CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t 
   // can choose (512-byte aligned rows) first, then the difference.
   const std::uint64_t estimate = ((width + 511) / 512) * 512 * static_cast<std::uint64_t>(height);
   const int device = current_device();
+  if (vmm::Pager* pager = Runtime::get().pager_for(device)) {
+    if (element_size != 4 && element_size != 8 && element_size != 16) return CUDA_ERROR_INVALID_VALUE;
+    *pitch = ((width + 511) / 512) * 512;  // the alignment the driver gives rows
+    return paged_allocation(*pager, HookId::cuMemAllocPitch_v2, device, estimate, dptr);
+  }
   CUresult result = charged_allocation(
       HookId::cuMemAllocPitch_v2, AllocationKind::device, device, estimate,
       [&] { return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size); }, [&] { return *dptr; },
@@ -109,6 +118,13 @@ extern "C" CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsign
 
 extern "C" CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Runtime::get().count(HookId::cuMemFree_v2);
+  if (vmm::Pager* pager = Runtime::get().pager()) {
+    CUresult result = CUDA_SUCCESS;
+    if (pager->free(dptr, &result)) {
+      if (result == CUDA_SUCCESS) Runtime::get().recorder().record_free(-1, dptr, 0, api_name(HookId::cuMemFree_v2));
+      return result;
+    }
+  }
   return charged_free(HookId::cuMemFree_v2, AllocationKind::device, dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
 }
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "interpose/paging_driver.h"
 #include "interpose/real_driver.h"
 #include "shim/lifecycle.h"
 #include "shim/log.h"
@@ -53,7 +54,27 @@ Runtime::Runtime(const Config& config)
     : config_(config),
       recorder_(process_recorder()),
       tracing_(!config.trace_path.empty()),
-      accounting_([this](int device) { return cap_for_device(device); }, recorder_) {}
+      accounting_([this](int device) { return cap_for_device(device); }, recorder_),
+      paging_wanted_(config.policy == Policy::lru && config.any_limit()) {}
+
+vmm::Pager* Runtime::create_pager() {
+  static std::once_flag once;
+  std::call_once(once, [this] {
+    const vmm::DriverOps* driver = interpose::paging_driver_ops();
+    if (driver == nullptr) {
+      VGPUMEM_LOG_ERROR("VGPUMEM_POLICY=lru: the driver lacks a call paging needs; allocations beyond the cap "
+                        "will fail with CUDA_ERROR_OUT_OF_MEMORY instead");
+      return;
+    }
+    vmm::PagerOptions options;
+    options.host_limit = config_.host_limit;
+    launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
+    pager_.store(new vmm::Pager(*driver, accounting_.ledger(), recorder_, options), std::memory_order_release);
+    VGPUMEM_LOG_INFO("paging on (policy lru, host limit {})",
+                     config_.host_limit ? format_bytes(*config_.host_limit) : std::string("none"));
+  });
+  return pager_.load(std::memory_order_acquire);
+}
 
 std::uint64_t Runtime::cap_for_device(int device) const {
   const MemoryLimit& limit = config_.limit_for(device);
@@ -79,6 +100,7 @@ nlohmann::json Runtime::summary() const {
   }
   nlohmann::json summary = const_cast<vmm::Accounting&>(accounting_).summary();
   summary["calls_by_api"] = std::move(calls);
+  if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) summary["paging"] = pager->summary();
   summary["pid"] = ::getpid();
   return summary;
 }

@@ -16,6 +16,8 @@
 #include "shim/config.h"
 #include "trace/recorder.h"
 #include "vmm/accounting.h"
+#include "vmm/launch_args.h"
+#include "vmm/pager.h"
 
 namespace vgpumem {
 
@@ -39,6 +41,21 @@ class Runtime {
     if (tracing_) recorder_.record_launch(interpose::hook_entry(id).symbol, function, stream);
   }
 
+  // The pager, when VGPUMEM_POLICY=lru (the default with a cap): created on
+  // first use, with the real driver loaded; nullptr when paging is off or the
+  // driver lacks a call it needs. Pages only devices that have a cap.
+  vmm::Pager* pager() {
+    if (!paging_wanted_) return nullptr;
+    if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) return pager;
+    return create_pager();
+  }
+  vmm::Pager* pager_for(int device) {
+    vmm::Pager* pager = this->pager();
+    return pager != nullptr && device >= 0 && accounting_.capped(device) ? pager : nullptr;
+  }
+  // Kernel parameter layouts (valid once pager() is non-null).
+  vmm::LaunchArgs& launch_args() { return *launch_args_; }
+
   nlohmann::json summary() const;
   // Writes the trace now (also done at exit when VGPUMEM_TRACE is set).
   void write_trace();
@@ -48,6 +65,7 @@ class Runtime {
   static void at_exit();
   static void after_fork_in_child();
   std::uint64_t cap_for_device(int device) const;
+  vmm::Pager* create_pager();
 
   const Config& config_;
   trace::Recorder& recorder_;
@@ -55,6 +73,9 @@ class Runtime {
   vmm::Accounting accounting_;
   std::atomic<std::uint64_t> calls_[interpose::kHookCount] = {};
   std::atomic<bool> forked_child_{false};
+  const bool paging_wanted_;
+  std::atomic<vmm::Pager*> pager_{nullptr};
+  vmm::LaunchArgs* launch_args_ = nullptr;
 };
 
 // The recorder of this process. It exists before the runtime does: dlsym and

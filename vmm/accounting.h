@@ -52,6 +52,7 @@ class Accounting {
 
   DeviceUsage usage(int device) { return ledger_.usage(device); }
   bool capped(int device) { return ledger_.cap(device) != kUncapped; }
+  CapLedger& ledger() { return ledger_; }
   std::uint64_t ooms_returned() const { return ooms_.load(std::memory_order_relaxed); }
 
   // {"devices": [{"device", "cap", "counted", "peak"}...], "ooms_returned",

@@ -84,7 +84,8 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
   }
   if (n == 0) return CUDA_SUCCESS;
 
-  if (!overflow) {
+  if (!overflow && !access.lock_.owns_lock() && access.count_ + n <= Access::kInline) {
+    const std::size_t start = access.count_;  // what an earlier operand holds stays held
     bool slow = false;
     for (std::size_t i = 0; i < n; ++i) {
       touched[i]->launching.fetch_add(1, std::memory_order_seq_cst);
@@ -98,7 +99,8 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
       }
       return CUDA_SUCCESS;
     }
-    access.release();
+    for (std::size_t i = start; i < access.count_; ++i) access.units_[i]->launching.fetch_sub(1, std::memory_order_release);
+    access.count_ = start;
     std::lock_guard lock(mutex_);
     const CUresult result = prepare_slow(touched, n, stream, bit, per_thread);
     if (result != CUDA_SUCCESS) return result;
@@ -112,7 +114,8 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
   }
 
   // More units than the inline set: hold the lock until the work is enqueued.
-  std::unique_lock lock(mutex_);
+  std::unique_lock<std::mutex> lock;
+  if (!access.lock_.owns_lock()) lock = std::unique_lock(mutex_);
   reap_saved_units(false);
   for (std::size_t i = 0; i < count; ++i) {
     Unit* unit = index_.lookup(words[i]);
@@ -123,7 +126,7 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
     unit->used_by.fetch_or(bit, std::memory_order_release);
     unit->last_use.store(tick, std::memory_order_relaxed);
   }
-  access.lock_ = std::move(lock);
+  if (lock.owns_lock()) access.lock_ = std::move(lock);
   return CUDA_SUCCESS;
 }
 

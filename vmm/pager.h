@@ -67,7 +67,7 @@ class Access {
 struct PagerOptions {
   std::uint64_t arena_bytes = std::uint64_t{1} << 40;  // address space for paged allocations
   std::optional<std::uint64_t> host_limit;             // VGPUMEM_HOST_LIMIT
-  std::uint64_t slab_max_bytes = 256 * 1024;            // smaller allocations are packed into slabs
+  std::uint64_t slab_max_bytes = 1024 * 1024;           // allocations up to this size are packed into 2 MiB slabs
 };
 
 class Pager {

@@ -15,9 +15,12 @@ namespace {
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kCap = 64 * kMiB;
 
+// The strict cap (VGPUMEM_POLICY=off): nothing is paged, so every API is
+// refused beyond it. Paging is tested in paging_test.cpp.
 std::map<std::string, std::optional<std::string>> capped(const std::string& limit) {
   auto env = shim_environment();
   env["VGPUMEM_LIMIT"] = limit;
+  env["VGPUMEM_POLICY"] = "off";
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
   return env;
 }

@@ -1,0 +1,69 @@
+// The pager's driver calls, bound to the real driver: the hooked ones through
+// their REAL entries (so the pager's own VMM calls and copies are never
+// counted, capped or paged again), the rest looked up by name.
+#include "interpose/paging_driver.h"
+
+#include "interpose/real_driver.h"
+
+namespace vgpumem::interpose {
+namespace {
+
+template <typename Fn>
+void bind(Fn*& slot, HookId id) {
+  RealDriver* driver = RealDriver::get();
+  slot = driver ? reinterpret_cast<Fn*>(driver->real(id)) : nullptr;
+}
+
+template <typename Fn>
+void bind(Fn*& slot, const char* name) {
+  RealDriver* driver = RealDriver::get();
+  slot = driver ? reinterpret_cast<Fn*>(real_dlsym(driver->handle(), name)) : nullptr;
+}
+
+}  // namespace
+
+const vmm::DriverOps* paging_driver_ops() {
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o;
+    bind(o.address_reserve, HookId::cuMemAddressReserve);
+    bind(o.address_free, HookId::cuMemAddressFree);
+    bind(o.create, HookId::cuMemCreate);
+    bind(o.release, HookId::cuMemRelease);
+    bind(o.map, HookId::cuMemMap);
+    bind(o.unmap, HookId::cuMemUnmap);
+    bind(o.set_access, HookId::cuMemSetAccess);
+    bind(o.host_alloc, HookId::cuMemHostAlloc);
+    bind(o.host_free, HookId::cuMemFreeHost);
+    bind(o.copy_to_host_async, HookId::cuMemcpyDtoHAsync_v2);
+    bind(o.copy_to_device_async, HookId::cuMemcpyHtoDAsync_v2);
+    bind(o.stream_create, "cuStreamCreate");
+    bind(o.stream_wait_event, "cuStreamWaitEvent");
+    bind(o.event_create, "cuEventCreate");
+    bind(o.event_record, "cuEventRecord");
+    bind(o.event_query, "cuEventQuery");
+    bind(o.event_synchronize, "cuEventSynchronize");
+    bind(o.event_destroy, "cuEventDestroy_v2");
+    bind(o.context_synchronize, "cuCtxSynchronize");
+    bind(o.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
+    bind(o.func_param_info, "cuFuncGetParamInfo");
+    bind(o.kernel_param_info, "cuKernelGetParamInfo");
+    return o;
+  }();
+  // Every call the pager makes must exist; otherwise paging stays off.
+  const void* const required[] = {
+      reinterpret_cast<const void*>(ops.address_reserve),   reinterpret_cast<const void*>(ops.create),
+      reinterpret_cast<const void*>(ops.map),               reinterpret_cast<const void*>(ops.unmap),
+      reinterpret_cast<const void*>(ops.set_access),        reinterpret_cast<const void*>(ops.host_alloc),
+      reinterpret_cast<const void*>(ops.copy_to_host_async), reinterpret_cast<const void*>(ops.copy_to_device_async),
+      reinterpret_cast<const void*>(ops.stream_create),     reinterpret_cast<const void*>(ops.stream_wait_event),
+      reinterpret_cast<const void*>(ops.event_create),      reinterpret_cast<const void*>(ops.event_record),
+      reinterpret_cast<const void*>(ops.event_query),       reinterpret_cast<const void*>(ops.event_synchronize),
+      reinterpret_cast<const void*>(ops.event_destroy),     reinterpret_cast<const void*>(ops.context_synchronize),
+      reinterpret_cast<const void*>(ops.func_param_info)};
+  for (const void* fn : required) {
+    if (fn == nullptr) return nullptr;
+  }
+  return &ops;
+}
+
+}  // namespace vgpumem::interpose

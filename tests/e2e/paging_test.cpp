@@ -1,0 +1,116 @@
+// Paging end to end (VGPUMEM_POLICY=lru, the default with a cap): the demo
+// trainer, whose working set is 1.2, 3 and 10 times the cap, trains to
+// bit-identical weights and loss, while the simulated driver's own report
+// shows its physical peak under the cap and no illegal access.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "process.h"
+
+namespace vgpumem::test {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) return nullptr;
+  return nlohmann::json::parse(in);
+}
+
+struct Workload {
+  const char* name;
+  std::vector<std::string> args;
+};
+
+// Wide layers, a small batch: weights dominate (4 MiB each, and as much for
+// their gradients), compute stays cheap for the simulator.
+const Workload kTwelveLayers{"12 layers", {"--width", "1024", "--batch", "8", "--layers", "12", "--steps", "2"}};
+const Workload kTwentyLayers{"20 layers", {"--width", "1024", "--batch", "8", "--layers", "20", "--steps", "2"}};
+
+struct Run {
+  ProcessResult process;
+  std::string result;         // the trainer's RESULT line, less the peak it wanted
+  std::uint64_t wanted = 0;   // peak_device_bytes_wanted
+  nlohmann::json simulator;   // the simulated driver's report
+  nlohmann::json trace;       // the shim's trace (with a cap)
+};
+
+Run train(const Workload& workload, const std::string& limit) {
+  const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit);
+  const std::string report = temp_path("paging-sim-" + tag + ".json");
+  const std::string trace = temp_path("paging-trace-" + tag + ".json");
+  auto env = limit.empty() ? simulator_environment() : shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUSIM_REPORT"] = report;
+  if (!limit.empty()) {
+    env["VGPUMEM_LIMIT"] = limit;
+    env["VGPUMEM_TRACE"] = trace;
+  }
+  std::vector<std::string> argv{program("mlp_trainer")};
+  argv.insert(argv.end(), workload.args.begin(), workload.args.end());
+  Run run;
+  run.process = run_process(argv, env);
+  const std::string line = field(run.process.out, "RESULT");
+  const std::size_t peak = line.find(" peak_device_bytes_wanted=");
+  run.result = line.substr(0, peak);
+  if (peak != std::string::npos) run.wanted = std::stoull(line.substr(peak + 26));
+  run.simulator = read_json(report);
+  if (!limit.empty()) run.trace = read_json(trace);
+  return run;
+}
+
+void expect_identical_under(const Workload& workload, double oversubscription) {
+  const Run baseline = train(workload, "");
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  ASSERT_NE(baseline.result, "");
+  const auto cap = static_cast<std::uint64_t>(static_cast<double>(baseline.wanted) / oversubscription);
+  const Run paged = train(workload, std::to_string(cap));
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_EQ(paged.result, baseline.result) << "weights and loss must be bit-identical";
+  ASSERT_FALSE(paged.simulator.is_null());
+  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), cap)
+      << "the simulated driver's own count of physical device memory";
+  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
+  ASSERT_FALSE(paged.trace.is_null());
+  const nlohmann::json& paging = paged.trace["vgpumem"]["paging"];
+  EXPECT_GT(paging["offloads"].get<int>(), 0) << "the cap was never reached: the test proves nothing";
+  EXPECT_GT(paging["prefetches"].get<int>(), 0);
+  EXPECT_EQ(paging["ooms"].get<int>(), 0);
+}
+
+TEST(Paging, TrainerAtOnePointTwoTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2); }
+TEST(Paging, TrainerAtThreeTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0); }
+TEST(Paging, TrainerAtTenTimesTheCapIsBitIdentical) { expect_identical_under(kTwentyLayers, 10.0); }
+
+TEST(Paging, WithPolicyOffTheSameCapIsOutOfMemory) {
+  auto env = shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUMEM_LIMIT"] = "32MiB";
+  env["VGPUMEM_POLICY"] = "off";
+  std::vector<std::string> argv{program("mlp_trainer")};
+  argv.insert(argv.end(), kTwelveLayers.args.begin(), kTwelveLayers.args.end());
+  const ProcessResult result = run_process(argv, env);
+  EXPECT_EQ(result.exit_code, 3) << result.out;
+  EXPECT_NE(result.out.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << result.out;
+}
+
+TEST(Paging, TooSmallACapForOneKernelIsACleanOutOfMemory) {
+  // One backward kernel touches two 4 MiB tensors and more: 6 MiB cannot hold it.
+  auto env = shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUMEM_LIMIT"] = "6MiB";
+  const std::string report = temp_path("paging-too-small-sim.json");
+  env["VGPUSIM_REPORT"] = report;
+  std::vector<std::string> argv{program("mlp_trainer")};
+  argv.insert(argv.end(), kTwelveLayers.args.begin(), kTwelveLayers.args.end());
+  const ProcessResult result = run_process(argv, env);
+  EXPECT_EQ(result.exit_code, 3) << result.out << result.err;
+  EXPECT_NE(result.out.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << result.out;
+  const nlohmann::json simulator = read_json(report);
+  ASSERT_FALSE(simulator.is_null());
+  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0) << "an out-of-memory error, never a fault";
+}
+
+}  // namespace
+}  // namespace vgpumem::test
