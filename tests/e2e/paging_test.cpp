@@ -114,3 +114,40 @@ TEST(Paging, TooSmallACapForOneKernelIsACleanOutOfMemory) {
 
 }  // namespace
 }  // namespace vgpumem::test
+
+namespace vgpumem::test {
+namespace {
+
+// Thousands of random operations on four threads and their streams under a
+// cap a fraction of what they hold: every checksum and every final byte must
+// match the host mirror, with no illegal access.
+void stress(const std::string& ops) {
+  const std::string report = temp_path("paging-stress-sim.json");
+  const std::string trace = temp_path("paging-stress-trace.json");
+  auto env = shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUSIM_REPORT"] = report;
+  env["VGPUMEM_LIMIT"] = "24MiB";
+  env["VGPUMEM_TRACE"] = trace;
+  const ProcessResult result =
+      run_process({program("paging_stress"), "--threads", "4", "--ops", ops, "--seed", "7"}, env);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const std::string summary = field(result.out, "STRESS");
+  ASSERT_EQ(summary.rfind("ok", 0), 0u) << result.out;
+  unsigned long long peak_live = 0;
+  ASSERT_EQ(std::sscanf(summary.c_str() + summary.find("peak_live_bytes="), "peak_live_bytes=%llu", &peak_live), 1);
+  EXPECT_GT(peak_live, 2ull * 24 * 1024 * 1024) << "the stress must hold more than twice the cap";
+  const nlohmann::json simulator = read_json(report);
+  ASSERT_FALSE(simulator.is_null());
+  EXPECT_LE(simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 24ull * 1024 * 1024);
+  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0) << simulator.dump();
+  const nlohmann::json t = read_json(trace);
+  ASSERT_FALSE(t.is_null());
+  EXPECT_GT(t["vgpumem"]["paging"]["offloads"].get<int>(), 100);
+  EXPECT_EQ(t["vgpumem"]["paging"]["ooms"].get<int>(), 0);
+}
+
+TEST(PagingConcurrency, RandomStressOnFourThreadsKeepsEveryByte) { stress("600"); }
+
+}  // namespace
+}  // namespace vgpumem::test
