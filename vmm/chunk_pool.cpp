@@ -1,5 +1,7 @@
 #include "vmm/chunk_pool.h"
 
+#include "shim/log.h"
+
 namespace vgpumem::vmm {
 
 ChunkPool::~ChunkPool() = default;  // chunks live as long as the process: the driver reclaims them at exit
@@ -22,7 +24,10 @@ std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error) {
   CUmemGenericAllocationHandle chunk = 0;
   if (const CUresult r = driver_.create(&chunk, kChunkBytes, &prop, 0); r != CUDA_SUCCESS) {
     ledger_.refund(device_, kChunkBytes);
-    *error = r;
+    // The driver refused under the cap: make room by offloading instead.
+    VGPUMEM_LOG_WARN("cannot create a 2 MiB chunk on device {}: error {}; offloading to make room instead", device_,
+                     static_cast<int>(r));
+    *error = CUDA_ERROR_OUT_OF_MEMORY;
     return std::nullopt;
   }
   ++created_;

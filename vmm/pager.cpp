@@ -356,7 +356,8 @@ CUresult Pager::fetch(Unit* unit) {
   }
   unit->chunks = std::move(chunks);
   CUresult result = map_chunks(unit);
-  if (result == CUDA_SUCCESS) {
+  const bool mapped = result == CUDA_SUCCESS;
+  if (mapped) {
     // On the copy stream, after every earlier offload: the chunks' last
     // contents are saved before they are overwritten.
     result = driver_.copy_to_device_async(unit->address, unit->host, unit->bytes, state.copy_stream);
@@ -364,9 +365,20 @@ CUresult Pager::fetch(Unit* unit) {
   CUevent ready = nullptr;
   if (result == CUDA_SUCCESS) result = record_on_copy_stream(state, &ready);
   if (result != CUDA_SUCCESS) {
+    // The bytes stay on the host, where they were; the caller gets an
+    // out-of-memory error it can handle, and a later attempt may succeed.
+    VGPUMEM_LOG_WARN("cannot bring {} at {:#x} back to the device: error {}; it stays on the host",
+                     format_bytes(unit->bytes), unit->address, static_cast<int>(result));
+    if (mapped) {
+      driver_.context_synchronize();  // nothing may still be copying into the chunks
+      for (std::uint64_t at = unit->address; at < unit->address + unit->bytes; at += kChunkBytes) {
+        driver_.unmap(at, kChunkBytes);
+      }
+    }
     for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
     unit->chunks.clear();
-    return result;
+    ooms_.fetch_add(1, std::memory_order_relaxed);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   // Later offloads into this buffer are ordered after this copy on the copy stream.
   host_.give_back(unit->host, unit->bytes);

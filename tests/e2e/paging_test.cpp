@@ -36,7 +36,7 @@ struct Run {
   nlohmann::json trace;       // the shim's trace (with a cap)
 };
 
-Run train(const Workload& workload, const std::string& limit) {
+Run train(const Workload& workload, const std::string& limit, const std::string& faults = "") {
   const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit);
   const std::string report = temp_path("paging-sim-" + tag + ".json");
   const std::string trace = temp_path("paging-trace-" + tag + ".json");
@@ -47,6 +47,7 @@ Run train(const Workload& workload, const std::string& limit) {
     env["VGPUMEM_LIMIT"] = limit;
     env["VGPUMEM_TRACE"] = trace;
   }
+  if (!faults.empty()) env["VGPUSIM_FAULTS"] = faults;
   std::vector<std::string> argv{program("mlp_trainer")};
   argv.insert(argv.end(), workload.args.begin(), workload.args.end());
   Run run;
@@ -82,6 +83,27 @@ void expect_identical_under(const Workload& workload, double oversubscription) {
 TEST(Paging, TrainerAtOnePointTwoTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2); }
 TEST(Paging, TrainerAtThreeTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0); }
 TEST(Paging, TrainerAtTenTimesTheCapIsBitIdentical) { expect_identical_under(kTwentyLayers, 10.0); }
+
+// The simulated driver refuses one call the pager makes: it logs and works
+// around it, and the trainer's result does not change.
+void expect_identical_despite(const std::string& faults, const std::string& logged) {
+  const Run baseline = train(kTwelveLayers, "");
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out;
+  const Run paged = train(kTwelveLayers, std::to_string(baseline.wanted / 3), faults);
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_EQ(paged.result, baseline.result);
+  EXPECT_NE(paged.process.err.find(logged), std::string::npos) << paged.process.err;
+  ASSERT_FALSE(paged.simulator.is_null());
+  EXPECT_EQ(paged.simulator["faults_injected"].size(), 1u) << paged.simulator.dump();
+  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0);
+}
+
+TEST(PagingFaults, RefusedChunkCreationIsWorkedAround) {
+  expect_identical_despite("cuMemCreate:10", "cannot create a 2 MiB chunk");
+}
+TEST(PagingFaults, RefusedPinnedHostAllocationIsWorkedAround) {
+  expect_identical_despite("hostalloc:2", "cannot offload");
+}
 
 TEST(Paging, WithPolicyOffTheSameCapIsOutOfMemory) {
   auto env = shim_environment();

@@ -136,6 +136,97 @@ TEST_F(PagerTest, PinnedUnitsStayAndAFullyPinnedCapIsOutOfMemory) {
   for (CUdeviceptr p : {a, b, c}) ASSERT_TRUE(pager_->free(p, &result));
 }
 
+// ---- faults: the driver refuses one call; the pager ends in an out-of-memory
+// error or a logged retry, and every byte already stored is kept ----------------------------
+
+// Which call fails, and after how many successes (-1: none).
+struct Faults {
+  static inline int create = -1, host_alloc = -1, to_host = -1, to_device = -1;
+  static bool hit(int& countdown) { return countdown >= 0 && countdown-- == 0; }
+};
+
+const vmm::DriverOps& flaky_driver_ops() {
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o = simulated_driver_ops();
+    o.create = [](CUmemGenericAllocationHandle* h, size_t n, const CUmemAllocationProp* p, unsigned long long f) {
+      return Faults::hit(Faults::create) ? CUDA_ERROR_OUT_OF_MEMORY : cuMemCreate(h, n, p, f);
+    };
+    o.host_alloc = [](void** p, size_t n, unsigned f) {
+      return Faults::hit(Faults::host_alloc) ? CUDA_ERROR_OUT_OF_MEMORY : cuMemHostAlloc(p, n, f);
+    };
+    o.copy_to_host_async = [](void* d, CUdeviceptr s, size_t n, CUstream st) {
+      return Faults::hit(Faults::to_host) ? CUDA_ERROR_UNKNOWN : cuMemcpyDtoHAsync(d, s, n, st);
+    };
+    o.copy_to_device_async = [](CUdeviceptr d, const void* s, size_t n, CUstream st) {
+      return Faults::hit(Faults::to_device) ? CUDA_ERROR_UNKNOWN : cuMemcpyHtoDAsync(d, s, n, st);
+    };
+    return o;
+  }();
+  return ops;
+}
+
+class PagerFaultTest : public PagerTest {
+ protected:
+  void SetUp() override {
+    Faults::create = Faults::host_alloc = Faults::to_host = Faults::to_device = -1;
+    ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 4 * kMiB; });
+    cap_ = 4 * kMiB;
+    pager_ = std::make_unique<vmm::Pager>(flaky_driver_ops(), *ledger_, recorder_, vmm::PagerOptions{});
+    baseline_ = physical_bytes_now();
+    // Three 2 MiB buffers under a 4 MiB cap: one is always on the host.
+    for (unsigned i = 0; i < 3; ++i) {
+      ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[i]), CUDA_SUCCESS);
+      write(buffers_[i], 2 * kMiB, i);
+    }
+  }
+  void TearDown() override {
+    Faults::create = Faults::host_alloc = Faults::to_host = Faults::to_device = -1;
+    for (unsigned i = 0; i < 3; ++i) EXPECT_TRUE(holds(buffers_[i], 2 * kMiB, i)) << "buffer " << i << " was lost";
+    CUresult result = CUDA_SUCCESS;
+    for (CUdeviceptr p : buffers_) ASSERT_TRUE(pager_->free(p, &result));
+  }
+  // Touches every buffer once, as three launches would; the first error.
+  CUresult touch_all() {
+    for (CUdeviceptr p : buffers_) {
+      vmm::Access access;
+      if (CUresult r = pager_->prepare_range(p, 2 * kMiB, nullptr, false, access)) return r;
+    }
+    return CUDA_SUCCESS;
+  }
+  CUdeviceptr buffers_[3] = {};
+};
+
+TEST_F(PagerFaultTest, ChunkCreationFailureOffloadsInstead) {
+  pager_->make_room(0, 2 * kMiB);  // one chunk back to the driver: the next must be created
+  Faults::create = 0;
+  EXPECT_EQ(touch_all(), CUDA_SUCCESS) << "a refused cuMemCreate is worked around by offloading";
+}
+
+TEST_F(PagerFaultTest, PinnedHostAllocationFailureTriesAnotherVictimThenOutOfMemory) {
+  Faults::host_alloc = 0;
+  EXPECT_EQ(touch_all(), CUDA_SUCCESS) << "one refused pinned allocation: the next victim goes";
+  Faults::host_alloc = 0;
+  CUdeviceptr extra = 0;
+  const CUresult result = pager_->allocate(0, 2 * kMiB, &extra);
+  if (result == CUDA_SUCCESS) {
+    CUresult freed = CUDA_SUCCESS;
+    EXPECT_TRUE(pager_->free(extra, &freed));
+  } else {
+    EXPECT_EQ(result, CUDA_ERROR_OUT_OF_MEMORY);
+  }
+}
+
+TEST_F(PagerFaultTest, OffloadCopyFailureKeepsTheUnitResident) {
+  Faults::to_host = 0;
+  EXPECT_EQ(touch_all(), CUDA_SUCCESS) << "the failed offload is undone and another unit goes";
+}
+
+TEST_F(PagerFaultTest, FetchCopyFailureIsOutOfMemoryAndTheDataStaysOnTheHost) {
+  Faults::to_device = 0;
+  EXPECT_EQ(touch_all(), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(touch_all(), CUDA_SUCCESS) << "the next attempt brings it back";
+}
+
 }  // namespace
 }  // namespace vgpumem::test
 

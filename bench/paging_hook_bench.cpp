@@ -1,0 +1,117 @@
+// What the launch hook adds with paging on: cuLaunchKernel through
+// libvgpumem.so (VGPUMEM_LIMIT set, so arguments are scanned and the units
+// they point into checked resident) versus the same call straight to the
+// simulated driver, with 10, 1,000 and 100,000 live paged allocations. The
+// kernel takes four pointers into resident allocations and four integers, and
+// does nothing; both sides pay the simulator's own launch cost, so the
+// difference is the hook.
+//
+//   paging_hook_bench [--benchmark_...]
+#include <benchmark/benchmark.h>
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "vgpusim.h"
+
+namespace {
+
+using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**, void**);
+using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+
+struct World {
+  LaunchFn direct = nullptr, hooked = nullptr;
+  AllocFn allocate = nullptr;
+  CUfunction kernel = nullptr;
+  std::vector<CUdeviceptr> live;
+};
+
+template <typename Fn>
+Fn symbol(void* library, const char* name) {
+  auto fn = reinterpret_cast<Fn>(dlsym(library, name));
+  if (fn == nullptr) {
+    std::fprintf(stderr, "paging_hook_bench: %s missing\n", name);
+    std::exit(1);
+  }
+  return fn;
+}
+
+World& world() {
+  static World w = [] {
+    setenv("VGPUMEM_DRIVER", VGPUMEM_BENCH_SIM, 1);
+    setenv("VGPUMEM_LIMIT", "2GiB", 1);
+    setenv("VGPUSIM_DEVICE_MEMORY", "4GiB", 1);
+    World result;
+    void* sim = dlopen(VGPUMEM_BENCH_SIM, RTLD_NOW | RTLD_GLOBAL);
+    void* shim = dlopen(VGPUMEM_BENCH_SHIM, RTLD_NOW | RTLD_LOCAL);
+    if (sim == nullptr || shim == nullptr) {
+      std::fprintf(stderr, "paging_hook_bench: cannot load the simulator or the shim: %s\n", dlerror());
+      std::exit(1);
+    }
+    CUcontext context = nullptr;
+    if (symbol<CUresult (*)(unsigned)>(sim, "cuInit")(0) != CUDA_SUCCESS ||
+        symbol<CUresult (*)(CUcontext*, CUdevice)>(sim, "cuDevicePrimaryCtxRetain")(&context, 0) != CUDA_SUCCESS ||
+        symbol<CUresult (*)(CUcontext)>(sim, "cuCtxSetCurrent")(context) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "paging_hook_bench: no simulated device\n");
+      std::exit(1);
+    }
+    static const size_t sizes[] = {8, 8, 8, 8, 4, 4, 4, 4};
+    vgpusimKernelDesc desc{};
+    desc.name = "bench_nothing";
+    desc.body = [](void**, const vgpusimLaunch*, void*) {};
+    desc.paramCount = 8;
+    desc.paramSizes = sizes;
+    symbol<CUresult (*)(const vgpusimKernelDesc*, CUfunction*)>(sim, "vgpusimRegisterKernel")(&desc, &result.kernel);
+    result.direct = symbol<LaunchFn>(sim, "cuLaunchKernel");
+    result.hooked = symbol<LaunchFn>(shim, "cuLaunchKernel");
+    result.allocate = symbol<AllocFn>(shim, "cuMemAlloc_v2");
+    return result;
+  }();
+  return w;
+}
+
+// Grows the set of live paged allocations (512 bytes each, packed) to `count`.
+void hold_live(std::size_t count) {
+  World& w = world();
+  while (w.live.size() < count) {
+    CUdeviceptr p = 0;
+    if (w.allocate(&p, 512) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "paging_hook_bench: allocation %zu failed\n", w.live.size());
+      std::exit(1);
+    }
+    w.live.push_back(p);
+  }
+}
+
+void launch(benchmark::State& state, bool through_hook) {
+  const auto live = static_cast<std::size_t>(state.range(0));
+  hold_live(live);
+  World& w = world();
+  CUdeviceptr a = w.live[0], b = w.live[live / 3], c = w.live[live / 2], d = w.live[live - 1];
+  int n = 1, m = 2, k = 3, l = 4;
+  void* params[] = {&a, &b, &c, &d, &n, &m, &k, &l};
+  const LaunchFn fn = through_hook ? w.hooked : w.direct;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(fn(w.kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+  }
+  state.counters["live_allocations"] = static_cast<double>(w.live.size());
+}
+
+void BM_PagedLaunchDirect(benchmark::State& state) { launch(state, false); }
+void BM_PagedLaunchThroughHook(benchmark::State& state) { launch(state, true); }
+
+// The live set only grows: each size is measured both ways before the next.
+BENCHMARK(BM_PagedLaunchDirect)->Arg(10);
+BENCHMARK(BM_PagedLaunchThroughHook)->Arg(10);
+BENCHMARK(BM_PagedLaunchDirect)->Arg(1000);
+BENCHMARK(BM_PagedLaunchThroughHook)->Arg(1000);
+BENCHMARK(BM_PagedLaunchDirect)->Arg(100000);
+BENCHMARK(BM_PagedLaunchThroughHook)->Arg(100000);
+
+}  // namespace
+
+BENCHMARK_MAIN();
