@@ -94,7 +94,7 @@ class ThreadBuffer {
 // Everything else: rare, kept under a mutex.
 
 struct MemoryEvent {
-  enum class Kind { alloc, free, oom, device_bytes };
+  enum class Kind { alloc, free, oom, device_bytes, to_host, to_device, resident_bytes };
   Kind kind;
   std::uint64_t timestamp_ns;
   pid_t tid;
@@ -272,6 +272,20 @@ nlohmann::json Recorder::Impl::memory_events(nlohmann::json& summary) const {
                      {"ph", "C"},
                      {"args", {{"counted", event.bytes}, {"cap", event.cap}}}});
         break;
+      case MemoryEvent::Kind::to_host:
+      case MemoryEvent::Kind::to_device:
+        json.update({{"name", "on host"},
+                     {"cat", "residency"},
+                     {"ph", event.kind == MemoryEvent::Kind::to_host ? "b" : "e"},
+                     {"id", hex(event.address)},
+                     {"args", {{"bytes", event.bytes}, {"device", event.device}}}});
+        break;
+      case MemoryEvent::Kind::resident_bytes:
+        json.update({{"name", "device " + std::to_string(event.device) + " resident"},
+                     {"cat", "residency"},
+                     {"ph", "C"},
+                     {"args", {{"resident", event.bytes}, {"cap", event.cap}}}});
+        break;
     }
     out.push_back(std::move(json));
   }
@@ -332,6 +346,15 @@ void Recorder::record_device_bytes(int device, std::uint64_t bytes, std::uint64_
     peak = std::max(peak, bytes);
   }
   impl_->add_event({MemoryEvent::Kind::device_bytes, now_ns(), current_tid(), device, 0, bytes, 0, cap, {}});
+}
+
+void Recorder::record_residency(int device, std::uint64_t address, std::uint64_t bytes, bool to_host) {
+  impl_->add_event({to_host ? MemoryEvent::Kind::to_host : MemoryEvent::Kind::to_device, now_ns(), current_tid(), device,
+                    address, bytes, 0, 0, {}});
+}
+
+void Recorder::record_resident_bytes(int device, std::uint64_t bytes, std::uint64_t cap) {
+  impl_->add_event({MemoryEvent::Kind::resident_bytes, now_ns(), current_tid(), device, 0, bytes, 0, cap, {}});
 }
 
 void Recorder::record_lookup(LookupPath path, std::string_view name, int version, std::uint64_t flags, bool hooked) {

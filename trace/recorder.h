@@ -38,6 +38,12 @@ class Recorder {
                   const char* api);
   // Device-memory counter: bytes counted against the cap on `device`.
   void record_device_bytes(int device, std::uint64_t bytes, std::uint64_t cap);
+  // Paging: a unit moved to the host (`to_host`) or back. Written as an async
+  // slice "on host" per unit (id = its address), so each allocation's time
+  // away from the device is a span in Perfetto.
+  void record_residency(int device, std::uint64_t address, std::uint64_t bytes, bool to_host);
+  // Paging: bytes resident on `device` against its cap (a counter track).
+  void record_resident_bytes(int device, std::uint64_t bytes, std::uint64_t cap);
   // A look-up of a driver entry point by name; `hooked` tells whether the caller got our hook.
   void record_lookup(LookupPath path, std::string_view name, int version, std::uint64_t flags,
                      bool hooked);

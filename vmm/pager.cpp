@@ -101,8 +101,10 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
     }
     for (std::size_t i = start; i < access.count_; ++i) access.units_[i]->launching.fetch_sub(1, std::memory_order_release);
     access.count_ = start;
+    const std::uint64_t started = trace::now_ns();
     std::lock_guard lock(mutex_);
     const CUresult result = prepare_slow(touched, n, stream, bit, per_thread);
+    slow_path_ns_.fetch_add(trace::now_ns() - started, std::memory_order_relaxed);
     if (result != CUDA_SUCCESS) return result;
     // prepare_slow pinned them; record the use while still locked.
     for (std::size_t i = 0; i < n; ++i) access.units_[access.count_++] = touched[i];
@@ -175,6 +177,7 @@ CUresult Pager::make_resident(Unit* unit, CUstream stream, std::uint64_t bit) {
     return CUDA_SUCCESS;
   }
   if (const CUresult result = driver_.stream_wait_event(stream, unit->ready, 0); result != CUDA_SUCCESS) return result;
+  stalls_.fetch_add(1, std::memory_order_relaxed);  // this work waits for the unit to arrive
   // The per-thread default stream is a different stream on every thread: it
   // never counts as having waited.
   if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
@@ -260,6 +263,8 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   unit->state.store(Residency::on_host);
   offloads_.fetch_add(1, std::memory_order_relaxed);
   bytes_offloaded_.fetch_add(unit->bytes, std::memory_order_relaxed);
+  recorder_.record_residency(unit->device, unit->address, unit->bytes, true);
+  trace_resident(unit->device, state);
   VGPUMEM_LOG_DEBUG("offloaded {} at {:#x} (last use {})", format_bytes(unit->bytes), unit->address,
                     unit->last_use.load());
   if (saved == nullptr) finish_unmap(unit, false);
@@ -389,6 +394,8 @@ CUresult Pager::fetch(Unit* unit) {
   unit->state.store(Residency::resident);
   prefetches_.fetch_add(1, std::memory_order_relaxed);
   bytes_prefetched_.fetch_add(unit->bytes, std::memory_order_relaxed);
+  recorder_.record_residency(unit->device, unit->address, unit->bytes, false);
+  trace_resident(unit->device, state);
   return CUDA_SUCCESS;
 }
 
@@ -450,6 +457,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   }
   set_ready(unit, ready);
   state.resident_bytes += bytes;
+  trace_resident(device, state);
   stored_bytes_ += bytes;
   largest_unit_ = std::max(largest_unit_, bytes);
   unit->state.store(Residency::resident);
@@ -516,7 +524,9 @@ CUresult Pager::release_unit(Unit* unit) {
     for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
     unit->chunks.clear();
     state.resident_bytes -= unit->bytes;
+    trace_resident(unit->device, state);
   } else if (unit->host != nullptr) {
+    recorder_.record_residency(unit->device, unit->address, unit->bytes, false);  // ends its span
     host_.give_back(unit->host, unit->bytes);
     unit->host = nullptr;
   }
@@ -584,6 +594,10 @@ bool Pager::make_room(int device, std::uint64_t bytes) {
 
 // ---- reporting ---------------------------------------------------------------------------
 
+void Pager::trace_resident(int device, const DeviceState& state) {
+  recorder_.record_resident_bytes(device, state.resident_bytes, ledger_.cap(device));
+}
+
 std::uint64_t Pager::resident_bytes(int device) const {
   std::lock_guard lock(mutex_);
   auto it = devices_.find(device);
@@ -605,6 +619,8 @@ nlohmann::json Pager::summary() const {
           {"bytes_offloaded", bytes_offloaded_.load()},
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},
+          {"stalled_operations", stalls_.load()},
+          {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},
           {"host_pinned_bytes", host_.pinned_bytes()},
           {"host_pinned_bytes_peak", host_.pinned_peak()},

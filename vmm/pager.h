@@ -135,6 +135,7 @@ class Pager {
   bool admits(int device, std::uint64_t bytes) const;
   CUresult release_unit(Unit* unit);
   void set_ready(Unit* unit, CUevent event);
+  void trace_resident(int device, const DeviceState& state);
 
   const DriverOps& driver_;
   CapLedger& ledger_;
@@ -157,6 +158,8 @@ class Pager {
 
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
+  std::atomic<std::uint64_t> stalls_{0};        // operations made to wait for a unit on its way in
+  std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
 };
 
 }  // namespace vgpumem::vmm

@@ -78,6 +78,22 @@ void expect_identical_under(const Workload& workload, double oversubscription) {
   EXPECT_GT(paging["offloads"].get<int>(), 0) << "the cap was never reached: the test proves nothing";
   EXPECT_GT(paging["prefetches"].get<int>(), 0);
   EXPECT_EQ(paging["ooms"].get<int>(), 0);
+  // The trace: one "on host" span per offload, and a resident-bytes counter
+  // that never passes the cap.
+  int spans_begun = 0, spans_ended = 0, counters = 0;
+  for (const nlohmann::json& event : paged.trace["traceEvents"]) {
+    if (event.value("cat", "") != "residency") continue;
+    const std::string phase = event.value("ph", "");
+    spans_begun += phase == "b";
+    spans_ended += phase == "e";
+    if (phase == "C") {
+      ++counters;
+      EXPECT_LE(event["args"]["resident"].get<std::uint64_t>(), cap);
+    }
+  }
+  EXPECT_EQ(spans_begun, paging["offloads"].get<int>());
+  EXPECT_GE(spans_ended, paging["prefetches"].get<int>());
+  EXPECT_GT(counters, 0);
 }
 
 TEST(Paging, TrainerAtOnePointTwoTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2); }
