@@ -16,6 +16,7 @@
 #undef cuMemAlloc
 #undef cuMemAllocPitch
 #undef cuMemFree
+#undef cuStreamBeginCapture
 
 // Legacy 32-bit ABI variants still exported by libcuda; cudaTypedefs.h only
 // declares their types for the driver's own build.
@@ -24,6 +25,9 @@ using PFN_cuMemAllocPitch_v1 = CUresult(CUDAAPI*)(unsigned int* dptr, unsigned i
                                                   unsigned int width_bytes, unsigned int height,
                                                   unsigned int element_size_bytes);
 using PFN_cuMemFree_v1 = CUresult(CUDAAPI*)(unsigned int dptr);
+// The first stream-capture entry points (CUDA 10.0, no mode argument).
+using PFN_cuStreamBeginCapture_v1 = CUresult(CUDAAPI*)(CUstream stream);
+using PFN_cuStreamBeginCapture_v1_ptsz = CUresult(CUDAAPI*)(CUstream stream);
 
 namespace vgpumem::interpose {
 

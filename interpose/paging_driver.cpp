@@ -38,6 +38,7 @@ const vmm::DriverOps* paging_driver_ops() {
     bind(o.copy_to_device_async, HookId::cuMemcpyHtoDAsync_v2);
     bind(o.stream_create, "cuStreamCreate");
     bind(o.stream_wait_event, "cuStreamWaitEvent");
+    bind(o.stream_is_capturing, "cuStreamIsCapturing");
     bind(o.event_create, "cuEventCreate");
     bind(o.event_record, "cuEventRecord");
     bind(o.event_query, "cuEventQuery");
@@ -59,7 +60,8 @@ const vmm::DriverOps* paging_driver_ops() {
       reinterpret_cast<const void*>(ops.event_create),      reinterpret_cast<const void*>(ops.event_record),
       reinterpret_cast<const void*>(ops.event_query),       reinterpret_cast<const void*>(ops.event_synchronize),
       reinterpret_cast<const void*>(ops.event_destroy),     reinterpret_cast<const void*>(ops.context_synchronize),
-      reinterpret_cast<const void*>(ops.func_param_info)};
+      reinterpret_cast<const void*>(ops.func_param_info),   reinterpret_cast<const void*>(ops.stream_is_capturing),
+      reinterpret_cast<const void*>(ops.exchange_capture_mode)};
   for (const void* fn : required) {
     if (fn == nullptr) return nullptr;
   }

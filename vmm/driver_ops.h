@@ -23,6 +23,7 @@ struct DriverOps {
   CUresult (*copy_to_device_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
   CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
   CUresult (*stream_wait_event)(CUstream, CUevent, unsigned) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
   CUresult (*event_query)(CUevent) = nullptr;

@@ -15,6 +15,30 @@ constexpr std::uint64_t kAllocationAlignment = 512;
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
+// While a stream capture is open anywhere in the process, the pager's own
+// driver calls run in relaxed capture mode: in the default (global) mode a
+// query, synchronisation or host allocation from any thread invalidates the
+// program's capture (docs/gpu-facts.md §8.9). cuCtxSynchronize stays
+// forbidden in every mode; the pager avoids it while a capture is open.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode(const DriverOps& driver, bool needed) : driver_(driver) {
+    if (!needed || driver.exchange_capture_mode == nullptr) return;
+    saved_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    active_ = driver.exchange_capture_mode(&saved_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (active_) driver_.exchange_capture_mode(&saved_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  const DriverOps& driver_;
+  CUstreamCaptureMode saved_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  bool active_ = false;
+};
+
 // The stream as the driver's legacy entry points name it.
 CUstream canonical(CUstream stream, bool per_thread) {
   return stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
@@ -68,6 +92,7 @@ bool Pager::fast_path(Unit* unit, std::uint64_t bit) const {
 
 CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread,
                         Access& access) {
+  if (capture_open() && capturing(canonical(stream, per_thread))) return prepare_for_capture(words, count);
   const std::uint64_t bit = streams_.bit_for(stream, per_thread);
   const std::uint64_t tick = tick_.fetch_add(1, std::memory_order_relaxed);
   Unit* touched[Access::kInline];
@@ -103,6 +128,7 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
     access.count_ = start;
     const std::uint64_t started = trace::now_ns();
     std::lock_guard lock(mutex_);
+    RelaxedCaptureMode relaxed(driver_, capture_open());
     const CUresult result = prepare_slow(touched, n, stream, bit, per_thread);
     slow_path_ns_.fetch_add(trace::now_ns() - started, std::memory_order_relaxed);
     if (result != CUDA_SUCCESS) return result;
@@ -118,6 +144,7 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
   // More units than the inline set: hold the lock until the work is enqueued.
   std::unique_lock<std::mutex> lock;
   if (!access.lock_.owns_lock()) lock = std::unique_lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
   reap_saved_units(false);
   for (std::size_t i = 0; i < count; ++i) {
     Unit* unit = index_.lookup(words[i]);
@@ -129,6 +156,50 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
     unit->last_use.store(tick, std::memory_order_relaxed);
   }
   if (lock.owns_lock()) access.lock_ = std::move(lock);
+  return CUDA_SUCCESS;
+}
+
+bool Pager::capturing(CUstream stream) const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return driver_.stream_is_capturing != nullptr && driver_.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+CUresult Pager::make_resident_now(Unit* unit) {
+  if (unit->state.load() == Residency::on_host) {
+    if (const CUresult result = fetch(unit); result != CUDA_SUCCESS) return result;
+  }
+  if (unit->ready != nullptr) {
+    if (const CUresult result = driver_.event_synchronize(unit->ready); result != CUDA_SUCCESS) return result;
+    set_ready(unit, nullptr);
+  }
+  return CUDA_SUCCESS;
+}
+
+// Work recorded into a graph is replayed later by cuGraphLaunch, which no
+// hook can follow into: everything it touches is made resident now, waited
+// for on the host (the capturing stream cannot wait on the pager's events),
+// and never offloaded again while it lives.
+CUresult Pager::prepare_for_capture(const std::uint64_t* words, std::size_t count) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, true);
+  reap_saved_units(false);
+  for (std::size_t i = 0; i < count; ++i) {
+    Unit* unit = index_.lookup(words[i]);
+    if (unit == nullptr || unit->retired) continue;
+    if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
+      VGPUMEM_LOG_WARN("memory a captured graph uses cannot be made resident ({} at {:#x}): error {}",
+                       format_bytes(unit->bytes), unit->address, static_cast<int>(result));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (!unit->captured) {
+      unit->captured = true;
+      ++unit->pins;
+      capture_pinned_bytes_.fetch_add(unit->bytes, std::memory_order_relaxed);
+      VGPUMEM_LOG_INFO("pinned {} at {:#x} resident: a captured graph uses it", format_bytes(unit->bytes),
+                       unit->address);
+    }
+  }
   return CUDA_SUCCESS;
 }
 
@@ -209,6 +280,9 @@ CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
   bool synchronise = (users & StreamRegistry::kUnnamedBit) != 0;
   for (unsigned bit = 0; bit < StreamRegistry::kNamed && !synchronise; ++bit) {
     if ((users & (std::uint64_t{1} << bit)) == 0) continue;
+    // An event recorded on a capturing stream would become part of the
+    // graph: a unit a capture may still use stays where it is.
+    if (capture_open() && capturing(streams_.stream_of(bit))) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     CUevent done = nullptr;
     if (driver_.event_create(&done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
       synchronise = true;
@@ -223,6 +297,7 @@ CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
     driver_.event_destroy(done);
   }
   if (!synchronise) return CUDA_SUCCESS;
+  if (capture_open()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // cuCtxSynchronize would end the capture
   context_syncs_.fetch_add(1, std::memory_order_relaxed);
   return driver_.context_synchronize();
 }
@@ -438,6 +513,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   unit->device = device;
   unit->slab = slab;
   unit->pins = 0;
+  unit->captured = false;
   unit->live = 0;
   unit->slab_used = 0;
   unit->retired = false;
@@ -467,6 +543,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
 
 CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
   std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
   if (!arena_ready_) {
     CUdeviceptr base = 0;
     if (const CUresult result = driver_.address_reserve(&base, options_.arena_bytes, kChunkBytes, 0, 0);
@@ -535,6 +612,8 @@ CUresult Pager::release_unit(Unit* unit) {
   index_.assign(unit->address, unit->bytes, nullptr);
   arena_.give_back(unit->address, unit->bytes);
   if (state.open_slab == unit) state.open_slab = nullptr;
+  if (unit->captured) capture_pinned_bytes_.fetch_sub(unit->bytes, std::memory_order_relaxed);
+  unit->captured = false;
   unit->state.store(Residency::on_host);
   unit->retired = true;
   return CUDA_SUCCESS;
@@ -543,6 +622,7 @@ CUresult Pager::release_unit(Unit* unit) {
 bool Pager::free(CUdeviceptr address, CUresult* result) {
   if (index_.lookup(address) == nullptr) return false;
   std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
   auto it = allocations_.find(address);
   if (it == allocations_.end()) {
     *result = CUDA_ERROR_INVALID_VALUE;  // inside a paged range, but not an allocation's start
@@ -562,12 +642,9 @@ bool Pager::pin(std::uint64_t address, CUresult* result) {
   Unit* unit = index_.lookup(address);
   if (unit == nullptr) return false;
   std::lock_guard lock(mutex_);
-  *result = make_resident(unit, nullptr, StreamRegistry::kUnnamedBit);
-  if (*result == CUDA_SUCCESS && unit->ready != nullptr) {
-    // Whoever uses pinned memory is not seen: it must be there now.
-    driver_.event_synchronize(unit->ready);
-    set_ready(unit, nullptr);
-  }
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  // Whoever uses pinned memory is not seen: it must be there now.
+  *result = make_resident_now(unit);
   if (*result == CUDA_SUCCESS) ++unit->pins;
   return true;
 }
@@ -582,6 +659,7 @@ bool Pager::unpin(std::uint64_t address) {
 
 bool Pager::make_room(int device, std::uint64_t bytes) {
   std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
   if (devices_.count(device) == 0) return false;
   DeviceState& state = device_state(device);
   std::uint64_t released = state.pool.release_free(bytes);
@@ -620,6 +698,7 @@ nlohmann::json Pager::summary() const {
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},
           {"stalled_operations", stalls_.load()},
+          {"capture_pinned_bytes", capture_pinned_bytes_.load()},
           {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},
           {"host_pinned_bytes", host_.pinned_bytes()},

@@ -94,6 +94,17 @@ class Pager {
   CUresult prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
                          Access& access);
 
+  // Stream capture: while one is open, work on a capturing stream pins what it
+  // touches resident for good (a graph replays it later, unseen), and the
+  // pager's own calls run in relaxed capture mode so they never invalidate
+  // the program's capture (docs/gpu-facts.md §8.9).
+  void capture_began() { captures_.fetch_add(1, std::memory_order_acq_rel); }
+  void capture_ended() {
+    int open = captures_.load(std::memory_order_acquire);
+    while (open > 0 && !captures_.compare_exchange_weak(open, open - 1, std::memory_order_acq_rel)) {
+    }
+  }
+
   // Keeps the unit holding `address` resident until unpin (memory the
   // scanner cannot follow). Returns false if the address is not paged, and
   // CUDA_ERROR_OUT_OF_MEMORY in *result if it cannot be brought back.
@@ -121,6 +132,10 @@ class Pager {
   CUresult make_resident(Unit* unit, CUstream stream, std::uint64_t bit);
   CUresult prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,
                         bool per_thread);
+  bool capturing(CUstream stream) const;
+  CUresult prepare_for_capture(const std::uint64_t* words, std::size_t count);
+  CUresult make_resident_now(Unit* unit);
+  bool capture_open() const { return captures_.load(std::memory_order_acquire) > 0; }
   CUresult fetch(Unit* unit);
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
                        std::vector<CUmemGenericAllocationHandle>* chunks);
@@ -158,6 +173,8 @@ class Pager {
 
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
+  std::atomic<int> captures_{0};                // stream captures open in the process
+  std::atomic<std::uint64_t> capture_pinned_bytes_{0};
   std::atomic<std::uint64_t> stalls_{0};        // operations made to wait for a unit on its way in
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
 };

@@ -45,6 +45,7 @@ struct Unit {
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion
   bool unmap_pending = false;
+  bool captured = false;              // used by captured work: pinned for good
   bool retired = false;                // freed; kept for reuse (a stale lookup may still hold it)
 };
 

@@ -121,6 +121,34 @@ TEST(PagingFaults, RefusedPinnedHostAllocationIsWorkedAround) {
   expect_identical_despite("hostalloc:2", "cannot offload");
 }
 
+TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
+  auto env = simulator_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  const ProcessResult baseline = run_process({program("capture_probe")}, env);
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.out;
+
+  const std::string report = temp_path("paging-capture-sim.json");
+  const std::string trace = temp_path("paging-capture-trace.json");
+  env = shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUSIM_REPORT"] = report;
+  env["VGPUMEM_LIMIT"] = "12MiB";  // eight 4 MiB buffers: 32 MiB
+  env["VGPUMEM_LOG_LEVEL"] = "info";
+  env["VGPUMEM_TRACE"] = trace;
+  const ProcessResult paged = run_process({program("capture_probe")}, env);
+  ASSERT_EQ(paged.exit_code, 0) << paged.out << paged.err;
+  EXPECT_NE(paged.out.find("capture ok"), std::string::npos);
+  const nlohmann::json simulator = read_json(report);
+  ASSERT_FALSE(simulator.is_null());
+  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0) << simulator.dump();
+  EXPECT_LE(simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 12ull << 20);
+  const nlohmann::json t = read_json(trace);
+  ASSERT_FALSE(t.is_null());
+  EXPECT_EQ(t["vgpumem"]["paging"]["capture_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
+  EXPECT_GT(t["vgpumem"]["paging"]["offloads"].get<int>(), 0);
+  EXPECT_NE(paged.err.find("a captured graph uses it"), std::string::npos) << "pinned, and said so";
+}
+
 TEST(Paging, WithPolicyOffTheSameCapIsOutOfMemory) {
   auto env = shim_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";

@@ -24,6 +24,7 @@ inline const vmm::DriverOps& simulated_driver_ops() {
     o.copy_to_device_async = &cuMemcpyHtoDAsync_v2;
     o.stream_create = &cuStreamCreate;
     o.stream_wait_event = &cuStreamWaitEvent;
+    o.stream_is_capturing = &cuStreamIsCapturing;
     o.event_create = &cuEventCreate;
     o.event_record = &cuEventRecord;
     o.event_query = &cuEventQuery;

@@ -1,0 +1,65 @@
+// Stream capture: the pager must know when a capture is open, because work
+// recorded into a graph runs later, every time the graph is launched, without
+// passing through the launch hooks. Memory such work uses is pinned resident
+// (vmm/pager.h); these hooks keep the count of open captures that makes the
+// launch path look.
+#include "interpose/hook_support.h"
+
+using namespace vgpumem;
+using namespace vgpumem::interpose;
+
+namespace {
+
+template <typename Begin>
+CUresult begin(HookId id, Begin&& real_begin) {
+  Runtime::get().count(id);
+  const CUresult result = real_begin();
+  if (result == CUDA_SUCCESS) {
+    if (vmm::Pager* pager = Runtime::get().pager()) pager->capture_began();
+  }
+  return result;
+}
+
+template <typename End>
+CUresult end(HookId id, End&& real_end) {
+  Runtime::get().count(id);
+  const CUresult result = real_end();
+  // Ended, or ended in error (an invalidated capture is over too); a stream
+  // that was not capturing answers ILLEGAL_STATE and changes nothing.
+  if (result != CUDA_ERROR_ILLEGAL_STATE && result != CUDA_ERROR_INVALID_VALUE && result != CUDA_ERROR_INVALID_HANDLE) {
+    if (vmm::Pager* pager = Runtime::get().pager()) pager->capture_ended();
+  }
+  return result;
+}
+
+}  // namespace
+
+extern "C" CUresult cuStreamBeginCapture(CUstream s) {
+  return begin(HookId::cuStreamBeginCapture, [&] { return REAL(cuStreamBeginCapture)(s); });
+}
+extern "C" CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+  return begin(HookId::cuStreamBeginCapture_ptsz, [&] { return REAL(cuStreamBeginCapture_ptsz)(s); });
+}
+extern "C" CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  return begin(HookId::cuStreamBeginCapture_v2, [&] { return REAL(cuStreamBeginCapture_v2)(s, mode); });
+}
+extern "C" CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+  return begin(HookId::cuStreamBeginCapture_v2_ptsz, [&] { return REAL(cuStreamBeginCapture_v2_ptsz)(s, mode); });
+}
+extern "C" CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode* dependencies,
+                                                const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode) {
+  return begin(HookId::cuStreamBeginCaptureToGraph,
+               [&] { return REAL(cuStreamBeginCaptureToGraph)(s, graph, dependencies, edges, count, mode); });
+}
+extern "C" CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph graph, const CUgraphNode* dependencies,
+                                                     const CUgraphEdgeData* edges, size_t count,
+                                                     CUstreamCaptureMode mode) {
+  return begin(HookId::cuStreamBeginCaptureToGraph_ptsz,
+               [&] { return REAL(cuStreamBeginCaptureToGraph_ptsz)(s, graph, dependencies, edges, count, mode); });
+}
+extern "C" CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  return end(HookId::cuStreamEndCapture, [&] { return REAL(cuStreamEndCapture)(s, graph); });
+}
+extern "C" CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
+  return end(HookId::cuStreamEndCapture_ptsz, [&] { return REAL(cuStreamEndCapture_ptsz)(s, graph); });
+}
