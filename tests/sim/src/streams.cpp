@@ -73,14 +73,25 @@ Event* event_of(Simulator& sim, CUevent handle) {
   return sim.events.count(event) ? event : nullptr;
 }
 
+// The stream a record or a wait names, and its event; nullptr and the error
+// if either is not valid.
+Stream* event_and_stream(Simulator& sim, CUevent event_handle, CUstream stream_handle, bool per_thread_api,
+                         Event** event, CUresult* error) {
+  if ((*error = check_context(sim)) != CUDA_SUCCESS) return nullptr;
+  *event = event_of(sim, event_handle);
+  if (*event == nullptr) {
+    *error = CUDA_ERROR_INVALID_HANDLE;
+    return nullptr;
+  }
+  return resolve_stream(sim, stream_handle, per_thread_api, error);
+}
+
 CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_api) {
   Locked l;
-  if (CUresult r = check_context(l.sim)) return r;
-  Event* event = event_of(l.sim, handle);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Event* event = nullptr;
   CUresult error;
-  Stream* stream = resolve_stream(l.sim, stream_handle, per_thread_api, &error);
-  if (stream == nullptr) return error;
+  Stream* stream = event_and_stream(l.sim, handle, stream_handle, per_thread_api, &event, &error);
+  if (stream == nullptr || event == nullptr) return error;
   if (stream->capture != nullptr) {
     if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     event->capture = stream->capture;
@@ -99,12 +110,10 @@ CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_ap
 
 CUresult stream_wait_event(CUstream stream_handle, CUevent event_handle, bool per_thread_api) {
   Locked l;
-  if (CUresult r = check_context(l.sim)) return r;
-  Event* event = event_of(l.sim, event_handle);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Event* event = nullptr;
   CUresult error;
-  Stream* stream = resolve_stream(l.sim, stream_handle, per_thread_api, &error);
-  if (stream == nullptr) return error;
+  Stream* stream = event_and_stream(l.sim, event_handle, stream_handle, per_thread_api, &event, &error);
+  if (stream == nullptr || event == nullptr) return error;
   if (event->capture != nullptr) {
     // Waiting on an event recorded inside a capture joins that capture.
     Capture* capture = event->capture;

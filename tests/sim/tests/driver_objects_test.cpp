@@ -155,12 +155,10 @@ TEST_F(Capture, AnotherThreadInGlobalModeMayMapButNotAllocateOrSynchronise) {
   ASSERT_EQ(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   on_other_thread(CU_STREAM_CAPTURE_MODE_GLOBAL, [] {
     // The VMM calls and cuMemGetInfo do not invalidate (H100, gpu-facts §8.9).
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    const CUmemAllocationProp prop = device_memory();
+    const CUmemAccessDesc access = read_write();
     CUdeviceptr va = 0;
     CUmemGenericAllocationHandle handle = 0;
-    CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     EXPECT_EQ(cuMemAddressReserve(&va, 2 * kMiB, 0, 0, 0), CUDA_SUCCESS);
     EXPECT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
     EXPECT_EQ(cuMemMap(va, 2 * kMiB, 0, handle, 0), CUDA_SUCCESS);

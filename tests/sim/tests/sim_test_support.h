@@ -63,6 +63,15 @@ inline CUfunction register_kernel(const char* name, vgpusimKernelFn body, const 
   return f;
 }
 
+// Pinned device memory on device 0, and read-write access to it.
+inline CUmemAllocationProp device_memory() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  return prop;
+}
+inline CUmemAccessDesc read_write() { return CUmemAccessDesc{device_memory().location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE}; }
+
 template <class T>
 T param(void** params, int i) {
   T value;

@@ -247,15 +247,13 @@ TEST_F(Timeline, FreeWaitsForTheWorkThatUsesTheMemory) {
 }
 
 TEST_F(Timeline, UnmapAfterSynchronisingIsSafe) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  const CUmemAllocationProp prop = device_memory();
+  const CUmemAccessDesc access = read_write();
   CUdeviceptr va = 0;
   CUmemGenericAllocationHandle handle = 0;
   ASSERT_EQ(cuMemAddressReserve(&va, 2 * kMiB, 0, 0, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuMemMap(va, 2 * kMiB, 0, handle, 0), CUDA_SUCCESS);
-  CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
   int one = 1;
   ASSERT_EQ(launch(add_1ms_, non_blocking_, {&va, &one}), CUDA_SUCCESS);
@@ -266,10 +264,8 @@ TEST_F(Timeline, UnmapAfterSynchronisingIsSafe) {
 }
 
 TEST_F(Timeline, VmmCallsCostWhatTheyCostOnTheH100) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  const CUmemAllocationProp prop = device_memory();
+  const CUmemAccessDesc access = read_write();
   // gpu-facts §8.6, µs: create/map/set-access/unmap/release for 2 and 64 MiB.
   const std::pair<std::size_t, double> expected[] = {{2 * kMiB, 12.5 + 1.0 + 26.9 + 18.6 + 12.9},
                                                      {64 * kMiB, 33.7 + 1.4 + 49.5 + 29.3 + 46.4}};
@@ -297,12 +293,10 @@ int child_unmap_under_kernel() {
   CUcontext ctx = nullptr;
   if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
   CUfunction add = register_kernel("child_add_1ms", add_body, {8, 4}, 1'000'000);
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  const CUmemAllocationProp prop = device_memory();
+  const CUmemAccessDesc access = read_write();
   CUdeviceptr va = 0;
   CUmemGenericAllocationHandle handle = 0;
-  CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   if (cuMemAddressReserve(&va, 2 * kMiB, 0, 0, 0) || cuMemCreate(&handle, 2 * kMiB, &prop, 0) ||
       cuMemMap(va, 2 * kMiB, 0, handle, 0) || cuMemSetAccess(va, 2 * kMiB, &access, 1)) {
     return 11;
