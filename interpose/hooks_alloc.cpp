@@ -136,10 +136,33 @@ extern "C" CUresult cuMemFree(unsigned int dptr) {
 // Stream-ordered allocations are charged while they are live: from the
 // enqueue of the allocation to the enqueue of its free. Memory a pool keeps
 // cached after a free cannot be used without allocating it again, which is
-// charged again.
+// charged again. With paging on, allocations from the default pool are paged
+// (usable at once, which stream order allows) unless the stream is being
+// captured: there the driver makes graph memory nodes, which stay its own.
+namespace {
+
+vmm::Pager* pager_for_stream_ordered(int device, CUstream stream, bool per_thread) {
+  vmm::Pager* pager = Runtime::get().pager_for(device);
+  if (pager == nullptr || (pager->capture_open() && pager->stream_capturing(stream, per_thread))) return nullptr;
+  return pager;
+}
+
+CUresult paged_free_async(HookId api, CUdeviceptr dptr, CUstream stream, bool per_thread, bool* handled) {
+  CUresult result = CUDA_SUCCESS;
+  vmm::Pager* pager = Runtime::get().pager();
+  *handled = pager != nullptr && pager->free_async(dptr, stream, per_thread, &result);
+  if (*handled && result == CUDA_SUCCESS) Runtime::get().recorder().record_free(-1, dptr, 0, api_name(api));
+  return result;
+}
+
+}  // namespace
+
 extern "C" CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
   Runtime::get().count(HookId::cuMemAllocAsync);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync)(dptr, bytesize, stream);
+  if (vmm::Pager* pager = pager_for_stream_ordered(stream_device(), stream, false)) {
+    return paged_allocation(*pager, HookId::cuMemAllocAsync, stream_device(), bytesize, dptr);
+  }
   return charged_allocation(
       HookId::cuMemAllocAsync, AllocationKind::device, stream_device(), bytesize,
       [&] { return REAL(cuMemAllocAsync)(dptr, bytesize, stream); }, [&] { return *dptr; },
@@ -149,6 +172,9 @@ extern "C" CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream
 extern "C" CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
   Runtime::get().count(HookId::cuMemAllocAsync_ptsz);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, stream);
+  if (vmm::Pager* pager = pager_for_stream_ordered(stream_device(), stream, true)) {
+    return paged_allocation(*pager, HookId::cuMemAllocAsync_ptsz, stream_device(), bytesize, dptr);
+  }
   return charged_allocation(
       HookId::cuMemAllocAsync_ptsz, AllocationKind::device, stream_device(), bytesize,
       [&] { return REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, stream); }, [&] { return *dptr; },
@@ -176,12 +202,18 @@ extern "C" CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes
 
 extern "C" CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   Runtime::get().count(HookId::cuMemFreeAsync);
+  bool handled = false;
+  const CUresult paged = paged_free_async(HookId::cuMemFreeAsync, dptr, stream, false, &handled);
+  if (handled) return paged;
   return charged_free(HookId::cuMemFreeAsync, AllocationKind::device, dptr,
                       [&] { return REAL(cuMemFreeAsync)(dptr, stream); });
 }
 
 extern "C" CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
   Runtime::get().count(HookId::cuMemFreeAsync_ptsz);
+  bool handled = false;
+  const CUresult paged = paged_free_async(HookId::cuMemFreeAsync_ptsz, dptr, stream, true, &handled);
+  if (handled) return paged;
   return charged_free(HookId::cuMemFreeAsync_ptsz, AllocationKind::device, dptr,
                       [&] { return REAL(cuMemFreeAsync_ptsz)(dptr, stream); });
 }

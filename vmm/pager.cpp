@@ -165,6 +165,10 @@ bool Pager::capturing(CUstream stream) const {
          status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+bool Pager::stream_capturing(CUstream stream, bool per_thread) const {
+  return capturing(canonical(stream, per_thread));
+}
+
 CUresult Pager::make_resident_now(Unit* unit) {
   if (unit->state.load() == Residency::on_host) {
     if (const CUresult result = fetch(unit); result != CUDA_SUCCESS) return result;
@@ -377,6 +381,7 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
 }
 
 void Pager::reap_saved_units(bool wait) {
+  reap_freed_allocations();
   auto done = [&](Unit* unit) {
     if (!wait && unit->saved != nullptr && driver_.event_query(unit->saved) != CUDA_SUCCESS) return false;
     finish_unmap(unit, wait);
@@ -624,16 +629,51 @@ bool Pager::free(CUdeviceptr address, CUresult* result) {
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   auto it = allocations_.find(address);
-  if (it == allocations_.end()) {
-    *result = CUDA_ERROR_INVALID_VALUE;  // inside a paged range, but not an allocation's start
+  if (it == allocations_.end() || it->second.freeing) {
+    *result = CUDA_ERROR_INVALID_VALUE;  // not an allocation's start, or freed already
     return true;
   }
   // cuMemFree synchronises: the work that may still use the memory is done.
   if ((*result = driver_.context_synchronize()) != CUDA_SUCCESS) return true;
+  release_allocation(it);
+  return true;
+}
+
+void Pager::release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it) {
   Unit* unit = it->second.unit;
   allocations_.erase(it);
-  if (--unit->live == 0) *result = release_unit(unit);
+  if (--unit->live == 0) release_unit(unit);
+}
+
+bool Pager::free_async(CUdeviceptr address, CUstream stream, bool per_thread, CUresult* result) {
+  if (index_.lookup(address) == nullptr) return false;
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  auto it = allocations_.find(address);
+  if (it == allocations_.end() || it->second.freeing) {
+    *result = CUDA_ERROR_INVALID_VALUE;  // not an allocation's start, or freed already
+    return true;
+  }
+  CUevent done = nullptr;
+  if ((*result = driver_.event_create(&done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) return true;
+  if ((*result = driver_.event_record(done, canonical(stream, per_thread))) != CUDA_SUCCESS) {
+    driver_.event_destroy(done);
+    return true;
+  }
+  it->second.freeing = true;
+  pending_frees_.push_back(PendingFree{address, done});
+  reap_freed_allocations();
   return true;
+}
+
+void Pager::reap_freed_allocations() {
+  auto reached = [&](const PendingFree& pending) {
+    if (driver_.event_query(pending.done) != CUDA_SUCCESS) return false;
+    driver_.event_destroy(pending.done);
+    if (auto it = allocations_.find(pending.address); it != allocations_.end()) release_allocation(it);
+    return true;
+  };
+  pending_frees_.erase(std::remove_if(pending_frees_.begin(), pending_frees_.end(), reached), pending_frees_.end());
 }
 
 // ---- pins and room -----------------------------------------------------------------------

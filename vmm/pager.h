@@ -84,6 +84,10 @@ class Pager {
   // Frees a paged allocation: waits for the work that may use it (cuMemFree
   // synchronises), then returns its room. False if `address` is not one.
   bool free(CUdeviceptr address, CUresult* result);
+  // A stream-ordered free (cuMemFreeAsync): the memory stays usable by the
+  // work already on `stream` and its room comes back once that work is
+  // done, found without waiting. False if `address` is not paged.
+  bool free_async(CUdeviceptr address, CUstream stream, bool per_thread, CUresult* result);
   bool owns(std::uint64_t address) const { return index_.lookup(address) != nullptr; }
 
   // Makes every unit that one of `words` points into resident for work about
@@ -125,6 +129,7 @@ class Pager {
   struct AllocationInfo {
     Unit* unit;
     std::uint64_t bytes;
+    bool freeing = false;  // a stream-ordered free is pending
   };
 
   DeviceState& device_state(int device);
@@ -135,7 +140,14 @@ class Pager {
   bool capturing(CUstream stream) const;
   CUresult prepare_for_capture(const std::uint64_t* words, std::size_t count);
   CUresult make_resident_now(Unit* unit);
+
+ public:
   bool capture_open() const { return captures_.load(std::memory_order_acquire) > 0; }
+  // Whether `stream` is being captured (a driver query; only worth asking
+  // while capture_open()).
+  bool stream_capturing(CUstream stream, bool per_thread) const;
+
+ private:
   CUresult fetch(Unit* unit);
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
                        std::vector<CUmemGenericAllocationHandle>* chunks);
@@ -144,6 +156,8 @@ class Pager {
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
   void reap_saved_units(bool wait);
+  void reap_freed_allocations();
+  void release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it);
   void finish_unmap(Unit* unit, bool wait);
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
@@ -168,6 +182,11 @@ class Pager {
   std::map<int, std::unique_ptr<DeviceState>> devices_;
   std::map<std::uint64_t, AllocationInfo> allocations_;  // by address
   std::vector<Unit*> saved_units_;                       // on host, range still mapped
+  struct PendingFree {
+    std::uint64_t address;
+    CUevent done;  // recorded on the freeing stream
+  };
+  std::vector<PendingFree> pending_frees_;               // stream-ordered frees not yet reached
   std::uint64_t stored_bytes_ = 0;                       // all live units, resident or not
   std::uint64_t largest_unit_ = 0;
 

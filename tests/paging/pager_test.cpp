@@ -136,6 +136,46 @@ TEST_F(PagerTest, PinnedUnitsStayAndAFullyPinnedCapIsOutOfMemory) {
   for (CUdeviceptr p : {a, b, c}) ASSERT_TRUE(pager_->free(p, &result));
 }
 
+TEST_F(PagerTest, StreamOrderedFreeWaitsForTheWorkAheadOfIt) {
+  make_pager(64 * kMiB);
+  const size_t sizes[] = {sizeof(CUdeviceptr)};
+  vgpusimKernelDesc desc{};
+  desc.name = "pager_test_touch";
+  desc.body = [](void** params, const vgpusimLaunch*, void*) {
+    int* p = nullptr;
+    std::memcpy(&p, params[0], sizeof p);
+    *p = 42;
+  };
+  desc.paramCount = 1;
+  desc.paramSizes = sizes;
+  desc.durationNs = 1e6;
+  CUfunction touch = nullptr;
+  ASSERT_EQ(vgpusimRegisterKernel(&desc, &touch), CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(pager_->allocate(0, 4 * kMiB, &p), CUDA_SUCCESS);
+  {
+    vmm::Access access;
+    const std::uint64_t word = p;
+    ASSERT_EQ(pager_->prepare(&word, 1, stream, false, access), CUDA_SUCCESS);
+    void* params[] = {&p};
+    ASSERT_EQ(cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr), CUDA_SUCCESS);
+  }
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  ASSERT_TRUE(pager_->free_async(p, stream, false, &result));
+  EXPECT_EQ(result, CUDA_SUCCESS);
+  EXPECT_EQ(pager_->resident_bytes(0), 4 * kMiB) << "the kernel ahead of the free has not run";
+  EXPECT_TRUE(pager_->free_async(p, stream, false, &result));
+  EXPECT_EQ(result, CUDA_ERROR_INVALID_VALUE) << "freed twice";
+  ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS) << "the kernel ran on live memory";
+  CUdeviceptr other = 0;
+  ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &other), CUDA_SUCCESS);  // reaps the reached free
+  EXPECT_EQ(pager_->resident_bytes(0), 2 * kMiB);
+  ASSERT_TRUE(pager_->free(other, &result));
+  ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
 // ---- faults: the driver refuses one call; the pager ends in an out-of-memory
 // error or a logged retry, and every byte already stored is kept ----------------------------
 

@@ -6,7 +6,9 @@
 // hold. Ordering across streams is the program's job, as in any CUDA program:
 // every buffer carries the event of its last use.
 //
-//   paging_stress [--threads T] [--ops N] [--seed S] [--max-live L]
+//   paging_stress [--threads T] [--ops N] [--seed S] [--max-live L] [--async 1]
+// --async 1 allocates with cuMemAllocAsync and frees with cuMemFreeAsync on
+// the buffer's last stream (stream order instead of synchronising frees).
 // Prints "STRESS ok ..." and exits 0, or "STRESS mismatch ..." (exit 4) or
 // "CUDA_ERROR <name> at <call>" (exit 3).
 #include <cuda.h>
@@ -44,6 +46,7 @@ std::mutex g_print;
 
 struct Options {
   int threads = 4, ops = 600, max_live = 16;
+  bool stream_ordered = false;
   unsigned seed = 1;
 };
 
@@ -212,6 +215,16 @@ class Worker {
   void allocate() {
     Buffer b;
     b.mirror.assign(random_size(), 0);
+    if (options_.stream_ordered) {
+      const CUstream s = any_stream();
+      CHECK(cuMemAllocAsync(&b.device, b.mirror.size(), s));
+      CHECK(cuEventCreate(&b.last_use, CU_EVENT_DISABLE_TIMING));
+      after(b, s);  // usable on other streams only after this one
+      note_live(static_cast<std::int64_t>(b.mirror.size()));
+      buffers_.push_back(std::move(b));
+      fill(buffers_.back(), s);
+      return;
+    }
     CHECK(cuMemAlloc(&b.device, b.mirror.size()));
     CHECK(cuEventCreate(&b.last_use, CU_EVENT_DISABLE_TIMING));
     note_live(static_cast<std::int64_t>(b.mirror.size()));
@@ -220,7 +233,11 @@ class Worker {
   }
 
   void release(Buffer& b) {
-    CHECK(cuMemFree(b.device));  // synchronises: every use is done
+    if (options_.stream_ordered && b.used) {
+      CHECK(cuMemFreeAsync(b.device, b.last_stream));  // after its last use, in stream order
+    } else {
+      CHECK(cuMemFree(b.device));  // synchronises: every use is done
+    }
     CHECK(cuEventDestroy(b.last_use));
     note_live(-static_cast<std::int64_t>(b.mirror.size()));
   }
@@ -323,8 +340,9 @@ Options parse(int argc, char** argv) {
     else if (key == "--ops") o.ops = value;
     else if (key == "--seed") o.seed = static_cast<unsigned>(value);
     else if (key == "--max-live") o.max_live = value;
+    else if (key == "--async") o.stream_ordered = value != 0;
     else {
-      std::fprintf(stderr, "paging_stress: unknown option %s (accepted: --threads --ops --seed --max-live)\n",
+      std::fprintf(stderr, "paging_stress: unknown option %s (accepted: --threads --ops --seed --max-live --async)\n",
                    key.c_str());
       std::exit(2);
     }
