@@ -12,6 +12,7 @@ namespace {
 
 constexpr std::uint64_t kAllStreams = ~std::uint64_t{0};
 constexpr std::uint64_t kAllocationAlignment = 512;
+constexpr std::uint64_t kMinimumArenaBytes = std::uint64_t{4} << 30;
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
@@ -546,20 +547,35 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   return unit;
 }
 
+// The arena: as large as the process allows, a quarter as much each time
+// the driver refuses.
+CUresult Pager::reserve_arena() {
+  CUdeviceptr base = 0;
+  CUresult result = CUDA_ERROR_OUT_OF_MEMORY;
+  std::uint64_t bytes = options_.arena_bytes;
+  for (; bytes >= kMinimumArenaBytes; bytes /= 4) {
+    if ((result = driver_.address_reserve(&base, bytes, kChunkBytes, 0, 0)) == CUDA_SUCCESS) break;
+  }
+  if (result != CUDA_SUCCESS) {
+    VGPUMEM_LOG_ERROR("cannot reserve address space for paged allocations (tried {} down to {}): error {}",
+                      format_bytes(options_.arena_bytes), format_bytes(kMinimumArenaBytes), static_cast<int>(result));
+    return result;
+  }
+  if (bytes != options_.arena_bytes) {
+    VGPUMEM_LOG_INFO("paged allocations get {} of address space ({} was refused)", format_bytes(bytes),
+                     format_bytes(options_.arena_bytes));
+  }
+  arena_.cover(base, bytes);
+  index_.cover(base, bytes);
+  arena_ready_ = true;
+  return CUDA_SUCCESS;
+}
+
 CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (!arena_ready_) {
-    CUdeviceptr base = 0;
-    if (const CUresult result = driver_.address_reserve(&base, options_.arena_bytes, kChunkBytes, 0, 0);
-        result != CUDA_SUCCESS) {
-      VGPUMEM_LOG_ERROR("cannot reserve {} of address space for paged allocations: error {}",
-                        format_bytes(options_.arena_bytes), static_cast<int>(result));
-      return result;
-    }
-    arena_.cover(base, options_.arena_bytes);
-    index_.cover(base, options_.arena_bytes);
-    arena_ready_ = true;
+    if (const CUresult result = reserve_arena(); result != CUDA_SUCCESS) return result;
   }
   DeviceState& state = device_state(device);
   if (state.copy_stream == nullptr) {

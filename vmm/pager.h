@@ -133,6 +133,7 @@ class Pager {
   };
 
   DeviceState& device_state(int device);
+  CUresult reserve_arena();
   bool fast_path(Unit* unit, std::uint64_t bit) const;
   CUresult make_resident(Unit* unit, CUstream stream, std::uint64_t bit);
   CUresult prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,

@@ -38,3 +38,31 @@ extern "C" __global__ void stamp(unsigned long long* out, unsigned long long ns)
 extern "C" __global__ void params_kernel(float* a, int b, double c, char d) {
   if (a) a[0] = (float)(b + c + d);
 }
+
+// ---- paging check (probe_paging.cu) ----------------------------------------
+// p[i] = hash(i, seed), over n 32-bit words.
+extern "C" __global__ void fill_u32(unsigned* p, unsigned long long n, unsigned seed) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    unsigned x = (unsigned)i * 2654435761u ^ seed;
+    p[i] = x ^ (x >> 15);
+  }
+}
+
+// dst[i] = dst[i] * 3 + src[i] + k: reads two buffers, writes one.
+extern "C" __global__ void mix_u32(unsigned* dst, const unsigned* src, unsigned long long n, unsigned k) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    dst[i] = dst[i] * 3u + src[i] + k;
+  }
+}
+
+// out[0] += sum of p[i] * (i % 251 + 1), exact in 64 bits (order-independent).
+extern "C" __global__ void checksum_u32(const unsigned* p, unsigned long long n, unsigned long long* out) {
+  unsigned long long local = 0;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    local += (unsigned long long)p[i] * (i % 251 + 1);
+  }
+  atomicAdd(out, local);
+}

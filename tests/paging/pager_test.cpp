@@ -267,6 +267,24 @@ TEST_F(PagerFaultTest, FetchCopyFailureIsOutOfMemoryAndTheDataStaysOnTheHost) {
   EXPECT_EQ(touch_all(), CUDA_SUCCESS) << "the next attempt brings it back";
 }
 
+TEST_F(PagerTest, ASmallerArenaWhenTheDriverRefusesTheLargeOne) {
+  // Some processes cannot map 1 TiB (sanitizer runtimes, address-space limits).
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o = simulated_driver_ops();
+    o.address_reserve = [](CUdeviceptr* p, size_t n, size_t a, CUdeviceptr at, unsigned long long f) {
+      return n > (std::uint64_t{16} << 30) ? CUDA_ERROR_OUT_OF_MEMORY : cuMemAddressReserve(p, n, a, at, f);
+    };
+    return o;
+  }();
+  vmm::CapLedger ledger([](int) { return 8 * kMiB; });
+  vmm::Pager pager(ops, ledger, recorder_, vmm::PagerOptions{});
+  CUdeviceptr p = 0;
+  ASSERT_EQ(pager.allocate(0, 2 * kMiB, &p), CUDA_SUCCESS);
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  ASSERT_TRUE(pager.free(p, &result));
+  EXPECT_EQ(result, CUDA_SUCCESS);
+}
+
 }  // namespace
 }  // namespace vgpumem::test
 
