@@ -738,6 +738,12 @@ std::uint64_t Pager::resident_bytes(int device) const {
   return it == devices_.end() ? 0 : it->second->resident_bytes;
 }
 
+std::uint64_t Pager::idle_chunk_bytes(int device) const {
+  std::lock_guard lock(mutex_);
+  auto it = devices_.find(device);
+  return it == devices_.end() ? 0 : it->second->pool.free_bytes();
+}
+
 nlohmann::json Pager::summary() const {
   std::lock_guard lock(mutex_);
   nlohmann::json devices = nlohmann::json::array();

@@ -123,6 +123,9 @@ class Pager {
   //  "resident_bytes", "paged_allocations", "host_pinned_bytes", ...}
   nlohmann::json summary() const;
   std::uint64_t resident_bytes(int device) const;
+  // Chunks held in the pool, charged to the cap but holding nothing: room
+  // a new allocation gets without offloading anything.
+  std::uint64_t idle_chunk_bytes(int device) const;
 
  private:
   struct DeviceState;

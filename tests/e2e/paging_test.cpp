@@ -149,6 +149,19 @@ TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   EXPECT_NE(paged.err.find("a captured graph uses it"), std::string::npos) << "pinned, and said so";
 }
 
+TEST(Paging, MemGetInfoCountsPagedMemoryInUseNotTheChunksKeptForReuse) {
+  constexpr std::uint64_t kCap = 64ull << 20;
+  auto env = shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUMEM_LIMIT"] = "64MiB";
+  const ProcessResult result = run_process({program("cap_probe"), "meminfo", std::to_string(kCap)}, env);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(field(result.out, "meminfo empty"), "free=" + std::to_string(kCap) + " total=" + std::to_string(kCap));
+  EXPECT_EQ(field(result.out, "meminfo half"), "free=" + std::to_string(kCap / 2) + " total=" + std::to_string(kCap));
+  EXPECT_EQ(field(result.out, "meminfo after-free"), "free=" + std::to_string(kCap) + " total=" + std::to_string(kCap))
+      << "freed paged memory is room again, though its chunks are kept";
+}
+
 TEST(Paging, WithPolicyOffTheSameCapIsOutOfMemory) {
   auto env = shim_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";

@@ -190,6 +190,8 @@ void meminfo(std::size_t cap) {
   CHECK(cuDeviceTotalMem_v2(&device_total, 0));
   std::printf("meminfo device-total %zu\n", device_total);
   CHECK(cuMemFree_v2(p));
+  CHECK(cuMemGetInfo_v2(&free_bytes, &total_bytes));
+  std::printf("meminfo after-free free=%zu total=%zu\n", free_bytes, total_bytes);
 }
 
 void threads(std::size_t cap) {
