@@ -86,6 +86,23 @@ Pager::DeviceState& Pager::device_state(int device) {
 
 // ---- the launch path -----------------------------------------------------------------------
 
+// The LRU clock: every thread advances it on one launch in 16 and reads it on
+// the others, so launches from many threads do not all write one cache line.
+std::uint64_t Pager::next_tick() {
+  thread_local std::uint32_t launches = 0;
+  if ((++launches & 15) == 0) return tick_.fetch_add(1, std::memory_order_relaxed) + 1;
+  return tick_.load(std::memory_order_relaxed);
+}
+
+// Records that `unit` is used on the stream of `bit` at `tick`, writing only
+// what changes (the unit's line is shared by every thread that uses it).
+void Pager::note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick) {
+  if ((unit->used_by.load(std::memory_order_relaxed) & bit) == 0) {
+    unit->used_by.fetch_or(bit, std::memory_order_release);
+  }
+  if (unit->last_use.load(std::memory_order_relaxed) != tick) unit->last_use.store(tick, std::memory_order_relaxed);
+}
+
 bool Pager::fast_path(Unit* unit, std::uint64_t bit) const {
   return unit->state.load(std::memory_order_seq_cst) == Residency::resident &&
          (unit->ready_for.load(std::memory_order_acquire) & bit) != 0;
@@ -95,7 +112,7 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
                         Access& access) {
   if (capture_open() && capturing(canonical(stream, per_thread))) return prepare_for_capture(words, count);
   const std::uint64_t bit = streams_.bit_for(stream, per_thread);
-  const std::uint64_t tick = tick_.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t tick = next_tick();
   Unit* touched[Access::kInline];
   std::size_t n = 0;
   bool overflow = false;
@@ -119,10 +136,7 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
       slow = slow || !fast_path(touched[i], bit);
     }
     if (!slow) {
-      for (std::size_t i = 0; i < n; ++i) {
-        touched[i]->used_by.fetch_or(bit, std::memory_order_release);
-        touched[i]->last_use.store(tick, std::memory_order_relaxed);
-      }
+      for (std::size_t i = 0; i < n; ++i) note_use(touched[i], bit, tick);
       return CUDA_SUCCESS;
     }
     for (std::size_t i = start; i < access.count_; ++i) access.units_[i]->launching.fetch_sub(1, std::memory_order_release);
@@ -135,10 +149,7 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
     if (result != CUDA_SUCCESS) return result;
     // prepare_slow pinned them; record the use while still locked.
     for (std::size_t i = 0; i < n; ++i) access.units_[access.count_++] = touched[i];
-    for (std::size_t i = 0; i < n; ++i) {
-      touched[i]->used_by.fetch_or(bit, std::memory_order_release);
-      touched[i]->last_use.store(tick, std::memory_order_relaxed);
-    }
+    for (std::size_t i = 0; i < n; ++i) note_use(touched[i], bit, tick);
     return CUDA_SUCCESS;
   }
 
@@ -153,8 +164,7 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
     if (const CUresult result = make_resident(unit, canonical(stream, per_thread), bit); result != CUDA_SUCCESS) {
       return result;
     }
-    unit->used_by.fetch_or(bit, std::memory_order_release);
-    unit->last_use.store(tick, std::memory_order_relaxed);
+    note_use(unit, bit, tick);
   }
   if (lock.owns_lock()) access.lock_ = std::move(lock);
   return CUDA_SUCCESS;

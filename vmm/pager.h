@@ -138,6 +138,8 @@ class Pager {
   DeviceState& device_state(int device);
   CUresult reserve_arena();
   bool fast_path(Unit* unit, std::uint64_t bit) const;
+  std::uint64_t next_tick();
+  static void note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick);
   CUresult make_resident(Unit* unit, CUstream stream, std::uint64_t bit);
   CUresult prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,
                         bool per_thread);
