@@ -391,6 +391,14 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
   unit->unmap_pending = false;
 }
 
+// A unit whose range is still mapped after its offload: wait for the copy
+// that saves it and unmap the range now.
+void Pager::unmap_now(Unit* unit) {
+  if (!unit->unmap_pending) return;
+  saved_units_.erase(std::remove(saved_units_.begin(), saved_units_.end(), unit), saved_units_.end());
+  finish_unmap(unit, true);
+}
+
 void Pager::reap_saved_units(bool wait) {
   reap_freed_allocations();
   auto done = [&](Unit* unit) {
@@ -441,11 +449,7 @@ CUresult Pager::map_chunks(Unit* unit) {
 
 CUresult Pager::fetch(Unit* unit) {
   DeviceState& state = device_state(unit->device);
-  if (unit->unmap_pending) {
-    // Wanted back before its offload was reaped: its range must be free first.
-    saved_units_.erase(std::remove(saved_units_.begin(), saved_units_.end(), unit), saved_units_.end());
-    finish_unmap(unit, true);
-  }
+  unmap_now(unit);  // wanted back before its offload was reaped: its range must be free first
   std::vector<CUmemGenericAllocationHandle> chunks;
   if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks); result != CUDA_SUCCESS) {
     return result;
@@ -621,10 +625,7 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
 
 CUresult Pager::release_unit(Unit* unit) {
   DeviceState& state = device_state(unit->device);
-  if (unit->unmap_pending) {
-    saved_units_.erase(std::remove(saved_units_.begin(), saved_units_.end(), unit), saved_units_.end());
-    finish_unmap(unit, true);
-  }
+  unmap_now(unit);
   if (unit->state.load() == Residency::resident) {
     for (std::uint64_t at = unit->address; at < unit->address + unit->bytes; at += kChunkBytes) {
       driver_.unmap(at, kChunkBytes);

@@ -165,6 +165,7 @@ class Pager {
   void reap_freed_allocations();
   void release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it);
   void finish_unmap(Unit* unit, bool wait);
+  void unmap_now(Unit* unit);
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
   bool admits(int device, std::uint64_t bytes) const;

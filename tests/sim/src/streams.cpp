@@ -208,24 +208,33 @@ SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return event_rec
 SIM_EXPORT CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned) { return event_record(e, s, false); }
 SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned) { return event_record(e, s, true); }
 
+namespace {
+// The event a synchronize or query waits for; nullptr with `*error` set when
+// there is nothing to wait for (an error, or an event never recorded or
+// recorded only into a capture: CUDA_SUCCESS).
+Event* event_to_wait_for(Simulator& sim, CUevent handle, Context** context, CUresult* error) {
+  Event* event = event_of(sim, handle);
+  *error = event == nullptr ? CUDA_ERROR_INVALID_HANDLE : check_context(sim, context);
+  if (*error == CUDA_SUCCESS) *error = check_capture_allows(sim);
+  if (*error != CUDA_SUCCESS || !event->recorded || event->capture != nullptr) return nullptr;
+  return event;
+}
+}  // namespace
+
 SIM_EXPORT CUresult cuEventSynchronize(CUevent handle) {
   Locked l;
-  Event* event = event_of(l.sim, handle);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   Context* context = nullptr;
-  if (CUresult r = check_context(l.sim, &context)) return r;
-  if (CUresult r = check_capture_allows(l.sim)) return r;
-  if (!event->recorded || event->capture != nullptr) return CUDA_SUCCESS;
+  CUresult error;
+  Event* event = event_to_wait_for(l.sim, handle, &context, &error);
+  if (event == nullptr) return error;
   return wait_until(l.sim, event->time_ns, context);
 }
 SIM_EXPORT CUresult cuEventQuery(CUevent handle) {
   Locked l;
-  Event* event = event_of(l.sim, handle);
-  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   Context* context = nullptr;
-  if (CUresult r = check_context(l.sim, &context)) return r;
-  if (CUresult r = check_capture_allows(l.sim)) return r;
-  if (!event->recorded || event->capture != nullptr) return CUDA_SUCCESS;
+  CUresult error;
+  Event* event = event_to_wait_for(l.sim, handle, &context, &error);
+  if (event == nullptr) return error;
   if (event->time_ns > l.sim.now_ns) {
     l.sim.now_ns = std::min(event->time_ns, l.sim.now_ns + kPollNs);
     return CUDA_ERROR_NOT_READY;
