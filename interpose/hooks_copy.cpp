@@ -1,4 +1,4 @@
-// Copies and memsets name their device operands directly: with paging on,
+// Copies and memsets (linear, 2D and 3D) name their device operands directly: with paging on,
 // each operand is made resident (and held so) before the copy is enqueued, on
 // the copy's own stream. Synchronous variants run on the default stream:
 // legacy, or the caller's per-thread one for the _ptds forms.
@@ -90,3 +90,106 @@ VGPUMEM_MEMSET_ASYNC(cuMemsetD8Async, unsigned char, kLegacy)
 VGPUMEM_MEMSET_ASYNC(cuMemsetD8Async_ptsz, unsigned char, kPerThread)
 VGPUMEM_MEMSET_ASYNC(cuMemsetD32Async, unsigned int, kLegacy)
 VGPUMEM_MEMSET_ASYNC(cuMemsetD32Async_ptsz, unsigned int, kPerThread)
+
+// ---- 2D and 3D copies and memsets ----------------------------------------------------------
+namespace {
+
+// The device bytes one side of a 2D/3D copy covers, as [first, first + bytes);
+// nothing for host memory and arrays (never paged). A unified operand is
+// looked up like a device one: host addresses are simply not found.
+struct Span {
+  std::uint64_t first = 0, bytes = 0;
+};
+
+Span span(CUmemorytype type, CUdeviceptr device, std::size_t x, std::size_t y, std::size_t z, std::size_t pitch,
+          std::size_t slice_height, std::size_t width, std::size_t height, std::size_t depth) {
+  if ((type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) || width == 0 || height == 0 || depth == 0) {
+    return {};
+  }
+  const std::uint64_t row = pitch != 0 ? pitch : width;
+  const std::uint64_t slice = row * (slice_height != 0 ? slice_height : height);
+  return {device + z * slice + y * row + x, (depth - 1) * slice + (height - 1) * row + width};
+}
+
+template <typename Copy>
+CUresult copy_3d(HookId id, const CUDA_MEMCPY3D* c, CUstream stream, bool per_thread, Copy&& copy) {
+  if (c == nullptr) return copy();
+  const Span dst = span(c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight,
+                        c->WidthInBytes, c->Height, c->Depth);
+  const Span src = span(c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch, c->srcHeight,
+                        c->WidthInBytes, c->Height, c->Depth);
+  return copy_with_operands(id, dst.first, dst.bytes, src.first, src.bytes, stream, per_thread, copy);
+}
+
+template <typename Copy>
+CUresult copy_2d(HookId id, const CUDA_MEMCPY2D* c, CUstream stream, bool per_thread, Copy&& copy) {
+  if (c == nullptr) return copy();
+  const Span dst = span(c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, 0, c->dstPitch, 0, c->WidthInBytes,
+                        c->Height, 1);
+  const Span src = span(c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, 0, c->srcPitch, 0, c->WidthInBytes,
+                        c->Height, 1);
+  return copy_with_operands(id, dst.first, dst.bytes, src.first, src.bytes, stream, per_thread, copy);
+}
+
+// The bytes a 2D memset of `width` elements of `element` bytes in `height`
+// rows `pitch` apart covers.
+std::uint64_t rows_bytes(std::size_t pitch, std::size_t width, std::size_t height, std::size_t element) {
+  return width == 0 || height == 0 ? 0 : (height - 1) * std::uint64_t{pitch} + width * element;
+}
+
+}  // namespace
+
+#define VGPUMEM_COPY_2D(name, per_thread)                                                                      \
+  extern "C" CUresult name(const CUDA_MEMCPY2D* c) {                                                           \
+    return copy_2d(HookId::name, c, nullptr, per_thread, [&] { return REAL(name)(c); });                       \
+  }
+#define VGPUMEM_COPY_2D_ASYNC(name, per_thread)                                                                \
+  extern "C" CUresult name(const CUDA_MEMCPY2D* c, CUstream s) {                                               \
+    return copy_2d(HookId::name, c, s, per_thread, [&] { return REAL(name)(c, s); });                          \
+  }
+#define VGPUMEM_COPY_3D(name, per_thread)                                                                      \
+  extern "C" CUresult name(const CUDA_MEMCPY3D* c) {                                                           \
+    return copy_3d(HookId::name, c, nullptr, per_thread, [&] { return REAL(name)(c); });                       \
+  }
+#define VGPUMEM_COPY_3D_ASYNC(name, per_thread)                                                                \
+  extern "C" CUresult name(const CUDA_MEMCPY3D* c, CUstream s) {                                               \
+    return copy_3d(HookId::name, c, s, per_thread, [&] { return REAL(name)(c, s); });                          \
+  }
+VGPUMEM_COPY_2D(cuMemcpy2D_v2, kLegacy)
+VGPUMEM_COPY_2D(cuMemcpy2D_v2_ptds, kPerThread)
+VGPUMEM_COPY_2D(cuMemcpy2DUnaligned_v2, kLegacy)
+VGPUMEM_COPY_2D(cuMemcpy2DUnaligned_v2_ptds, kPerThread)
+VGPUMEM_COPY_2D_ASYNC(cuMemcpy2DAsync_v2, kLegacy)
+VGPUMEM_COPY_2D_ASYNC(cuMemcpy2DAsync_v2_ptsz, kPerThread)
+VGPUMEM_COPY_3D(cuMemcpy3D_v2, kLegacy)
+VGPUMEM_COPY_3D(cuMemcpy3D_v2_ptds, kPerThread)
+VGPUMEM_COPY_3D_ASYNC(cuMemcpy3DAsync_v2, kLegacy)
+VGPUMEM_COPY_3D_ASYNC(cuMemcpy3DAsync_v2_ptsz, kPerThread)
+
+VGPUMEM_MEMSET(cuMemsetD16_v2, unsigned short, kLegacy)
+VGPUMEM_MEMSET(cuMemsetD16_v2_ptds, unsigned short, kPerThread)
+VGPUMEM_MEMSET_ASYNC(cuMemsetD16Async, unsigned short, kLegacy)
+VGPUMEM_MEMSET_ASYNC(cuMemsetD16Async_ptsz, unsigned short, kPerThread)
+
+#define VGPUMEM_MEMSET_2D(name, type, per_thread)                                                              \
+  extern "C" CUresult name(CUdeviceptr dst, size_t pitch, type value, size_t width, size_t height) {           \
+    return copy_with_operands(HookId::name, dst, rows_bytes(pitch, width, height, sizeof(type)), 0, 0, nullptr, \
+                              per_thread, [&] { return REAL(name)(dst, pitch, value, width, height); });        \
+  }
+#define VGPUMEM_MEMSET_2D_ASYNC(name, type, per_thread)                                                        \
+  extern "C" CUresult name(CUdeviceptr dst, size_t pitch, type value, size_t width, size_t height, CUstream s) { \
+    return copy_with_operands(HookId::name, dst, rows_bytes(pitch, width, height, sizeof(type)), 0, 0, s,       \
+                              per_thread, [&] { return REAL(name)(dst, pitch, value, width, height, s); });     \
+  }
+VGPUMEM_MEMSET_2D(cuMemsetD2D8_v2, unsigned char, kLegacy)
+VGPUMEM_MEMSET_2D(cuMemsetD2D8_v2_ptds, unsigned char, kPerThread)
+VGPUMEM_MEMSET_2D(cuMemsetD2D16_v2, unsigned short, kLegacy)
+VGPUMEM_MEMSET_2D(cuMemsetD2D16_v2_ptds, unsigned short, kPerThread)
+VGPUMEM_MEMSET_2D(cuMemsetD2D32_v2, unsigned int, kLegacy)
+VGPUMEM_MEMSET_2D(cuMemsetD2D32_v2_ptds, unsigned int, kPerThread)
+VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D8Async, unsigned char, kLegacy)
+VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D8Async_ptsz, unsigned char, kPerThread)
+VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D16Async, unsigned short, kLegacy)
+VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, kPerThread)
+VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D32Async, unsigned int, kLegacy)
+VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, kPerThread)

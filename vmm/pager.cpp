@@ -220,20 +220,26 @@ CUresult Pager::prepare_for_capture(const std::uint64_t* words, std::size_t coun
 
 CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
                               Access& access) {
-  if (bytes == 0 || index_.lookup(address) == nullptr) {
-    // Its first byte is not paged; its last may be (a copy across units).
-    if (bytes == 0 || index_.lookup(address + bytes - 1) == nullptr) return CUDA_SUCCESS;
-  }
-  // One word per granule the range touches, first and last byte included.
+  // One word per distinct unit the range touches, granule by granule.
   std::uint64_t words[Access::kInline];
-  std::size_t n = 0;
-  const std::uint64_t last = address + bytes - 1;
-  for (std::uint64_t at = address; n < Access::kInline - 1; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
-    words[n++] = at;
-    if ((at | (GranuleIndex::kGranule - 1)) >= last) break;
+  std::size_t count = 0;
+  std::vector<std::uint64_t> more;  // a range over more units than that (rare): the slow path anyway
+  const Unit* previous = nullptr;
+  const std::uint64_t end = address + bytes;
+  for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
+    const Unit* unit = index_.lookup(at);
+    if (unit == nullptr || unit == previous) continue;
+    previous = unit;
+    if (count < Access::kInline) {
+      words[count++] = at;
+    } else {
+      more.push_back(at);
+    }
   }
-  words[n++] = last;
-  return prepare(words, n, stream, per_thread, access);
+  if (count == 0) return CUDA_SUCCESS;
+  if (more.empty()) return prepare(words, count, stream, per_thread, access);
+  more.insert(more.begin(), words, words + count);
+  return prepare(more.data(), more.size(), stream, per_thread, access);
 }
 
 CUresult Pager::prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,

@@ -162,6 +162,30 @@ TEST(Paging, MemGetInfoCountsPagedMemoryInUseNotTheChunksKeptForReuse) {
       << "freed paged memory is room again, though its chunks are kept";
 }
 
+TEST(Paging, TwoAndThreeDimensionalCopiesAndMemsetsBringTheirOperandsBack) {
+  auto env = simulator_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  const ProcessResult baseline = run_process({program("copy2d_probe")}, env);
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.out;
+  const std::string report = temp_path("paging-copy2d-sim.json");
+  const std::string trace = temp_path("paging-copy2d-trace.json");
+  env = shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUSIM_REPORT"] = report;
+  env["VGPUMEM_LIMIT"] = "8MiB";  // four 4 MiB pitched buffers
+  env["VGPUMEM_TRACE"] = trace;
+  const ProcessResult paged = run_process({program("copy2d_probe")}, env);
+  ASSERT_EQ(paged.exit_code, 0) << paged.out << paged.err;
+  EXPECT_NE(paged.out.find("copy2d ok"), std::string::npos);
+  const nlohmann::json simulator = read_json(report);
+  ASSERT_FALSE(simulator.is_null());
+  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0);
+  EXPECT_LE(simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 8ull << 20);
+  const nlohmann::json t = read_json(trace);
+  ASSERT_FALSE(t.is_null());
+  EXPECT_GT(t["vgpumem"]["paging"]["prefetches"].get<int>(), 0) << "operands came back from the host";
+}
+
 TEST(Paging, WithPolicyOffTheSameCapIsOutOfMemory) {
   auto env = shim_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
