@@ -347,7 +347,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
     // Without an event, wait for the copy right here.
     driver_.context_synchronize();
   }
-  for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
+  return_chunks(state, &unit->chunks);  // reused at once; the range stays mapped until the save completes
   unit->host = host;
   unit->saved = saved;
   unit->unmap_pending = true;
@@ -384,15 +384,23 @@ bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
   return false;
 }
 
+// Unmaps the first `count` chunks of the unit's range (each mapped on its own).
+void Pager::unmap_chunks(const Unit* unit, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) driver_.unmap(unit->address + i * kChunkBytes, kChunkBytes);
+}
+
+void Pager::return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks) {
+  for (CUmemGenericAllocationHandle chunk : *chunks) state.pool.give_back(chunk);
+  chunks->clear();
+}
+
 void Pager::finish_unmap(Unit* unit, bool wait) {
   if (unit->saved != nullptr) {
     if (wait) driver_.event_synchronize(unit->saved);
     driver_.event_destroy(unit->saved);
     unit->saved = nullptr;
   }
-  for (std::uint64_t at = unit->address; at < unit->address + unit->bytes; at += kChunkBytes) {
-    driver_.unmap(at, kChunkBytes);
-  }
+  unmap_chunks(unit, unit->bytes / kChunkBytes);
   unit->chunks.clear();
   unit->unmap_pending = false;
 }
@@ -424,8 +432,7 @@ CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* k
       continue;
     }
     if (error != CUDA_ERROR_OUT_OF_MEMORY || !offload_lru(state, keep)) {
-      for (CUmemGenericAllocationHandle chunk : *chunks) state.pool.give_back(chunk);
-      chunks->clear();
+      return_chunks(state, chunks);
       ooms_.fetch_add(1, std::memory_order_relaxed);
       return error == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : error;
     }
@@ -448,7 +455,7 @@ CUresult Pager::map_chunks(Unit* unit) {
     result = driver_.set_access(unit->address, unit->bytes, &access, 1);
   }
   if (result != CUDA_SUCCESS) {
-    for (std::size_t i = 0; i < mapped; ++i) driver_.unmap(unit->address + i * kChunkBytes, kChunkBytes);
+    unmap_chunks(unit, mapped);
   }
   return result;
 }
@@ -477,12 +484,9 @@ CUresult Pager::fetch(Unit* unit) {
                      format_bytes(unit->bytes), unit->address, static_cast<int>(result));
     if (mapped) {
       driver_.context_synchronize();  // nothing may still be copying into the chunks
-      for (std::uint64_t at = unit->address; at < unit->address + unit->bytes; at += kChunkBytes) {
-        driver_.unmap(at, kChunkBytes);
-      }
+      unmap_chunks(unit, unit->chunks.size());
     }
-    for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
-    unit->chunks.clear();
+    return_chunks(state, &unit->chunks);
     ooms_.fetch_add(1, std::memory_order_relaxed);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -546,8 +550,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   unit->used_by.store(0);
   unit->last_use.store(tick_.load());
   if (take_chunks(state, bytes / kChunkBytes, unit, &unit->chunks) != CUDA_SUCCESS || map_chunks(unit) != CUDA_SUCCESS) {
-    for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
-    unit->chunks.clear();
+    return_chunks(state, &unit->chunks);
     unit->retired = true;
     arena_.give_back(*address, bytes);
     return nullptr;
@@ -629,15 +632,12 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
   return CUDA_SUCCESS;
 }
 
-CUresult Pager::release_unit(Unit* unit) {
+void Pager::release_unit(Unit* unit) {
   DeviceState& state = device_state(unit->device);
   unmap_now(unit);
   if (unit->state.load() == Residency::resident) {
-    for (std::uint64_t at = unit->address; at < unit->address + unit->bytes; at += kChunkBytes) {
-      driver_.unmap(at, kChunkBytes);
-    }
-    for (CUmemGenericAllocationHandle chunk : unit->chunks) state.pool.give_back(chunk);
-    unit->chunks.clear();
+    unmap_chunks(unit, unit->chunks.size());
+    return_chunks(state, &unit->chunks);
     state.resident_bytes -= unit->bytes;
     trace_resident(unit->device, state);
   } else if (unit->host != nullptr) {
@@ -654,16 +654,22 @@ CUresult Pager::release_unit(Unit* unit) {
   unit->captured = false;
   unit->state.store(Residency::on_host);
   unit->retired = true;
-  return CUDA_SUCCESS;
+}
+
+// The live allocation starting at `address`, or end() if none (inside a
+// paged range but not an allocation's start, or freed already).
+std::map<std::uint64_t, Pager::AllocationInfo>::iterator Pager::live_allocation(CUdeviceptr address) {
+  auto it = allocations_.find(address);
+  return it != allocations_.end() && it->second.freeing ? allocations_.end() : it;
 }
 
 bool Pager::free(CUdeviceptr address, CUresult* result) {
   if (index_.lookup(address) == nullptr) return false;
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
-  auto it = allocations_.find(address);
-  if (it == allocations_.end() || it->second.freeing) {
-    *result = CUDA_ERROR_INVALID_VALUE;  // not an allocation's start, or freed already
+  auto it = live_allocation(address);
+  if (it == allocations_.end()) {
+    *result = CUDA_ERROR_INVALID_VALUE;
     return true;
   }
   // cuMemFree synchronises: the work that may still use the memory is done.
@@ -682,9 +688,9 @@ bool Pager::free_async(CUdeviceptr address, CUstream stream, bool per_thread, CU
   if (index_.lookup(address) == nullptr) return false;
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
-  auto it = allocations_.find(address);
-  if (it == allocations_.end() || it->second.freeing) {
-    *result = CUDA_ERROR_INVALID_VALUE;  // not an allocation's start, or freed already
+  auto it = live_allocation(address);
+  if (it == allocations_.end()) {
+    *result = CUDA_ERROR_INVALID_VALUE;
     return true;
   }
   CUevent done = nullptr;

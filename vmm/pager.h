@@ -169,7 +169,10 @@ class Pager {
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
   bool admits(int device, std::uint64_t bytes) const;
-  CUresult release_unit(Unit* unit);
+  void release_unit(Unit* unit);
+  void unmap_chunks(const Unit* unit, std::size_t count);
+  static void return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks);
+  std::map<std::uint64_t, AllocationInfo>::iterator live_allocation(CUdeviceptr address);
   void set_ready(Unit* unit, CUevent event);
   void trace_resident(int device, const DeviceState& state);
 
