@@ -4,7 +4,9 @@
 // shows its physical peak under the cap and no illegal access.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "process.h"
@@ -16,6 +18,39 @@ nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in.good()) return nullptr;
   return nlohmann::json::parse(in);
+}
+
+// A scratch file for the running test: tests run in parallel, each in its
+// own process, and must never share one.
+std::string scratch(const std::string& tag, const std::string& what) {
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string path = temp_path("paging-" + test + "-" + tag + "-" + what + ".json");
+  std::remove(path.c_str());  // never read a previous run's file
+  return path;
+}
+
+// A program run under the shim with cap `limit` (paging, the default), and
+// what the simulated driver and the shim reported.
+struct PagedRun {
+  ProcessResult process;
+  nlohmann::json simulator;
+  nlohmann::json trace;
+};
+
+PagedRun run_paged(const std::string& tag, const std::vector<std::string>& argv, const std::string& limit,
+                   const std::map<std::string, std::string>& extra_env = {}) {
+  const std::string report = scratch(tag, "sim"), trace = scratch(tag, "trace");
+  auto env = shim_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  env["VGPUSIM_REPORT"] = report;
+  env["VGPUMEM_LIMIT"] = limit;
+  env["VGPUMEM_TRACE"] = trace;
+  for (const auto& [name, value] : extra_env) env[name] = value;
+  PagedRun run;
+  run.process = run_process(argv, env);
+  run.simulator = read_json(report);
+  run.trace = read_json(trace);
+  return run;
 }
 
 struct Workload {
@@ -38,8 +73,7 @@ struct Run {
 
 Run train(const Workload& workload, const std::string& limit, const std::string& faults = "") {
   const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit);
-  const std::string report = temp_path("paging-sim-" + tag + ".json");
-  const std::string trace = temp_path("paging-trace-" + tag + ".json");
+  const std::string report = scratch(tag, "sim"), trace = scratch(tag, "trace");
   auto env = limit.empty() ? simulator_environment() : shim_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
   env["VGPUSIM_REPORT"] = report;
@@ -127,26 +161,17 @@ TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   const ProcessResult baseline = run_process({program("capture_probe")}, env);
   ASSERT_EQ(baseline.exit_code, 0) << baseline.out;
 
-  const std::string report = temp_path("paging-capture-sim.json");
-  const std::string trace = temp_path("paging-capture-trace.json");
-  env = shim_environment();
-  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
-  env["VGPUSIM_REPORT"] = report;
-  env["VGPUMEM_LIMIT"] = "12MiB";  // eight 4 MiB buffers: 32 MiB
-  env["VGPUMEM_LOG_LEVEL"] = "info";
-  env["VGPUMEM_TRACE"] = trace;
-  const ProcessResult paged = run_process({program("capture_probe")}, env);
-  ASSERT_EQ(paged.exit_code, 0) << paged.out << paged.err;
-  EXPECT_NE(paged.out.find("capture ok"), std::string::npos);
-  const nlohmann::json simulator = read_json(report);
-  ASSERT_FALSE(simulator.is_null());
-  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0) << simulator.dump();
-  EXPECT_LE(simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 12ull << 20);
-  const nlohmann::json t = read_json(trace);
-  ASSERT_FALSE(t.is_null());
-  EXPECT_EQ(t["vgpumem"]["paging"]["capture_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
-  EXPECT_GT(t["vgpumem"]["paging"]["offloads"].get<int>(), 0);
-  EXPECT_NE(paged.err.find("a captured graph uses it"), std::string::npos) << "pinned, and said so";
+  // Eight 4 MiB buffers: 32 MiB under a 12 MiB cap.
+  const PagedRun paged = run_paged("capture", {program("capture_probe")}, "12MiB", {{"VGPUMEM_LOG_LEVEL", "info"}});
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("capture ok"), std::string::npos);
+  ASSERT_FALSE(paged.simulator.is_null());
+  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
+  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 12ull << 20);
+  ASSERT_FALSE(paged.trace.is_null());
+  EXPECT_EQ(paged.trace["vgpumem"]["paging"]["capture_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
+  EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
+  EXPECT_NE(paged.process.err.find("a captured graph uses it"), std::string::npos) << "pinned, and said so";
 }
 
 TEST(Paging, MemGetInfoCountsPagedMemoryInUseNotTheChunksKeptForReuse) {
@@ -167,23 +192,14 @@ TEST(Paging, TwoAndThreeDimensionalCopiesAndMemsetsBringTheirOperandsBack) {
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
   const ProcessResult baseline = run_process({program("copy2d_probe")}, env);
   ASSERT_EQ(baseline.exit_code, 0) << baseline.out;
-  const std::string report = temp_path("paging-copy2d-sim.json");
-  const std::string trace = temp_path("paging-copy2d-trace.json");
-  env = shim_environment();
-  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
-  env["VGPUSIM_REPORT"] = report;
-  env["VGPUMEM_LIMIT"] = "8MiB";  // four 4 MiB pitched buffers
-  env["VGPUMEM_TRACE"] = trace;
-  const ProcessResult paged = run_process({program("copy2d_probe")}, env);
-  ASSERT_EQ(paged.exit_code, 0) << paged.out << paged.err;
-  EXPECT_NE(paged.out.find("copy2d ok"), std::string::npos);
-  const nlohmann::json simulator = read_json(report);
-  ASSERT_FALSE(simulator.is_null());
-  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0);
-  EXPECT_LE(simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 8ull << 20);
-  const nlohmann::json t = read_json(trace);
-  ASSERT_FALSE(t.is_null());
-  EXPECT_GT(t["vgpumem"]["paging"]["prefetches"].get<int>(), 0) << "operands came back from the host";
+  const PagedRun paged = run_paged("copy2d", {program("copy2d_probe")}, "8MiB");  // four 4 MiB pitched buffers
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("copy2d ok"), std::string::npos);
+  ASSERT_FALSE(paged.simulator.is_null());
+  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0);
+  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 8ull << 20);
+  ASSERT_FALSE(paged.trace.is_null());
+  EXPECT_GT(paged.trace["vgpumem"]["paging"]["prefetches"].get<int>(), 0) << "operands came back from the host";
 }
 
 TEST(Paging, WithPolicyOffTheSameCapIsOutOfMemory) {
@@ -200,55 +216,36 @@ TEST(Paging, WithPolicyOffTheSameCapIsOutOfMemory) {
 
 TEST(Paging, TooSmallACapForOneKernelIsACleanOutOfMemory) {
   // One backward kernel touches two 4 MiB tensors and more: 6 MiB cannot hold it.
-  auto env = shim_environment();
-  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
-  env["VGPUMEM_LIMIT"] = "6MiB";
-  const std::string report = temp_path("paging-too-small-sim.json");
-  env["VGPUSIM_REPORT"] = report;
   std::vector<std::string> argv{program("mlp_trainer")};
   argv.insert(argv.end(), kTwelveLayers.args.begin(), kTwelveLayers.args.end());
-  const ProcessResult result = run_process(argv, env);
-  EXPECT_EQ(result.exit_code, 3) << result.out << result.err;
-  EXPECT_NE(result.out.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << result.out;
-  const nlohmann::json simulator = read_json(report);
-  ASSERT_FALSE(simulator.is_null());
-  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0) << "an out-of-memory error, never a fault";
+  const PagedRun run = run_paged("too-small", argv, "6MiB");
+  EXPECT_EQ(run.process.exit_code, 3) << run.process.out << run.process.err;
+  EXPECT_NE(run.process.out.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << run.process.out;
+  ASSERT_FALSE(run.simulator.is_null());
+  EXPECT_EQ(run.simulator["illegal_accesses"].get<int>(), 0) << "an out-of-memory error, never a fault";
 }
-
-}  // namespace
-}  // namespace vgpumem::test
-
-namespace vgpumem::test {
-namespace {
 
 // Thousands of random operations on four threads and their streams under a
 // cap a fraction of what they hold: every checksum and every final byte must
 // match the host mirror, with no illegal access.
 void stress(const std::string& ops, bool stream_ordered = false) {
-  const std::string report = temp_path("paging-stress-sim.json");
-  const std::string trace = temp_path("paging-stress-trace.json");
-  auto env = shim_environment();
-  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
-  env["VGPUSIM_REPORT"] = report;
-  env["VGPUMEM_LIMIT"] = "24MiB";
-  env["VGPUMEM_TRACE"] = trace;
-  const ProcessResult result = run_process(
+  const PagedRun run = run_paged(
+      stream_ordered ? "stress-async" : "stress",
       {program("paging_stress"), "--threads", "4", "--ops", ops, "--seed", "7", "--async", stream_ordered ? "1" : "0"},
-      env);
+      "24MiB");
+  const ProcessResult& result = run.process;
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   const std::string summary = field(result.out, "STRESS");
   ASSERT_EQ(summary.rfind("ok", 0), 0u) << result.out;
   unsigned long long peak_live = 0;
   ASSERT_EQ(std::sscanf(summary.c_str() + summary.find("peak_live_bytes="), "peak_live_bytes=%llu", &peak_live), 1);
   EXPECT_GT(peak_live, 3ull * 12 * 1024 * 1024) << "the stress must hold well over the cap (1.5x)";
-  const nlohmann::json simulator = read_json(report);
-  ASSERT_FALSE(simulator.is_null());
-  EXPECT_LE(simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 24ull * 1024 * 1024);
-  EXPECT_EQ(simulator["illegal_accesses"].get<int>(), 0) << simulator.dump();
-  const nlohmann::json t = read_json(trace);
-  ASSERT_FALSE(t.is_null());
-  EXPECT_GT(t["vgpumem"]["paging"]["offloads"].get<int>(), 100);
-  EXPECT_EQ(t["vgpumem"]["paging"]["ooms"].get<int>(), 0);
+  ASSERT_FALSE(run.simulator.is_null());
+  EXPECT_LE(run.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 24ull * 1024 * 1024);
+  EXPECT_EQ(run.simulator["illegal_accesses"].get<int>(), 0) << run.simulator.dump();
+  ASSERT_FALSE(run.trace.is_null());
+  EXPECT_GT(run.trace["vgpumem"]["paging"]["offloads"].get<int>(), 100);
+  EXPECT_EQ(run.trace["vgpumem"]["paging"]["ooms"].get<int>(), 0);
 }
 
 TEST(PagingConcurrency, RandomStressOnFourThreadsKeepsEveryByte) { stress("600"); }

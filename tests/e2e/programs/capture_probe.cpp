@@ -14,20 +14,13 @@
 #include <cstring>
 #include <vector>
 
+#include "stop_on_error.h"
+
 #include "vgpusim.h"
 
 namespace {
 
 constexpr std::size_t kBufferBytes = 4u << 20, kInts = kBufferBytes / 4, kBuffers = 8;
-
-void check(CUresult result, const char* what) {
-  if (result == CUDA_SUCCESS) return;
-  const char* name = nullptr;
-  cuGetErrorName(result, &name);
-  std::printf("CUDA_ERROR %s at %s\n", name ? name : "?", what);
-  std::exit(3);
-}
-#define CHECK(call) check((call), #call)
 
 void add_one(void** params, const vgpusimLaunch*, void*) {
   int* p = nullptr;

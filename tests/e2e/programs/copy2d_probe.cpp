@@ -13,16 +13,9 @@
 #include <cstring>
 #include <vector>
 
-namespace {
+#include "stop_on_error.h"
 
-void check(CUresult result, const char* what) {
-  if (result == CUDA_SUCCESS) return;
-  const char* name = nullptr;
-  cuGetErrorName(result, &name);
-  std::printf("CUDA_ERROR %s at %s\n", name ? name : "?", what);
-  std::exit(3);
-}
-#define CHECK(call) check((call), #call)
+namespace {
 
 constexpr std::size_t kWidth = 4000, kHeight = 1024, kBuffers = 4;  // 4000-byte rows, pitched: ~4 MiB each
 
