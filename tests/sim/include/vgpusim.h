@@ -70,8 +70,8 @@ typedef struct vgpusimKernelDesc {
  * NULL), CUDA_ERROR_INVALID_VALUE for a bad descriptor or a duplicate name. */
 CUresult vgpusimRegisterKernel(const vgpusimKernelDesc *desc, CUfunction *out);
 
-/* Simulated time now, in nanoseconds, as seen by the host thread (advanced by
- * synchronising calls). */
+/* Simulated time now, in nanoseconds, as seen by the calling host thread
+ * (each thread has its own clock, advanced by its synchronising calls). */
 unsigned long long vgpusimHostTimeNs(void);
 
 /* Writes the simulator's report (see docs/simulated-driver.md) now, to path or,

@@ -254,7 +254,7 @@ SIM_EXPORT CUresult cuGetExportTable(const void** table, const CUuuid*) {
 SIM_EXPORT unsigned long long vgpusimHostTimeNs(void) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
-  return static_cast<unsigned long long>(sim.now_ns);
+  return static_cast<unsigned long long>(host_now(sim));
 }
 
 SIM_EXPORT CUresult vgpusimWriteReport(const char* path) {

@@ -199,11 +199,13 @@ class Simulator {
   std::uint64_t next_capture_id = 1;
   std::map<std::uint64_t, std::uint64_t> pinned_ranges;  // page-locked host memory: start -> bytes
 
-  // The simulated clock. now_ns is the host's time: work issued now starts no
-  // earlier; a host that waits for work moves it to the work's end. Work runs
-  // lazily, when the host waits for it (or the queue is full): everything
+  // The simulated clock. Each host thread has its own time (host_now): work
+  // it issues starts no earlier; a thread that waits for work moves its own
+  // clock to the work's end, and other threads run on, as on a real machine.
+  // latest_host_ns is the furthest any thread has got. Work runs lazily,
+  // when some thread waits for it (or the queue is full): everything
   // scheduled at or before the awaited time, in (time, issue order).
-  double now_ns = 0;
+  double latest_host_ns = 0;
   double executed_until_ns = 0;
   double last_end_ns = 0;
   std::uint64_t next_sequence = 0;
@@ -276,8 +278,12 @@ void destroy_stream(Simulator& sim, Stream* stream);
 // Issues work to a stream (or records it into the stream's capture). Returns
 // CUDA_SUCCESS or the capture's error.
 CUresult enqueue(Simulator& sim, Stream* stream, Operation operation);
-// Runs everything scheduled at or before `time_ns` and moves the host clock
-// there. Returns the sticky error of `context` (if given) afterwards.
+// The calling thread's clock (a thread starts at the latest time any thread
+// has reached), and moving it forward to `time_ns`.
+double host_now(Simulator& sim);
+void advance_host(Simulator& sim, double time_ns);
+// Runs everything scheduled at or before `time_ns` and moves the calling
+// thread's clock there. Returns the sticky error of `context` (if given) afterwards.
 CUresult wait_until(Simulator& sim, double time_ns, Context* context);
 
 // The VMM calls' own cost on the calling thread (vmm_costs.cpp, measured on the H100).

@@ -79,7 +79,7 @@ void Simulator::write_report(const char* path) {
   }
   out << "],\"illegal_accesses\":" << stats.illegal << ",\"illegal_access_events\":[";
   for (std::size_t i = 0; i < stats.illegal_events.size(); ++i) out << (i ? "," : "") << stats.illegal_events[i];
-  out << "],\"simulated_time_ns\":" << static_cast<std::uint64_t>(std::max(now_ns, last_end_ns))
+  out << "],\"simulated_time_ns\":" << static_cast<std::uint64_t>(std::max(latest_host_ns, last_end_ns))
       << ",\"engine_busy_ns\":{";
   const char* engine_names[] = {"none", "compute", "copy_h2d", "copy_d2h"};
   for (int e = 1; e < static_cast<int>(Engine::count); ++e) {

@@ -61,8 +61,8 @@ CUresult stream_query(CUstream handle, bool per_thread_api) {
   CUresult error;
   Stream* stream = stream_to_wait_on(l.sim, handle, per_thread_api, &context, &error);
   if (stream == nullptr) return error;
-  if (stream->tail_ns > l.sim.now_ns) {
-    l.sim.now_ns = std::min(stream->tail_ns, l.sim.now_ns + kPollNs);
+  if (stream->tail_ns > host_now(l.sim)) {
+    advance_host(l.sim, std::min(stream->tail_ns, host_now(l.sim) + kPollNs));
     return CUDA_ERROR_NOT_READY;
   }
   return wait_until(l.sim, stream->tail_ns, context);
@@ -235,8 +235,8 @@ SIM_EXPORT CUresult cuEventQuery(CUevent handle) {
   CUresult error;
   Event* event = event_to_wait_for(l.sim, handle, &context, &error);
   if (event == nullptr) return error;
-  if (event->time_ns > l.sim.now_ns) {
-    l.sim.now_ns = std::min(event->time_ns, l.sim.now_ns + kPollNs);
+  if (event->time_ns > host_now(l.sim)) {
+    advance_host(l.sim, std::min(event->time_ns, host_now(l.sim) + kPollNs));
     return CUDA_ERROR_NOT_READY;
   }
   return wait_until(l.sim, event->time_ns, context);

@@ -132,7 +132,7 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   }
   Device& device = sim.devices[static_cast<std::size_t>(sim.contexts.at(stream->context).device)];
   const auto engine = static_cast<std::size_t>(operation.engine);
-  double start = std::max({sim.now_ns, stream->tail_ns, implicit_dependencies(sim, *stream)});
+  double start = std::max({host_now(sim), stream->tail_ns, implicit_dependencies(sim, *stream)});
   if (operation.engine != Engine::none) start = std::max(start, device.engine_free_ns[engine]);
   const double end = start + operation.duration_ns;
   if (operation.engine != Engine::none) {
@@ -147,14 +147,30 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   while (sim.pending.size() > kMaxPending) {
     const double oldest = sim.pending.begin()->first.first;
     run_pending_until(sim, oldest);
-    sim.now_ns = std::max(sim.now_ns, oldest);
+    advance_host(sim, oldest);
   }
   return CUDA_SUCCESS;
 }
 
+namespace {
+double& thread_clock(const Simulator& sim) {
+  thread_local double clock = -1;
+  if (clock < 0) clock = sim.latest_host_ns;
+  return clock;
+}
+}  // namespace
+
+double host_now(Simulator& sim) { return thread_clock(sim); }
+
+void advance_host(Simulator& sim, double time_ns) {
+  double& clock = thread_clock(sim);
+  clock = std::max(clock, time_ns);
+  sim.latest_host_ns = std::max(sim.latest_host_ns, clock);
+}
+
 CUresult wait_until(Simulator& sim, double time_ns, Context* context) {
   run_pending_until(sim, time_ns);
-  sim.now_ns = std::max(sim.now_ns, time_ns);
+  advance_host(sim, time_ns);
   return context ? context->sticky : CUDA_SUCCESS;
 }
 

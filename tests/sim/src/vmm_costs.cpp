@@ -41,6 +41,8 @@ double vmm_call_ns(VmmCall call, std::uint64_t bytes) {
   return 1000.0 * (us > 0 ? us : 0);
 }
 
-void spend_vmm_time(Simulator& sim, VmmCall call, std::uint64_t bytes) { sim.now_ns += vmm_call_ns(call, bytes); }
+void spend_vmm_time(Simulator& sim, VmmCall call, std::uint64_t bytes) {
+  advance_host(sim, host_now(sim) + vmm_call_ns(call, bytes));
+}
 
 }  // namespace vgpusim

@@ -134,6 +134,23 @@ TEST_F(Timeline, PerThreadDefaultStreamsBelongToTheirThread) {
   EXPECT_EQ(seen(), 5) << "a per-thread stream is blocking: the legacy stream waits for it";
 }
 
+TEST_F(Timeline, AThreadThatWaitsDelaysOnlyItself) {
+  const unsigned long long before = vgpusimHostTimeNs();
+  int one = 1;
+  ASSERT_EQ(launch(add_1ms_, non_blocking_, {&out_, &one}), CUDA_SUCCESS);
+  unsigned long long waited_until = 0;
+  std::thread waiter([&] {
+    ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamSynchronize(non_blocking_), CUDA_SUCCESS);
+    waited_until = vgpusimHostTimeNs();
+  });
+  waiter.join();
+  EXPECT_GE(waited_until - before, 1'000'000u) << "the waiting thread is at the kernel's end";
+  EXPECT_LT(vgpusimHostTimeNs() - before, 100'000u) << "the launching thread ran on meanwhile";
+  ASSERT_EQ(cuStreamSynchronize(non_blocking_), CUDA_SUCCESS);
+  EXPECT_GE(vgpusimHostTimeNs() - before, 1'000'000u) << "and waits itself when it synchronises";
+}
+
 TEST_F(Timeline, CopyEnginesOverlapAcrossDirectionsAndWithCompute) {
   CUdeviceptr second = 0;
   void* pinned_second = nullptr;
