@@ -45,6 +45,8 @@ const vmm::DriverOps* paging_driver_ops() {
     bind(o.event_synchronize, "cuEventSynchronize");
     bind(o.event_destroy, "cuEventDestroy_v2");
     bind(o.context_synchronize, "cuCtxSynchronize");
+    bind(o.context_get_current, "cuCtxGetCurrent");
+    bind(o.context_set_current, "cuCtxSetCurrent");
     bind(o.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
     bind(o.func_param_info, "cuFuncGetParamInfo");
     bind(o.kernel_param_info, "cuKernelGetParamInfo");
@@ -61,7 +63,8 @@ const vmm::DriverOps* paging_driver_ops() {
       reinterpret_cast<const void*>(ops.event_query),       reinterpret_cast<const void*>(ops.event_synchronize),
       reinterpret_cast<const void*>(ops.event_destroy),     reinterpret_cast<const void*>(ops.context_synchronize),
       reinterpret_cast<const void*>(ops.func_param_info),   reinterpret_cast<const void*>(ops.stream_is_capturing),
-      reinterpret_cast<const void*>(ops.exchange_capture_mode)};
+      reinterpret_cast<const void*>(ops.exchange_capture_mode), reinterpret_cast<const void*>(ops.context_get_current),
+      reinterpret_cast<const void*>(ops.context_set_current)};
   for (const void* fn : required) {
     if (fn == nullptr) return nullptr;
   }

@@ -123,7 +123,12 @@ void Runtime::write_trace() {
 }
 
 void Runtime::at_exit() {
-  if (Runtime* runtime = get_if_created()) runtime->write_trace();
+  Runtime* runtime = get_if_created();
+  if (runtime == nullptr) return;
+  // Before the driver's own teardown (library destructors run after atexit
+  // handlers): the reclaimer must not be inside a driver call then.
+  if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->stop_reclaimer();
+  runtime->write_trace();
 }
 
 void Runtime::after_fork_in_child() {

@@ -13,7 +13,21 @@ std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error) {
     free_.pop_back();
     return chunk;
   }
-  if (!ledger_.charge(device_, kChunkBytes)) {
+  bool cap_full = false;
+  std::optional<CUmemGenericAllocationHandle> chunk = create(error, &cap_full);
+  if (!chunk && !cap_full) {
+    // The driver refused under the cap: the pager makes room by offloading instead.
+    VGPUMEM_LOG_WARN("cannot create a 2 MiB chunk on device {}: error {}; offloading to make room instead", device_,
+                     static_cast<int>(*error));
+    *error = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return chunk;
+}
+
+std::optional<CUmemGenericAllocationHandle> ChunkPool::create(CUresult* error, bool* cap_full) {
+  *error = CUDA_SUCCESS;
+  *cap_full = !ledger_.charge(device_, kChunkBytes);
+  if (*cap_full) {
     *error = CUDA_ERROR_OUT_OF_MEMORY;
     return std::nullopt;
   }
@@ -24,13 +38,10 @@ std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error) {
   CUmemGenericAllocationHandle chunk = 0;
   if (const CUresult r = driver_.create(&chunk, kChunkBytes, &prop, 0); r != CUDA_SUCCESS) {
     ledger_.refund(device_, kChunkBytes);
-    // The driver refused under the cap: make room by offloading instead.
-    VGPUMEM_LOG_WARN("cannot create a 2 MiB chunk on device {}: error {}; offloading to make room instead", device_,
-                     static_cast<int>(r));
-    *error = CUDA_ERROR_OUT_OF_MEMORY;
+    *error = r;
     return std::nullopt;
   }
-  ++created_;
+  created_.fetch_add(1, std::memory_order_relaxed);
   return chunk;
 }
 
@@ -40,7 +51,7 @@ std::uint64_t ChunkPool::release_free(std::uint64_t bytes) {
     driver_.release(free_.back());
     free_.pop_back();
     ledger_.refund(device_, kChunkBytes);
-    --created_;
+    created_.fetch_sub(1, std::memory_order_relaxed);
     released += kChunkBytes;
   }
   return released;

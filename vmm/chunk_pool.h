@@ -5,11 +5,16 @@
 // can disturb other streams (docs/gpu-facts.md §8.6), so they are released
 // only when the program's own, unpaged allocations need the room.
 //
+// The free list is guarded by the pager's lock. create() touches only the
+// cap ledger and an atomic count, so the reclaimer creates chunks ahead
+// without that lock and adds them with give_back().
+//
 // A chunk given back by an eviction may still be read by the copy that saves
 // its contents; that copy runs on the pager's copy stream, so whoever reuses
 // the chunk orders its first write after the copy stream (see Pager).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -31,19 +36,24 @@ class ChunkPool {
   // A free chunk, or a new one if the cap allows; nullopt when neither
   // (`error` says whether the cap or the driver refused).
   std::optional<CUmemGenericAllocationHandle> take(CUresult* error);
+  // A new chunk charged to the cap; nullopt when the cap refuses
+  // (`cap_full`) or the driver does (`error` is the driver's). Logs nothing.
+  std::optional<CUmemGenericAllocationHandle> create(CUresult* error, bool* cap_full);
   void give_back(CUmemGenericAllocationHandle chunk) { free_.push_back(chunk); }
   // Releases free chunks until `bytes` are refunded to the cap or none is left.
   std::uint64_t release_free(std::uint64_t bytes);
 
-  std::uint64_t created_bytes() const { return created_ * kChunkBytes; }
+  std::uint64_t created_bytes() const { return created_.load(std::memory_order_relaxed) * kChunkBytes; }
   std::uint64_t free_bytes() const { return free_.size() * kChunkBytes; }
+  std::size_t free_chunks() const { return free_.size(); }
+  int device() const { return device_; }
 
  private:
   int device_;
   const DriverOps& driver_;
   CapLedger& ledger_;
   std::vector<CUmemGenericAllocationHandle> free_;
-  std::uint64_t created_ = 0;
+  std::atomic<std::uint64_t> created_{0};
 };
 
 }  // namespace vgpumem::vmm

@@ -30,6 +30,8 @@ struct DriverOps {
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
   CUresult (*context_synchronize)() = nullptr;
+  CUresult (*context_get_current)(CUcontext*) = nullptr;
+  CUresult (*context_set_current)(CUcontext) = nullptr;
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
   CUresult (*func_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
   CUresult (*kernel_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;

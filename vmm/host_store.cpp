@@ -25,7 +25,27 @@ void* HostStore::take(std::uint64_t bytes, CUresult* error) {
   }
   pinned_ += bytes;
   peak_ = std::max(peak_, pinned_);
+  last_on_demand_ = bytes;
   return buffer;
+}
+
+std::optional<std::uint64_t> HostStore::spare_wanted() const {
+  const std::uint64_t bytes = last_on_demand_;
+  // Room for the spare and one more on demand: pinned outside the lock, the
+  // spare must not be what pushes a concurrent take() over the limit.
+  if (bytes == 0 || free_.count(bytes) != 0 || (limit_ && pinned_ + 2 * bytes > *limit_)) return std::nullopt;
+  return bytes;
+}
+
+void HostStore::add_spare(void* buffer, std::uint64_t bytes) {
+  if (limit_ && pinned_ + bytes > *limit_) {
+    driver_.host_free(buffer);
+    return;
+  }
+  pinned_ += bytes;
+  peak_ = std::max(peak_, pinned_);
+  ++pinned_ahead_;
+  free_.emplace(bytes, buffer);
 }
 
 bool HostStore::release_one_free() {

@@ -1,6 +1,10 @@
 // Pinned host memory that holds offloaded units, bounded by
 // VGPUMEM_HOST_LIMIT. Buffers are kept by size and reused: pinning memory is
-// slow, and the same sizes come back every training iteration.
+// slow, and the same sizes come back every training iteration. One free
+// buffer of the size last pinned on demand is kept ready: the reclaimer pins
+// it ahead (spare_wanted, then add_spare), so a run of offloads of one size
+// pins on the launch path once. Guarded by the pager's lock; the pinning
+// itself in between runs without it.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,14 @@ class HostStore {
   void* take(std::uint64_t bytes, CUresult* error);
   void give_back(void* buffer, std::uint64_t bytes) { free_.emplace(bytes, buffer); }
 
+  // The size of a buffer worth pinning ahead, if any: the size last pinned
+  // on demand, when none of it is free and the limit has room for two.
+  std::optional<std::uint64_t> spare_wanted() const;
+  // Adds a buffer pinned ahead; unpins it instead if the limit has no room
+  // for it any more.
+  void add_spare(void* buffer, std::uint64_t bytes);
+  std::uint64_t pinned_ahead() const { return pinned_ahead_; }
+
   std::uint64_t pinned_bytes() const { return pinned_; }
   std::uint64_t pinned_peak() const { return peak_; }
 
@@ -30,6 +42,8 @@ class HostStore {
   std::optional<std::uint64_t> limit_;
   std::multimap<std::uint64_t, void*> free_;  // bytes -> buffer
   std::uint64_t pinned_ = 0, peak_ = 0;
+  std::uint64_t last_on_demand_ = 0;  // size of the last buffer take() had to pin
+  std::uint64_t pinned_ahead_ = 0;    // buffers add_spare kept, counted
 };
 
 }  // namespace vgpumem::vmm

@@ -50,7 +50,10 @@ CUstream canonical(CUstream stream, bool per_thread) {
 struct Pager::DeviceState {
   DeviceState(int device, const DriverOps& driver, CapLedger& ledger) : pool(device, driver, ledger) {}
   ChunkPool pool;
+  CUcontext context = nullptr;  // current when the device was first used: the reclaimer works in it
   CUstream copy_stream = nullptr;
+  CUevent reclaim_mark = nullptr;  // the reclaimer's own, recorded on the copy stream
+  bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
   Unit* open_slab = nullptr;
   std::uint64_t resident_bytes = 0;
@@ -74,9 +77,19 @@ bool Access::holds(const Unit* unit) const {
 // ---- construction ------------------------------------------------------------------------
 
 Pager::Pager(const DriverOps& driver, CapLedger& ledger, trace::Recorder& recorder, PagerOptions options)
-    : driver_(driver), ledger_(ledger), recorder_(recorder), options_(options), host_(driver, options.host_limit) {}
+    : driver_(driver), ledger_(ledger), recorder_(recorder), options_(options), host_(driver, options.host_limit) {
+  if (options_.reclaimer && driver_.context_set_current != nullptr) {
+    reclaimer_ = std::make_unique<Reclaimer>([this] { reclaim(); });
+  }
+}
 
-Pager::~Pager() = default;  // leaked with the runtime in the shim; tests tear down with the driver
+// Leaked with the runtime in the shim (stop_reclaimer runs at exit); tests
+// tear down here, the reclaimer first (declared last).
+Pager::~Pager() = default;
+
+void Pager::stop_reclaimer() {
+  if (reclaimer_) reclaimer_->stop();
+}
 
 Pager::DeviceState& Pager::device_state(int device) {
   auto& slot = devices_[device];
@@ -364,6 +377,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   VGPUMEM_LOG_DEBUG("offloaded {} at {:#x} (last use {})", format_bytes(unit->bytes), unit->address,
                     unit->last_use.load());
   if (saved == nullptr) finish_unmap(unit, false);
+  wake_reclaimer();  // to unmap the range once saved, and pin the next host buffer
   return CUDA_SUCCESS;
 }
 
@@ -437,6 +451,7 @@ CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* k
       return error == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : error;
     }
   }
+  if (state.pool.free_chunks() < options_.spare_chunks) wake_reclaimer();
   return CUDA_SUCCESS;
 }
 
@@ -606,6 +621,7 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
         result != CUDA_SUCCESS) {
       return result;
     }
+    if (driver_.context_get_current != nullptr) driver_.context_get_current(&state.context);
   }
   reap_saved_units(false);
   Unit* unit = nullptr;
@@ -741,12 +757,113 @@ bool Pager::make_room(int device, std::uint64_t bytes) {
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (devices_.count(device) == 0) return false;
   DeviceState& state = device_state(device);
+  state.spares_wanted = false;  // the room is the program's now: the reclaimer must not take it back
   std::uint64_t released = state.pool.release_free(bytes);
   while (released < bytes && offload_lru(state, nullptr)) {
     reap_saved_units(true);  // the chunks are released, not reused: their saves must be done
     released += state.pool.release_free(bytes - released);
   }
   return released >= bytes;
+}
+
+// ---- the reclaimer -------------------------------------------------------------------------
+
+void Pager::wake_reclaimer() {
+  if (reclaimer_) reclaimer_->wake();
+}
+
+// On the reclaimer's thread. It never records on or waits for the program's
+// streams, only the copy streams; its mode is relaxed, so it cannot
+// invalidate a capture the program has open (docs/gpu-facts.md §8.9).
+void Pager::reclaim() {
+  RelaxedCaptureMode relaxed(driver_, true);
+  unmap_finished_offloads();
+  create_chunks_ahead();
+  pin_host_ahead();
+}
+
+// Waits, without the lock, for everything the copy streams hold now (a mark
+// of its own behind the offloads' copies), then unmaps each unit whose copy
+// is done.
+void Pager::unmap_finished_offloads() {
+  std::vector<std::pair<CUcontext, CUevent>> marks;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [device, state] : devices_) {
+      const bool saving = std::any_of(saved_units_.begin(), saved_units_.end(),
+                                      [device = device](const Unit* unit) { return unit->device == device; });
+      if (!saving || driver_.context_set_current(state->context) != CUDA_SUCCESS) continue;
+      if (state->reclaim_mark == nullptr &&
+          driver_.event_create(&state->reclaim_mark, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
+        state->reclaim_mark = nullptr;
+        continue;
+      }
+      if (driver_.event_record(state->reclaim_mark, state->copy_stream) == CUDA_SUCCESS) {
+        marks.emplace_back(state->context, state->reclaim_mark);
+      }
+    }
+  }
+  if (marks.empty()) return;
+  for (const auto& [context, mark] : marks) {
+    driver_.context_set_current(context);
+    driver_.event_synchronize(mark);  // a blocking-sync event: the thread sleeps, it does not spin
+  }
+  std::lock_guard lock(mutex_);
+  const std::size_t before = saved_units_.size();
+  reap_saved_units(false);
+  reclaimer_unmaps_.fetch_add(before - saved_units_.size(), std::memory_order_relaxed);
+}
+
+// Keeps `spare_chunks` free chunks per device while the cap has room, so a
+// new allocation or a fetch under the cap maps chunks that exist. A spare is
+// charged to the cap like any chunk. Each is created under the lock (a slow
+// path may wait one cuMemCreate for it; launches do not), so make_room can
+// stop this for good and take the spares back with no creation in flight:
+// once the program's own unpaged memory has needed room, no more spares.
+void Pager::create_chunks_ahead() {
+  std::vector<DeviceState*> states;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [device, state] : devices_) states.push_back(state.get());
+  }
+  for (DeviceState* state : states) {
+    for (;;) {
+      std::lock_guard lock(mutex_);
+      if (!state->spares_wanted || state->pool.free_chunks() >= options_.spare_chunks ||
+          driver_.context_set_current(state->context) != CUDA_SUCCESS) {
+        break;
+      }
+      CUresult error = CUDA_SUCCESS;
+      bool cap_full = false;
+      const std::optional<CUmemGenericAllocationHandle> chunk = state->pool.create(&error, &cap_full);
+      if (!chunk) {  // the cap is full (the usual case) or the driver said no: on demand, then
+        if (!cap_full) {
+          state->spares_wanted = false;  // the device is short of memory; do not ask again and again
+          VGPUMEM_LOG_WARN("cannot create a 2 MiB chunk ahead on device {}: error {}; chunks are created on "
+                           "demand from now on",
+                           state->pool.device(), static_cast<int>(error));
+        }
+        break;
+      }
+      state->pool.give_back(*chunk);
+      chunks_created_ahead_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+void Pager::pin_host_ahead() {
+  std::optional<std::uint64_t> bytes;
+  CUcontext context = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    bytes = host_.spare_wanted();
+    if (!devices_.empty()) context = devices_.begin()->second->context;
+  }
+  if (!bytes || driver_.context_set_current(context) != CUDA_SUCCESS) return;
+  void* buffer = nullptr;
+  if (driver_.host_alloc(&buffer, *bytes, 0) != CUDA_SUCCESS) return;  // pinned on demand, then
+  std::lock_guard lock(mutex_);
+  host_.add_spare(buffer, *bytes);
 }
 
 // ---- reporting ---------------------------------------------------------------------------
@@ -789,6 +906,11 @@ nlohmann::json Pager::summary() const {
           {"host_pinned_bytes", host_.pinned_bytes()},
           {"host_pinned_bytes_peak", host_.pinned_peak()},
           {"ooms", ooms_.load()},
+          {"unmaps_pending", saved_units_.size()},
+          {"reclaimer", {{"running", reclaimer_ != nullptr},
+                         {"unmaps", reclaimer_unmaps_.load()},
+                         {"chunks_created_ahead", chunks_created_ahead_.load()},
+                         {"host_buffers_pinned_ahead", host_.pinned_ahead()}}},
           {"devices", devices}};
 }
 

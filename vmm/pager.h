@@ -7,8 +7,10 @@
 // recorded on each), its bytes are copied to pinned host memory there, and
 // its chunks go straight to the new owner, whose first use is ordered after
 // the copy stream. Its own range is unmapped once the copy has completed,
-// found by a non-blocking query (or waited for if the unit is wanted back
-// first), so nothing waits for the GPU to make room. Before a launch or copy
+// found by the reclaimer thread (or by a non-blocking query on the next slow
+// path, or waited for if the unit is wanted back first), so nothing on the
+// program's threads waits for the GPU to make room. The reclaimer also
+// creates chunks and pins host buffers ahead, off the launch path. Before a launch or copy
 // is enqueued, prepare() makes every unit it touches resident and makes the
 // launch's stream wait on the unit's arrival.
 //
@@ -33,6 +35,7 @@
 #include "vmm/driver_ops.h"
 #include "vmm/granule_index.h"
 #include "vmm/host_store.h"
+#include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
 #include "vmm/unit.h"
 
@@ -68,6 +71,8 @@ struct PagerOptions {
   std::uint64_t arena_bytes = std::uint64_t{1} << 40;  // address space for paged allocations
   std::optional<std::uint64_t> host_limit;             // VGPUMEM_HOST_LIMIT
   std::uint64_t slab_max_bytes = 1024 * 1024;           // allocations up to this size are packed into 2 MiB slabs
+  bool reclaimer = true;         // a background thread unmaps, creates chunks and pins ahead
+  std::size_t spare_chunks = 8;  // free chunks the reclaimer keeps ready while the cap has room
 };
 
 class Pager {
@@ -118,6 +123,9 @@ class Pager {
   // Room for `bytes` of unpaged device memory (the program's own cuMemCreate,
   // pools): offloads and releases chunks. True if that much was released.
   bool make_room(int device, std::uint64_t bytes);
+
+  // Ends the reclaimer thread (at process exit, before the driver goes).
+  void stop_reclaimer();
 
   // {"offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
   //  "resident_bytes", "paged_allocations", "host_pinned_bytes", ...}
@@ -176,6 +184,13 @@ class Pager {
   void set_ready(Unit* unit, CUevent event);
   void trace_resident(int device, const DeviceState& state);
 
+  // The reclaimer's pass, and its three jobs.
+  void reclaim();
+  void unmap_finished_offloads();
+  void create_chunks_ahead();
+  void pin_host_ahead();
+  void wake_reclaimer();
+
   const DriverOps& driver_;
   CapLedger& ledger_;
   trace::Recorder& recorder_;
@@ -206,6 +221,10 @@ class Pager {
   std::atomic<std::uint64_t> capture_pinned_bytes_{0};
   std::atomic<std::uint64_t> stalls_{0};        // operations made to wait for a unit on its way in
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
+  std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0};
+
+  // Last: stopped and joined first, while everything it uses still exists.
+  std::unique_ptr<Reclaimer> reclaimer_;
 };
 
 }  // namespace vgpumem::vmm

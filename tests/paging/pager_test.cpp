@@ -5,6 +5,9 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
+#include <chrono>
+#include <atomic>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@ namespace vgpumem::test {
 namespace {
 
 constexpr std::uint64_t kMiB = 1u << 20;
+constexpr std::uint64_t kChunk = 2 * kMiB;
 
 std::uint64_t physical_bytes_now() {
   std::size_t free = 0, total = 0;
@@ -98,7 +102,7 @@ TEST_F(PagerTest, SmallAllocationsShareAChunk) {
     EXPECT_EQ(small[i] % 512, 0u);
     write(small[i], 512, i);
   }
-  EXPECT_EQ(ledger_->usage(0).counted, 2 * kMiB) << "100 buffers of 512 bytes in one 2 MiB chunk";
+  EXPECT_EQ(pager_->resident_bytes(0), 2 * kMiB) << "100 buffers of 512 bytes in one 2 MiB chunk";
   for (unsigned i = 0; i < small.size(); ++i) EXPECT_TRUE(holds(small[i], 512, i));
   CUresult result = CUDA_SUCCESS;
   EXPECT_TRUE(pager_->free(small[0] + 8, &result));
@@ -176,6 +180,117 @@ TEST_F(PagerTest, StreamOrderedFreeWaitsForTheWorkAheadOfIt) {
   ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
 }
 
+// ---- the reclaimer: the slow work off the program's threads -------------------------------
+
+// Counts chunk creations and host pins made on the test's own thread.
+struct CallerCalls {
+  static inline std::thread::id caller;
+  static inline std::atomic<int> creates{0}, host_allocs{0};
+  static void reset() {
+    caller = std::this_thread::get_id();
+    creates = 0;
+    host_allocs = 0;
+  }
+};
+
+const vmm::DriverOps& counting_driver_ops() {
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o = simulated_driver_ops();
+    o.create = [](CUmemGenericAllocationHandle* h, size_t n, const CUmemAllocationProp* p, unsigned long long f) {
+      if (std::this_thread::get_id() == CallerCalls::caller) ++CallerCalls::creates;
+      return cuMemCreate(h, n, p, f);
+    };
+    o.host_alloc = [](void** p, size_t n, unsigned f) {
+      if (std::this_thread::get_id() == CallerCalls::caller) ++CallerCalls::host_allocs;
+      return cuMemHostAlloc(p, n, f);
+    };
+    return o;
+  }();
+  return ops;
+}
+
+// Polls `done` for up to five seconds of real time.
+template <typename Done>
+bool eventually(Done&& done) {
+  for (int i = 0; i < 5000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+class ReclaimerTest : public PagerTest {
+ protected:
+  void make_counted_pager(std::uint64_t cap) {
+    CallerCalls::reset();
+    cap_ = cap;
+    ledger_ = std::make_unique<vmm::CapLedger>([cap](int) { return cap; });
+    pager_ = std::make_unique<vmm::Pager>(counting_driver_ops(), *ledger_, recorder_, vmm::PagerOptions{});
+    baseline_ = physical_bytes_now();
+  }
+  std::uint64_t reclaimer_stat(const char* name) { return pager_->summary()["reclaimer"][name].get<std::uint64_t>(); }
+  void TearDown() override {
+    CUresult result = CUDA_SUCCESS;
+    for (CUdeviceptr p : buffers_) EXPECT_TRUE(pager_->free(p, &result));
+    pager_.reset();  // joins the reclaimer
+  }
+  std::vector<CUdeviceptr> buffers_;
+};
+
+TEST_F(ReclaimerTest, UnmapsFinishedOffloadsWithNoFurtherCall) {
+  make_counted_pager(4 * kMiB);
+  buffers_.resize(3);
+  for (unsigned i = 0; i < 3; ++i) {
+    ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[i]), CUDA_SUCCESS);
+    write(buffers_[i], 2 * kMiB, i);
+  }
+  // The third allocation offloaded the first; nothing on this thread waits for that copy.
+  EXPECT_TRUE(eventually([&] { return pager_->summary()["unmaps_pending"].get<int>() == 0; }))
+      << pager_->summary().dump();
+  EXPECT_GE(reclaimer_stat("unmaps"), 1u);
+  for (unsigned i = 0; i < 3; ++i) EXPECT_TRUE(holds(buffers_[i], 2 * kMiB, i)) << i;
+}
+
+TEST_F(ReclaimerTest, CreatesChunksAheadOffTheCallingThread) {
+  make_counted_pager(64 * kMiB);
+  buffers_.resize(2);
+  ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[0]), CUDA_SUCCESS);
+  EXPECT_EQ(CallerCalls::creates, 1) << "the first chunk is made on demand";
+  ASSERT_TRUE(eventually([&] { return pager_->idle_chunk_bytes(0) >= 8 * kChunk; }));
+  ASSERT_EQ(pager_->allocate(0, 8 * kMiB, &buffers_[1]), CUDA_SUCCESS);
+  write(buffers_[1], 8 * kMiB, 7);
+  EXPECT_EQ(CallerCalls::creates, 1) << "the next four chunks existed already";
+  EXPECT_GE(reclaimer_stat("chunks_created_ahead"), 8u);
+  EXPECT_LE(ledger_->usage(0).peak, 64 * kMiB) << "spares are charged to the cap";
+}
+
+TEST_F(ReclaimerTest, PinsTheNextHostBufferAhead) {
+  make_counted_pager(4 * kMiB);
+  buffers_.resize(4);
+  for (unsigned i = 0; i < 3; ++i) {
+    ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[i]), CUDA_SUCCESS);
+    write(buffers_[i], 2 * kMiB, i);
+  }
+  EXPECT_EQ(CallerCalls::host_allocs, 1) << "the first offload pins on demand";
+  ASSERT_TRUE(eventually([&] { return reclaimer_stat("host_buffers_pinned_ahead") >= 1; }));
+  ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[3]), CUDA_SUCCESS);  // offloads a second unit
+  write(buffers_[3], 2 * kMiB, 3);
+  EXPECT_EQ(CallerCalls::host_allocs, 1) << "the second offload found its buffer pinned";
+  for (unsigned i = 0; i < 4; ++i) EXPECT_TRUE(holds(buffers_[i], 2 * kMiB, i)) << i;
+}
+
+TEST_F(ReclaimerTest, RoomMadeForUnpagedMemoryIsNotTakenBack) {
+  make_counted_pager(16 * kMiB);
+  buffers_.resize(2);
+  ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[0]), CUDA_SUCCESS);
+  ASSERT_TRUE(eventually([&] { return ledger_->usage(0).counted == 16 * kMiB; })) << "spares fill the cap";
+  ASSERT_TRUE(pager_->make_room(0, 6 * kMiB));
+  ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[1]), CUDA_SUCCESS);  // takes a spare, wakes the reclaimer
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(ledger_->charge(0, 6 * kMiB)) << "the program's allocation gets the room it was made";
+  ledger_->refund(0, 6 * kMiB);
+}
+
 // ---- faults: the driver refuses one call; the pager ends in an out-of-memory
 // error or a logged retry, and every byte already stored is kept ----------------------------
 
@@ -211,7 +326,9 @@ class PagerFaultTest : public PagerTest {
     Faults::create = Faults::host_alloc = Faults::to_host = Faults::to_device = -1;
     ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 4 * kMiB; });
     cap_ = 4 * kMiB;
-    pager_ = std::make_unique<vmm::Pager>(flaky_driver_ops(), *ledger_, recorder_, vmm::PagerOptions{});
+    vmm::PagerOptions options;
+    options.reclaimer = false;  // each fault hits the call the test means, on the test's thread
+    pager_ = std::make_unique<vmm::Pager>(flaky_driver_ops(), *ledger_, recorder_, options);
     baseline_ = physical_bytes_now();
     // Three 2 MiB buffers under a 4 MiB cap: one is always on the host.
     for (unsigned i = 0; i < 3; ++i) {

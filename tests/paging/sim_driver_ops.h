@@ -31,6 +31,8 @@ inline const vmm::DriverOps& simulated_driver_ops() {
     o.event_synchronize = &cuEventSynchronize;
     o.event_destroy = &cuEventDestroy_v2;
     o.context_synchronize = [] { return cuCtxSynchronize(); };
+    o.context_get_current = &cuCtxGetCurrent;
+    o.context_set_current = &cuCtxSetCurrent;
     o.exchange_capture_mode = &cuThreadExchangeStreamCaptureMode;
     o.func_param_info = &cuFuncGetParamInfo;
     o.kernel_param_info = &cuKernelGetParamInfo;

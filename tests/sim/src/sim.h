@@ -60,6 +60,10 @@ struct Operation {
   double duration_ns = 0;
   bool effect_at_end = false;  // copies and memsets land at their end; kernels and host functions act at their start
   std::function<CUresult()> run;  // empty for markers (event records)
+  // A marker nobody can time (an event without timing) completes with the
+  // work before it, whatever the issuing thread's clock: per-thread clocks
+  // must not let one thread's lead delay a stream for the others.
+  bool untimed = false;
 };
 
 struct Capture;

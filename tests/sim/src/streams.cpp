@@ -101,6 +101,7 @@ CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_ap
   // A marker in the stream: complete when everything issued before it is.
   Operation marker;
   marker.what = "event";
+  marker.untimed = (event->flags & CU_EVENT_DISABLE_TIMING) != 0;
   if (CUresult r = enqueue(l.sim, stream, std::move(marker))) return r;
   event->capture = nullptr;
   event->recorded = true;

@@ -132,7 +132,7 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   }
   Device& device = sim.devices[static_cast<std::size_t>(sim.contexts.at(stream->context).device)];
   const auto engine = static_cast<std::size_t>(operation.engine);
-  double start = std::max({host_now(sim), stream->tail_ns, implicit_dependencies(sim, *stream)});
+  double start = std::max({operation.untimed ? 0.0 : host_now(sim), stream->tail_ns, implicit_dependencies(sim, *stream)});
   if (operation.engine != Engine::none) start = std::max(start, device.engine_free_ns[engine]);
   const double end = start + operation.duration_ns;
   if (operation.engine != Engine::none) {
