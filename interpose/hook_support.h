@@ -71,6 +71,13 @@ inline CUresult paged_operand(std::uint64_t address, std::uint64_t bytes, CUstre
   return pager == nullptr ? CUDA_SUCCESS : pager->prepare_range(address, bytes, stream, per_thread, access);
 }
 
+// Host bytes on their way to the device: pointers into paged memory among
+// them pin their targets (a kernel may follow them, unseen by any hook).
+inline CUresult pin_uploaded_pointers(const void* host, std::size_t bytes) {
+  vmm::Pager* pager = Runtime::get().pager();
+  return pager == nullptr ? CUDA_SUCCESS : pager->pin_uploaded_pointers(host, bytes);
+}
+
 // A free: forwards, and on success refunds what the allocation was charged.
 template <typename Free>
 CUresult charged_free(HookId api, AllocationKind kind, std::uint64_t key, Free&& free_it) {

@@ -43,13 +43,16 @@ VGPUMEM_UNIFIED_COPY(cuMemcpyDtoD_v2_ptds, kPerThread)
 VGPUMEM_UNIFIED_COPY_ASYNC(cuMemcpyDtoDAsync_v2, kLegacy)
 VGPUMEM_UNIFIED_COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, kPerThread)
 
-// Host to device: the destination is the device operand.
+// Host to device: the destination is the device operand, and a small upload
+// may be a table of pointers a kernel will follow (pin_uploaded_pointers).
 #define VGPUMEM_TO_DEVICE(name, per_thread)                                                                    \
   extern "C" CUresult name(CUdeviceptr dst, const void* src, size_t n) {                                       \
+    if (CUresult r = pin_uploaded_pointers(src, n)) return r;                                                  \
     return copy_with_operands(HookId::name, dst, n, 0, 0, nullptr, per_thread, [&] { return REAL(name)(dst, src, n); }); \
   }
 #define VGPUMEM_TO_DEVICE_ASYNC(name, per_thread)                                                              \
   extern "C" CUresult name(CUdeviceptr dst, const void* src, size_t n, CUstream s) {                           \
+    if (CUresult r = pin_uploaded_pointers(src, n)) return r;                                                  \
     return copy_with_operands(HookId::name, dst, n, 0, 0, s, per_thread, [&] { return REAL(name)(dst, src, n, s); }); \
   }
 VGPUMEM_TO_DEVICE(cuMemcpyHtoD_v2, kLegacy)

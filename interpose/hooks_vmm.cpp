@@ -2,6 +2,7 @@
 // expandable segments, NCCL). Physical memory is what cuMemCreate makes, so
 // that is what the cap charges; reserving address space and mapping cost none.
 #include "interpose/hook_support.h"
+#include "shim/log.h"
 
 using namespace vgpumem;
 using namespace vgpumem::interpose;
@@ -64,4 +65,24 @@ VGPUMEM_FORWARDING_HOOK(cuMemExportToShareableHandle,
 VGPUMEM_FORWARDING_HOOK(cuMemImportFromShareableHandle,
                         (CUmemGenericAllocationHandle * handle, void* shareable, CUmemAllocationHandleType type),
                         (handle, shareable, type))
-VGPUMEM_FORWARDING_HOOK(cuIpcGetMemHandle, (CUipcMemHandle * handle, CUdeviceptr dptr), (handle, dptr))
+// Legacy IPC hands a cuMemAlloc allocation to another process, which then
+// uses it unseen: paged memory is pinned resident first. But the driver
+// refuses legacy IPC on virtual-memory allocations (research: cuda-facts §3),
+// and every paged allocation is one: the program gets the driver's error,
+// and the log says what to do about it.
+extern "C" CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  Runtime::get().count(HookId::cuIpcGetMemHandle);
+  vmm::Pager* pager = Runtime::get().pager();
+  if (pager == nullptr || !pager->owns(dptr)) return REAL(cuIpcGetMemHandle)(handle, dptr);
+  const std::uint64_t word = dptr;
+  if (CUresult r = pager->pin_for_life(&word, 1, vmm::LifetimePin::exported)) return r;
+  const CUresult result = REAL(cuIpcGetMemHandle)(handle, dptr);
+  if (result != CUDA_SUCCESS) {
+    pager->unpin_for_life(dptr, vmm::LifetimePin::exported);
+    VGPUMEM_LOG_ERROR("cuIpcGetMemHandle({:#x}) failed with error {}: CUDA IPC cannot share paged memory (with "
+                      "VGPUMEM_POLICY=lru every cuMemAlloc allocation is virtual memory). To share device memory "
+                      "between processes, run with VGPUMEM_POLICY=off; the cap still applies",
+                      dptr, static_cast<int>(result));
+  }
+  return result;
+}

@@ -1,6 +1,8 @@
 #include "vmm/pager.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -123,7 +125,7 @@ bool Pager::fast_path(Unit* unit, std::uint64_t bit) const {
 
 CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread,
                         Access& access) {
-  if (capture_open() && capturing(canonical(stream, per_thread))) return prepare_for_capture(words, count);
+  if (capture_open() && capturing(canonical(stream, per_thread))) return pin_for_life(words, count, LifetimePin::captured);
   const std::uint64_t bit = streams_.bit_for(stream, per_thread);
   const std::uint64_t tick = next_tick();
   Unit* touched[Access::kInline];
@@ -207,8 +209,13 @@ CUresult Pager::make_resident_now(Unit* unit) {
 // Work recorded into a graph is replayed later by cuGraphLaunch, which no
 // hook can follow into: everything it touches is made resident now, waited
 // for on the host (the capturing stream cannot wait on the pager's events),
-// and never offloaded again while it lives.
-CUresult Pager::prepare_for_capture(const std::uint64_t* words, std::size_t count) {
+// and never offloaded again while it lives. Memory exported to another
+// process, or whose address was uploaded for a kernel to follow, is the same.
+CUresult Pager::pin_for_life(const std::uint64_t* words, std::size_t count, LifetimePin why) {
+  static constexpr const char* kBecause[] = {"a captured graph uses it", "it was exported by cuIpcGetMemHandle",
+                                             "its address was copied to the device"};
+  const auto bit = static_cast<std::uint8_t>(why);
+  const int reason = std::countr_zero(bit);
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, true);
   reap_saved_units(false);
@@ -216,19 +223,48 @@ CUresult Pager::prepare_for_capture(const std::uint64_t* words, std::size_t coun
     Unit* unit = index_.lookup(words[i]);
     if (unit == nullptr || unit->retired) continue;
     if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
-      VGPUMEM_LOG_WARN("memory a captured graph uses cannot be made resident ({} at {:#x}): error {}",
-                       format_bytes(unit->bytes), unit->address, static_cast<int>(result));
+      VGPUMEM_LOG_WARN("cannot keep {} at {:#x} resident ({}): error {}", format_bytes(unit->bytes), unit->address,
+                       kBecause[reason], static_cast<int>(result));
+      ooms_.fetch_add(1, std::memory_order_relaxed);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (!unit->captured) {
-      unit->captured = true;
-      ++unit->pins;
-      capture_pinned_bytes_.fetch_add(unit->bytes, std::memory_order_relaxed);
-      VGPUMEM_LOG_INFO("pinned {} at {:#x} resident: a captured graph uses it", format_bytes(unit->bytes),
-                       unit->address);
-    }
+    const std::uint8_t before = unit->lifetime_pins.fetch_or(bit);
+    if ((before & bit) != 0) continue;
+    if (before == 0) ++unit->pins;
+    lifetime_pinned_bytes_[reason].fetch_add(unit->bytes, std::memory_order_relaxed);
+    VGPUMEM_LOG_INFO("pinned {} at {:#x} resident: {}", format_bytes(unit->bytes), unit->address, kBecause[reason]);
   }
   return CUDA_SUCCESS;
+}
+
+void Pager::unpin_for_life(std::uint64_t address, LifetimePin why) {
+  const auto bit = static_cast<std::uint8_t>(why);
+  std::lock_guard lock(mutex_);
+  Unit* unit = index_.lookup(address);
+  if (unit == nullptr || unit->retired || (unit->lifetime_pins.load() & bit) == 0) return;
+  if (unit->lifetime_pins.fetch_and(static_cast<std::uint8_t>(~bit)) == bit) --unit->pins;
+  lifetime_pinned_bytes_[std::countr_zero(bit)].fetch_sub(unit->bytes, std::memory_order_relaxed);
+}
+
+CUresult Pager::pin_uploaded_pointers(const void* host, std::size_t bytes) {
+  if (host == nullptr || bytes < sizeof(std::uint64_t) || bytes > kPointerTableBytes) return CUDA_SUCCESS;
+  constexpr auto kReferenced = static_cast<std::uint8_t>(LifetimePin::referenced);
+  // The host buffer may be unaligned: words are read at 8-byte offsets from its start.
+  const auto* bytes_in = static_cast<const unsigned char*>(host);
+  std::uint64_t found[Access::kInline];
+  std::size_t count = 0;
+  for (std::size_t at = 0; at + sizeof(std::uint64_t) <= bytes; at += sizeof(std::uint64_t)) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes_in + at, sizeof word);
+    const Unit* unit = index_.lookup(word);
+    if (unit == nullptr || (unit->lifetime_pins.load(std::memory_order_acquire) & kReferenced) != 0) continue;
+    found[count++] = word;
+    if (count == Access::kInline) {
+      if (const CUresult result = pin_for_life(found, count, LifetimePin::referenced)) return result;
+      count = 0;
+    }
+  }
+  return count == 0 ? CUDA_SUCCESS : pin_for_life(found, count, LifetimePin::referenced);
 }
 
 CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
@@ -558,7 +594,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   unit->device = device;
   unit->slab = slab;
   unit->pins = 0;
-  unit->captured = false;
+  unit->lifetime_pins.store(0);
   unit->live = 0;
   unit->slab_used = 0;
   unit->retired = false;
@@ -666,8 +702,10 @@ void Pager::release_unit(Unit* unit) {
   index_.assign(unit->address, unit->bytes, nullptr);
   arena_.give_back(unit->address, unit->bytes);
   if (state.open_slab == unit) state.open_slab = nullptr;
-  if (unit->captured) capture_pinned_bytes_.fetch_sub(unit->bytes, std::memory_order_relaxed);
-  unit->captured = false;
+  const std::uint8_t lifetime_pins = unit->lifetime_pins.exchange(0);
+  for (int reason = 0; reason < 3; ++reason) {
+    if ((lifetime_pins >> reason) & 1) lifetime_pinned_bytes_[reason].fetch_sub(unit->bytes, std::memory_order_relaxed);
+  }
   unit->state.store(Residency::on_host);
   unit->retired = true;
 }
@@ -900,7 +938,9 @@ nlohmann::json Pager::summary() const {
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},
           {"stalled_operations", stalls_.load()},
-          {"capture_pinned_bytes", capture_pinned_bytes_.load()},
+          {"capture_pinned_bytes", lifetime_pinned_bytes_[0].load()},
+          {"ipc_pinned_bytes", lifetime_pinned_bytes_[1].load()},
+          {"pointer_table_pinned_bytes", lifetime_pinned_bytes_[2].load()},
           {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},
           {"host_pinned_bytes", host_.pinned_bytes()},

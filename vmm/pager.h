@@ -114,6 +114,19 @@ class Pager {
     }
   }
 
+  // Pins every unit one of `words` points into resident for as long as it
+  // lives, for `why` (made resident now, waited for on the host). Returns
+  // CUDA_ERROR_OUT_OF_MEMORY if one cannot be brought back.
+  CUresult pin_for_life(const std::uint64_t* words, std::size_t count, LifetimePin why);
+  // Drops that pin again (an export that failed).
+  void unpin_for_life(std::uint64_t address, LifetimePin why);
+  // Host bytes about to be copied to the device: every 8-byte-aligned word
+  // that points into a paged unit pins that unit for life (LifetimePin::
+  // referenced), because a kernel may follow the stored pointer, unseen.
+  // Scans only uploads up to kPointerTableBytes; lock-free unless it finds one.
+  static constexpr std::size_t kPointerTableBytes = 64 * 1024;
+  CUresult pin_uploaded_pointers(const void* host, std::size_t bytes);
+
   // Keeps the unit holding `address` resident until unpin (memory the
   // scanner cannot follow). Returns false if the address is not paged, and
   // CUDA_ERROR_OUT_OF_MEMORY in *result if it cannot be brought back.
@@ -152,7 +165,6 @@ class Pager {
   CUresult prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,
                         bool per_thread);
   bool capturing(CUstream stream) const;
-  CUresult prepare_for_capture(const std::uint64_t* words, std::size_t count);
   CUresult make_resident_now(Unit* unit);
 
  public:
@@ -218,7 +230,7 @@ class Pager {
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
-  std::atomic<std::uint64_t> capture_pinned_bytes_{0};
+  std::atomic<std::uint64_t> lifetime_pinned_bytes_[3] = {};  // by LifetimePin bit: captured, exported, referenced
   std::atomic<std::uint64_t> stalls_{0};        // operations made to wait for a unit on its way in
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
   std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0};

@@ -24,6 +24,14 @@ namespace vgpumem::vmm {
 
 enum class Residency : std::uint8_t { resident, moving_out, on_host };
 
+// Why a unit is pinned resident for as long as it lives: something uses it
+// that no hook sees (docs/configuration.md, "What is pinned resident").
+enum class LifetimePin : std::uint8_t {
+  captured = 1,    // work captured into a CUDA graph uses it (the graph replays unseen)
+  exported = 2,    // handed to another process by cuIpcGetMemHandle
+  referenced = 4,  // its address was uploaded to the device (a pointer table)
+};
+
 struct Unit {
   std::uint64_t address = 0;
   std::uint64_t bytes = 0;  // a multiple of kChunkBytes
@@ -45,7 +53,7 @@ struct Unit {
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion
   bool unmap_pending = false;
-  bool captured = false;              // used by captured work: pinned for good
+  std::atomic<std::uint8_t> lifetime_pins{0};  // LifetimePin bits; any holds one of `pins`
   bool retired = false;                // freed; kept for reuse (a stale lookup may still hold it)
 };
 

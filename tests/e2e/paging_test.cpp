@@ -155,6 +155,41 @@ TEST(PagingFaults, RefusedPinnedHostAllocationIsWorkedAround) {
   expect_identical_despite("hostalloc:2", "cannot offload");
 }
 
+// A kernel reads two buffers through a table of pointers the program
+// uploaded: no launch names them, so the upload itself pins them.
+TEST(Paging, BuffersReachedThroughAnUploadedPointerTableStayResident) {
+  // Two 4 MiB targets, six 4 MiB others and a slab: 34 MiB under a 16 MiB cap.
+  const PagedRun paged = run_paged("pointer_table", {program("pointer_probe"), "table"}, "16MiB",
+                                   {{"VGPUMEM_LOG_LEVEL", "info"}});
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("table ok"), std::string::npos);
+  ASSERT_FALSE(paged.simulator.is_null());
+  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
+  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 16ull << 20);
+  ASSERT_FALSE(paged.trace.is_null());
+  const auto& paging = paged.trace["vgpumem"]["paging"];
+  EXPECT_GT(paging["offloads"].get<int>(), 0) << "the others were paged";
+  EXPECT_EQ(paging["pointer_table_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
+  EXPECT_NE(paged.process.err.find("its address was copied to the device"), std::string::npos) << paged.process.err;
+}
+
+// Legacy IPC cannot share virtual memory: with paging the driver's error
+// reaches the program, with a log line naming the way out; with
+// VGPUMEM_POLICY=off the same program shares its buffer under the cap.
+TEST(Paging, LegacyIpcOnPagedMemoryIsTheDriversErrorAndSaysWhatToDo) {
+  const PagedRun paged = run_paged("ipc_paged", {program("pointer_probe"), "ipc"}, "16MiB");
+  EXPECT_EQ(paged.process.exit_code, 5) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("ipc refused CUDA_ERROR_INVALID_VALUE"), std::string::npos) << paged.process.out;
+  EXPECT_NE(paged.process.err.find("run with VGPUMEM_POLICY=off"), std::string::npos) << paged.process.err;
+  ASSERT_FALSE(paged.trace.is_null());
+  EXPECT_EQ(paged.trace["vgpumem"]["paging"]["ipc_pinned_bytes"].get<std::uint64_t>(), 0u) << "the pin is undone";
+
+  const PagedRun unpaged =
+      run_paged("ipc_unpaged", {program("pointer_probe"), "ipc"}, "16MiB", {{"VGPUMEM_POLICY", "off"}});
+  EXPECT_EQ(unpaged.process.exit_code, 0) << unpaged.process.out << unpaged.process.err;
+  EXPECT_NE(unpaged.process.out.find("ipc ok"), std::string::npos);
+}
+
 TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   auto env = simulator_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";

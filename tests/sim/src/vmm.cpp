@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "sim.h"
 
 using namespace vgpusim;
@@ -245,8 +247,20 @@ SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*
   return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle*, CUdeviceptr) {
-  Simulator::get().count("cuIpcGetMemHandle");
-  return CUDA_ERROR_NOT_SUPPORTED;  // legacy IPC is not simulated
+// Legacy IPC: a handle for cuMemAlloc memory; nothing else is IPC capable
+// (virtual-memory mappings and stream-ordered allocations get
+// CUDA_ERROR_INVALID_VALUE, as the driver answers for pool memory; the code
+// for a VMM mapping is still to be confirmed on hardware). No other process
+// can open the handle: cuIpcOpenMemHandle is not simulated.
+SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr address) {
+  Locked l;
+  l.sim.count("cuIpcGetMemHandle");
+  if (CUresult r = check_context(l.sim)) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Region* region = l.sim.region_of(address);
+  if (region == nullptr || region->freed || region->kind != Region::Kind::allocation) return CUDA_ERROR_INVALID_VALUE;
+  *handle = CUipcMemHandle{};
+  std::memcpy(handle->reserved, &region->base, sizeof region->base);
+  return CUDA_SUCCESS;
 }
 
