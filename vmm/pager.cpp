@@ -717,6 +717,18 @@ std::map<std::uint64_t, Pager::AllocationInfo>::iterator Pager::live_allocation(
   return it != allocations_.end() && it->second.freeing ? allocations_.end() : it;
 }
 
+bool Pager::allocation_range(std::uint64_t address, std::uint64_t* start, std::uint64_t* bytes) const {
+  if (index_.lookup(address) == nullptr) return false;
+  std::lock_guard lock(mutex_);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) return false;
+  --it;
+  if (it->second.freeing || address >= it->first + std::max<std::uint64_t>(it->second.bytes, 1)) return false;
+  *start = it->first;
+  *bytes = it->second.bytes;
+  return true;
+}
+
 bool Pager::free(CUdeviceptr address, CUresult* result) {
   if (index_.lookup(address) == nullptr) return false;
   std::lock_guard lock(mutex_);

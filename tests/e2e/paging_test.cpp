@@ -190,6 +190,20 @@ TEST(Paging, LegacyIpcOnPagedMemoryIsTheDriversErrorAndSaysWhatToDo) {
   EXPECT_NE(unpaged.process.out.find("ipc ok"), std::string::npos);
 }
 
+// Range queries answer for the allocation, as for cuMemAlloc memory, not
+// for the arena the pager reserved; offloaded memory answers too.
+TEST(Paging, PointerQueriesSeeTheAllocationNotTheArena) {
+  const PagedRun paged = run_paged("range_paged", {program("pointer_probe"), "range"}, "8MiB");
+  EXPECT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("range ok"), std::string::npos);
+  ASSERT_FALSE(paged.trace.is_null());
+  EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0) << "one buffer was queried on the host";
+
+  const PagedRun unpaged = run_paged("range_unpaged", {program("pointer_probe"), "range"}, "64MiB",
+                                     {{"VGPUMEM_POLICY", "off"}});
+  EXPECT_EQ(unpaged.process.exit_code, 0) << unpaged.process.out << unpaged.process.err;
+}
+
 TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   auto env = simulator_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";

@@ -8,6 +8,10 @@
 //   pointer_probe ipc     asks for a legacy IPC handle of a cuMemAlloc
 //                         buffer. Prints "ipc ok" (exit 0), or "ipc refused
 //                         <error>" (exit 5).
+//   pointer_probe range   asks where allocations start and end (address
+//                         range, pointer attributes) from inside them, one
+//                         of them offloaded, and again after a free. Prints
+//                         "range ok" (exit 0), or "range wrong ..." (exit 4).
 // A CUDA error elsewhere exits 3.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -118,17 +122,70 @@ int ipc() {
   return 0;
 }
 
+bool range_is(CUdeviceptr p, std::size_t bytes) {
+  const CUdeviceptr inside = p + (bytes > 100 ? 100 : bytes - 1);
+  CUdeviceptr base = 0, start = 0, start_too = 0;
+  size_t size = 0, range_size = 0, range_size_too = 0;
+  int ordinal = -1, ordinal_too = -1;
+  CHECK(cuMemGetAddressRange(&base, &size, inside));
+  CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, inside));
+  CHECK(cuPointerGetAttribute(&range_size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, inside));
+  CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, inside));
+  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* data[] = {&start_too, &ordinal_too, &range_size_too};
+  CHECK(cuPointerGetAttributes(3, attributes, data, inside));
+  const bool right = base == p && size == bytes && start == p && range_size == bytes && ordinal == 0 &&
+                     start_too == p && range_size_too == bytes && ordinal_too == 0;
+  if (!right) {
+    std::printf("range wrong for %zu bytes at %#llx: range %#llx+%zu, attribute %#llx+%zu on %d, attributes "
+                "%#llx+%zu on %d\n",
+                bytes, static_cast<unsigned long long>(p), static_cast<unsigned long long>(base), size,
+                static_cast<unsigned long long>(start), range_size, ordinal, static_cast<unsigned long long>(start_too),
+                range_size_too, ordinal_too);
+  }
+  return right;
+}
+
+int range() {
+  // Two small buffers (packed together under paging) and three of 4 MiB,
+  // written in turn: under an 8 MiB cap the first big one is offloaded.
+  const std::size_t sizes[] = {512, 700, kBufferBytes, kBufferBytes, kBufferBytes};
+  std::vector<CUdeviceptr> buffers;
+  for (std::size_t bytes : sizes) {
+    CUdeviceptr p = 0;
+    CHECK(cuMemAlloc(&p, bytes));
+    CHECK(cuMemsetD8(p, 7, bytes));
+    buffers.push_back(p);
+  }
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    if (!range_is(buffers[i], sizes[i])) return 4;
+  }
+  CHECK(cuMemFree(buffers[0]));
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (cuMemGetAddressRange(&base, &size, buffers[0]) == CUDA_SUCCESS) {
+    std::printf("range wrong: a freed buffer still has a range %#llx+%zu\n", static_cast<unsigned long long>(base),
+                size);
+    return 4;
+  }
+  for (std::size_t i = 1; i < buffers.size(); ++i) CHECK(cuMemFree(buffers[i]));
+  std::printf("range ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "table" && mode != "ipc") {
-    std::fprintf(stderr, "usage: pointer_probe table|ipc\n");
+  if (mode != "table" && mode != "ipc" && mode != "range") {
+    std::fprintf(stderr, "usage: pointer_probe table|ipc|range\n");
     return 2;
   }
   CHECK(cuInit(0));
   CUcontext context = nullptr;
   CHECK(cuDevicePrimaryCtxRetain(&context, 0));
   CHECK(cuCtxSetCurrent(context));
+  if (mode == "range") return range();
   return mode == "table" ? table() : ipc();
 }

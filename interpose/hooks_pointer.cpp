@@ -1,0 +1,74 @@
+// Pointer queries on paged memory answer as they would for the cuMemAlloc
+// allocation the program asked for. The driver sees only the pager's arena:
+// left alone, a range query would return the whole reservation (1 TiB), and
+// code that finds an allocation's base this way (IPC, NCCL registration,
+// allocators) would compute nonsense. The other attributes are the driver's,
+// asked with the allocation mapped: an offloaded range is not, and what the
+// driver says of an unmapped address is not something to rely on.
+#include "interpose/hook_support.h"
+
+using namespace vgpumem;
+using namespace vgpumem::interpose;
+
+namespace {
+
+struct PagedRange {
+  std::uint64_t start = 0, bytes = 0;
+};
+
+// The paged allocation at `address`, if it is one (paging on, and live).
+bool paged_range(CUdeviceptr address, PagedRange* range) {
+  vmm::Pager* pager = Runtime::get().pager();
+  return pager != nullptr && pager->allocation_range(address, &range->start, &range->bytes);
+}
+
+// Maps the unit holding `address` if it is on the host (on the legacy
+// stream, as a synchronous query would be ordered).
+CUresult mapped_for_query(CUdeviceptr address) {
+  vmm::Access access;
+  return paged_operand(address, 1, nullptr, false, access);
+}
+
+// Fills a range attribute from the paged allocation; false for any other.
+bool answer_range(CUpointer_attribute attribute, void* data, const PagedRange& range) {
+  if (data == nullptr) return false;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = range.start; return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = range.bytes; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+extern "C" CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
+  Runtime::get().count(HookId::cuMemGetAddressRange_v2);
+  vmm::Pager* pager = Runtime::get().pager();
+  if (pager == nullptr || !pager->owns(dptr)) return REAL(cuMemGetAddressRange_v2)(base, size, dptr);
+  PagedRange range;
+  if (!paged_range(dptr, &range)) return CUDA_ERROR_NOT_FOUND;  // freed, or between allocations
+  if (base != nullptr) *base = range.start;
+  if (size != nullptr) *size = range.bytes;
+  return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  Runtime::get().count(HookId::cuPointerGetAttribute);
+  PagedRange range;
+  if (!paged_range(ptr, &range)) return REAL(cuPointerGetAttribute)(data, attribute, ptr);
+  if (answer_range(attribute, data, range)) return CUDA_SUCCESS;
+  if (CUresult r = mapped_for_query(ptr)) return r;
+  return REAL(cuPointerGetAttribute)(data, attribute, ptr);
+}
+
+extern "C" CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute* attributes, void** data,
+                                           CUdeviceptr ptr) {
+  Runtime::get().count(HookId::cuPointerGetAttributes);
+  PagedRange range;
+  if (!paged_range(ptr, &range)) return REAL(cuPointerGetAttributes)(count, attributes, data, ptr);
+  if (CUresult r = mapped_for_query(ptr)) return r;
+  const CUresult result = REAL(cuPointerGetAttributes)(count, attributes, data, ptr);
+  if (result != CUDA_SUCCESS || attributes == nullptr || data == nullptr) return result;
+  for (unsigned i = 0; i < count; ++i) answer_range(attributes[i], data[i], range);
+  return result;
+}
