@@ -2,6 +2,7 @@
 // ordered and pool, arrays, and the legacy 32-bit variants. Each charges the
 // bytes to the device's cap before the real call (vmm/accounting.h).
 #include <algorithm>
+#include <optional>
 
 #include "interpose/hook_support.h"
 
@@ -181,23 +182,79 @@ extern "C" CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUs
       [&] { REAL(cuMemFreeAsync_ptsz)(*dptr, stream); });
 }
 
+namespace {
+
+// From a pool: paged when the pool allows it (vmm/pool_registry.h), charged
+// to the pool's own device otherwise.
+template <typename Real, typename FreeAsync>
+CUresult allocate_from_pool(HookId api, CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream,
+                            bool per_thread, Real&& real, FreeAsync&& free_async) {
+  const vmm::PoolRegistry& pools = Runtime::get().pools();
+  if (const std::optional<int> device = pools.pageable_on(pool)) {
+    if (vmm::Pager* pager = pager_for_stream_ordered(*device, stream, per_thread)) {
+      return paged_allocation(*pager, api, *device, bytesize, dptr);
+    }
+  }
+  return charged_allocation(
+      api, AllocationKind::device, pools.device_of(pool).value_or(stream_device()), bytesize,
+      [&] { return real(); }, [&] { return *dptr; }, [&] { free_async(*dptr); });
+}
+
+}  // namespace
+
 extern "C" CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
   Runtime::get().count(HookId::cuMemAllocFromPoolAsync);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream);
-  return charged_allocation(
-      HookId::cuMemAllocFromPoolAsync, AllocationKind::device, stream_device(), bytesize,
-      [&] { return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream); }, [&] { return *dptr; },
-      [&] { REAL(cuMemFreeAsync)(*dptr, stream); });
+  return allocate_from_pool(
+      HookId::cuMemAllocFromPoolAsync, dptr, bytesize, pool, stream, false,
+      [&] { return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream); },
+      [&](CUdeviceptr p) { REAL(cuMemFreeAsync)(p, stream); });
 }
 
 extern "C" CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                                  CUstream stream) {
   Runtime::get().count(HookId::cuMemAllocFromPoolAsync_ptsz);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream);
-  return charged_allocation(
-      HookId::cuMemAllocFromPoolAsync_ptsz, AllocationKind::device, stream_device(), bytesize,
-      [&] { return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream); }, [&] { return *dptr; },
-      [&] { REAL(cuMemFreeAsync_ptsz)(*dptr, stream); });
+  return allocate_from_pool(
+      HookId::cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream, true,
+      [&] { return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream); },
+      [&](CUdeviceptr p) { REAL(cuMemFreeAsync_ptsz)(p, stream); });
+}
+
+// The pools the program holds, so the pager knows which it may serve.
+extern "C" CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  Runtime::get().count(HookId::cuMemPoolCreate);
+  const CUresult result = REAL(cuMemPoolCreate)(pool, props);
+  if (result == CUDA_SUCCESS && pool != nullptr && props != nullptr) Runtime::get().pools().created(*pool, *props);
+  return result;
+}
+
+extern "C" CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  Runtime::get().count(HookId::cuMemPoolDestroy);
+  const CUresult result = REAL(cuMemPoolDestroy)(pool);
+  if (result == CUDA_SUCCESS) Runtime::get().pools().destroyed(pool);
+  return result;
+}
+
+extern "C" CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  Runtime::get().count(HookId::cuMemPoolSetAccess);
+  const CUresult result = REAL(cuMemPoolSetAccess)(pool, map, count);
+  if (result == CUDA_SUCCESS) Runtime::get().pools().access_set(pool, map, count);
+  return result;
+}
+
+extern "C" CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
+  Runtime::get().count(HookId::cuDeviceGetDefaultMemPool);
+  const CUresult result = REAL(cuDeviceGetDefaultMemPool)(pool, device);
+  if (result == CUDA_SUCCESS && pool != nullptr) Runtime::get().pools().saw_device_pool(*pool, device);
+  return result;
+}
+
+extern "C" CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice device) {
+  Runtime::get().count(HookId::cuDeviceGetMemPool);
+  const CUresult result = REAL(cuDeviceGetMemPool)(pool, device);
+  if (result == CUDA_SUCCESS && pool != nullptr) Runtime::get().pools().saw_device_pool(*pool, device);
+  return result;
 }
 
 extern "C" CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

@@ -18,6 +18,7 @@
 #include "vmm/accounting.h"
 #include "vmm/launch_args.h"
 #include "vmm/pager.h"
+#include "vmm/pool_registry.h"
 
 namespace vgpumem {
 
@@ -53,6 +54,8 @@ class Runtime {
     vmm::Pager* pager = this->pager();
     return pager != nullptr && device >= 0 && accounting_.capped(device) ? pager : nullptr;
   }
+  // The program's memory pools, and which the pager may serve.
+  vmm::PoolRegistry& pools() { return pools_; }
   // Kernel parameter layouts (valid once pager() is non-null).
   vmm::LaunchArgs& launch_args() { return *launch_args_; }
 
@@ -76,6 +79,7 @@ class Runtime {
   const bool paging_wanted_;
   std::atomic<vmm::Pager*> pager_{nullptr};
   vmm::LaunchArgs* launch_args_ = nullptr;
+  vmm::PoolRegistry pools_;
 };
 
 // The recorder of this process. It exists before the runtime does: dlsym and

@@ -204,6 +204,24 @@ TEST(Paging, PointerQueriesSeeTheAllocationNotTheArena) {
   EXPECT_EQ(unpaged.process.exit_code, 0) << unpaged.process.out << unpaged.process.err;
 }
 
+// Pool allocations are paged when the pool allows it (default pool, a pool
+// the program made) and not when paged memory could not keep its promise
+// (exportable, shared with another device): those are charged, and paged
+// memory makes room for them.
+TEST(Paging, PoolAllocationsArePagedWhenThePoolAllowsIt) {
+  const PagedRun paged = run_paged("pools", {program("pool_probe")}, "12MiB", {{"VGPUSIM_DEVICES", "2"}});
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("pool ok"), std::string::npos);
+  ASSERT_FALSE(paged.simulator.is_null());
+  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
+  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 12ull << 20);
+  ASSERT_FALSE(paged.trace.is_null());
+  const auto& summary = paged.trace["vgpumem"];
+  EXPECT_GT(summary["paging"]["offloads"].get<int>(), 0);
+  EXPECT_EQ(summary["paging"]["paged_allocations"].get<int>(), 1) << "buffer 0, from the default pool";
+  EXPECT_EQ(summary["live_allocations_at_exit"].get<int>(), 2) << "the exportable and the shared pool's";
+}
+
 TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   auto env = simulator_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";

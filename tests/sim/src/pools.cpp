@@ -112,6 +112,26 @@ SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool handle) {
   return CUDA_SUCCESS;
 }
 
+// Access for other devices to the pool's memory (the pool's own device
+// always has it). Recorded, not enforced: the simulator has no peer kernels.
+SIM_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool handle, const CUmemAccessDesc* map, size_t count) {
+  Locked l;
+  l.sim.count("cuMemPoolSetAccess");
+  Pool* pool = pool_of(l.sim, handle);
+  if (pool == nullptr || (map == nullptr && count != 0)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    const int device = map[i].location.id;
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || device < 0 ||
+        device >= static_cast<int>(l.sim.devices.size())) {
+      return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if (device == pool->device) continue;
+    const std::uint64_t bit = std::uint64_t{1} << device;
+    pool->peer_access = map[i].flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? pool->peer_access & ~bit : pool->peer_access | bit;
+  }
+  return CUDA_SUCCESS;
+}
+
 SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool handle, CUmemPool_attribute attribute, void* value) {
   Locked l;
   Pool* pool = pool_of(l.sim, handle);

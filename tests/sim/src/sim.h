@@ -116,6 +116,7 @@ struct Pool {
   std::uint64_t release_threshold = 0;
   std::uint64_t used_now = 0, used_high = 0;
   int reuse_follow_event = 1, reuse_opportunistic = 1, reuse_internal = 1;
+  std::uint64_t peer_access = 0;  // devices granted access by cuMemPoolSetAccess, as bits
 };
 
 // A physical allocation (what cuMemCreate returns a handle to). Backed by a
