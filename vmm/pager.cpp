@@ -57,7 +57,7 @@ struct Pager::DeviceState {
   CUevent reclaim_mark = nullptr;  // the reclaimer's own, recorded on the copy stream
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
-  Unit* open_slab = nullptr;
+  std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic
   std::uint64_t resident_bytes = 0;
 };
 
@@ -596,7 +596,8 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   unit->pins = 0;
   unit->lifetime_pins.store(0);
   unit->live = 0;
-  unit->slab_used = 0;
+  unit->holes.clear();
+  if (slab) unit->holes.emplace(0, bytes);
   unit->retired = false;
   unit->used_by.store(0);
   unit->last_use.store(tick_.load());
@@ -664,15 +665,15 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
   std::uint64_t address = 0;
   if (bytes <= options_.slab_max_bytes) {
     const std::uint64_t size = round_up(bytes, kAllocationAlignment);
-    Unit* slab = state.open_slab;
-    if (slab == nullptr || slab->slab_used + size > slab->bytes) {
-      slab = new_unit(device, kChunkBytes, true);
+    std::uint64_t offset = 0;
+    unit = carve_from_slabs(state, size, &offset);
+    if (unit == nullptr) {
+      Unit* slab = new_unit(device, kChunkBytes, true);
       if (slab == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-      state.open_slab = slab;
+      state.slabs_with_room.emplace(slab->address, slab);
+      unit = carve_from_slabs(state, size, &offset);
     }
-    unit = slab;
-    address = slab->address + slab->slab_used;
-    slab->slab_used += size;
+    address = unit->address + offset;
   } else {
     unit = new_unit(device, round_up(bytes, kChunkBytes), false);
     if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -701,7 +702,8 @@ void Pager::release_unit(Unit* unit) {
   stored_bytes_ -= unit->bytes;
   index_.assign(unit->address, unit->bytes, nullptr);
   arena_.give_back(unit->address, unit->bytes);
-  if (state.open_slab == unit) state.open_slab = nullptr;
+  state.slabs_with_room.erase(unit->address);
+  unit->holes.clear();
   const std::uint8_t lifetime_pins = unit->lifetime_pins.exchange(0);
   for (int reason = 0; reason < 3; ++reason) {
     if ((lifetime_pins >> reason) & 1) lifetime_pinned_bytes_[reason].fetch_sub(unit->bytes, std::memory_order_relaxed);
@@ -746,8 +748,52 @@ bool Pager::free(CUdeviceptr address, CUresult* result) {
 
 void Pager::release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it) {
   Unit* unit = it->second.unit;
+  const std::uint64_t offset = it->first - unit->address;
+  const std::uint64_t size = round_up(it->second.bytes, kAllocationAlignment);
   allocations_.erase(it);
-  if (--unit->live == 0) release_unit(unit);
+  if (--unit->live == 0) {
+    release_unit(unit);
+  } else if (unit->slab) {
+    return_to_slab(device_state(unit->device), unit, offset, size);
+  }
+}
+
+// First fit over the slabs that have room, lowest address first; the slab,
+// and the allocation's offset in it, or nullptr.
+Unit* Pager::carve_from_slabs(DeviceState& state, std::uint64_t size, std::uint64_t* offset) {
+  for (auto slab_it = state.slabs_with_room.begin(); slab_it != state.slabs_with_room.end(); ++slab_it) {
+    Unit* slab = slab_it->second;
+    for (auto hole = slab->holes.begin(); hole != slab->holes.end(); ++hole) {
+      if (hole->second < size) continue;
+      *offset = hole->first;
+      const std::uint64_t left = hole->second - size;
+      slab->holes.erase(hole);
+      if (left > 0) slab->holes.emplace(*offset + size, left);
+      if (slab->holes.empty()) state.slabs_with_room.erase(slab_it);
+      return slab;
+    }
+  }
+  return nullptr;
+}
+
+// A freed allocation's range goes back to its slab, merged with its
+// neighbours, for the next small allocation to reuse.
+void Pager::return_to_slab(DeviceState& state, Unit* slab, std::uint64_t offset, std::uint64_t size) {
+  auto next = slab->holes.lower_bound(offset);
+  if (next != slab->holes.end() && next->first == offset + size) {
+    size += next->second;
+    next = slab->holes.erase(next);
+  }
+  if (next != slab->holes.begin()) {
+    auto previous = std::prev(next);
+    if (previous->first + previous->second == offset) {
+      previous->second += size;
+      state.slabs_with_room.emplace(slab->address, slab);
+      return;
+    }
+  }
+  slab->holes.emplace(offset, size);
+  state.slabs_with_room.emplace(slab->address, slab);
 }
 
 bool Pager::free_async(CUdeviceptr address, CUstream stream, bool per_thread, CUresult* result) {

@@ -187,6 +187,8 @@ class Pager {
   void reap_saved_units(bool wait);
   void reap_freed_allocations();
   void release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it);
+  Unit* carve_from_slabs(DeviceState& state, std::uint64_t size, std::uint64_t* offset);
+  void return_to_slab(DeviceState& state, Unit* slab, std::uint64_t offset, std::uint64_t size);
   void finish_unmap(Unit* unit, bool wait);
   void unmap_now(Unit* unit);
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);

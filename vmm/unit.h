@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include <cuda.h>
@@ -47,7 +48,7 @@ struct Unit {
   // Under the pager's lock.
   std::uint32_t pins = 0;              // pinned resident (see Pager::pin)
   std::uint32_t live = 0;              // allocations in it (slabs: many)
-  std::uint64_t slab_used = 0;         // bump offset of a slab
+  std::map<std::uint64_t, std::uint64_t> holes;  // a slab's free ranges: offset -> bytes, coalesced
   std::vector<CUmemGenericAllocationHandle> chunks;
   void* host = nullptr;
   CUevent ready = nullptr;             // owned; null when nothing to wait for

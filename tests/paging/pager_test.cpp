@@ -110,6 +110,38 @@ TEST_F(PagerTest, SmallAllocationsShareAChunk) {
   for (CUdeviceptr p : small) ASSERT_TRUE(pager_->free(p, &result));
 }
 
+TEST_F(PagerTest, FreedSmallAllocationsLeaveHolesTheNextOnesReuse) {
+  make_pager(64 * kMiB);
+  // Two slabs' worth of 1 KiB buffers; then every other one is freed.
+  std::vector<CUdeviceptr> small(4096);
+  for (unsigned i = 0; i < small.size(); ++i) {
+    ASSERT_EQ(pager_->allocate(0, 1000, &small[i]), CUDA_SUCCESS);
+    write(small[i], 1000, i);
+  }
+  EXPECT_EQ(pager_->resident_bytes(0), 4 * kMiB);
+  CUresult result = CUDA_SUCCESS;
+  for (unsigned i = 0; i < small.size(); i += 2) ASSERT_TRUE(pager_->free(small[i], &result));
+  // Half the room is free again, in 1 KiB holes: 2048 more buffers fit.
+  for (unsigned i = 0; i < small.size(); i += 2) {
+    ASSERT_EQ(pager_->allocate(0, 900, &small[i]), CUDA_SUCCESS);
+    write(small[i], 900, i + 7);
+  }
+  EXPECT_EQ(pager_->resident_bytes(0), 4 * kMiB) << "the holes were reused: no third slab";
+  for (unsigned i = 0; i < small.size(); ++i) {
+    EXPECT_TRUE(i % 2 == 0 ? holds(small[i], 900, i + 7) : holds(small[i], 1000, i)) << i;
+  }
+  // Freeing neighbours merges their holes: a buffer twice the size fits.
+  ASSERT_TRUE(pager_->free(small[0], &result));
+  ASSERT_TRUE(pager_->free(small[1], &result));
+  CUdeviceptr merged = 0;
+  ASSERT_EQ(pager_->allocate(0, 2048, &merged), CUDA_SUCCESS);
+  EXPECT_EQ(merged, small[0]) << "first fit, in the merged hole";
+  EXPECT_EQ(pager_->resident_bytes(0), 4 * kMiB);
+  ASSERT_TRUE(pager_->free(merged, &result));
+  for (unsigned i = 2; i < small.size(); ++i) ASSERT_TRUE(pager_->free(small[i], &result));
+  EXPECT_EQ(pager_->resident_bytes(0), 0u) << "empty slabs are released";
+}
+
 TEST_F(PagerTest, HostLimitEndsInOutOfMemoryAndKeepsWhatIsStored) {
   make_pager(4 * kMiB, 4 * kMiB);
   // 8 MiB of room, less one unit kept free to swap through: three units.
