@@ -58,6 +58,7 @@ struct Pager::DeviceState {
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
   std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic
+  std::vector<Unit*> victims;                       // offload_lru's scratch
   std::uint64_t resident_bytes = 0;
 };
 
@@ -101,12 +102,17 @@ Pager::DeviceState& Pager::device_state(int device) {
 
 // ---- the launch path -----------------------------------------------------------------------
 
-// The LRU clock: every thread advances it on one launch in 16 and reads it on
-// the others, so launches from many threads do not all write one cache line.
+// The LRU clock: every thread advances the shared window on one launch in
+// 16 and reads it on the others, so launches from many threads do not all
+// write one cache line; the launch's place in its thread's window is the low
+// bits, so one thread's order is exact (ties would make the victim choice
+// arbitrary among everything used in the same window).
 std::uint64_t Pager::next_tick() {
   thread_local std::uint32_t launches = 0;
-  if ((++launches & 15) == 0) return tick_.fetch_add(1, std::memory_order_relaxed) + 1;
-  return tick_.load(std::memory_order_relaxed);
+  const std::uint32_t place = ++launches & 15;
+  const std::uint64_t window = place == 0 ? tick_.fetch_add(1, std::memory_order_relaxed) + 1
+                                          : tick_.load(std::memory_order_relaxed);
+  return (window << 4) | place;
 }
 
 // Records that `unit` is used on the stream of `bit` at `tick`, writing only
@@ -418,18 +424,24 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
 }
 
 bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
-  // Least recently used first; a unit a launch is holding is skipped.
-  std::vector<Unit*> candidates;
+  // Least recently used first; a unit a launch is holding is skipped. The
+  // first candidate almost always goes, so a heap: linear to build, and a
+  // logarithmic pop for each one that cannot.
+  std::vector<Unit*>& candidates = state.victims;  // reused: no allocation once grown
+  candidates.clear();
   for (const auto& unit : state.units) {
     if (unit.get() != keep && !unit->retired && unit->pins == 0 &&
         unit->state.load() == Residency::resident && unit->launching.load() == 0) {
       candidates.push_back(unit.get());
     }
   }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Unit* a, const Unit* b) { return a->last_use.load() < b->last_use.load(); });
-  for (Unit* unit : candidates) {
-    if (offload(state, unit) == CUDA_SUCCESS) return true;
+  const auto more_recent = [](const Unit* a, const Unit* b) { return a->last_use.load() > b->last_use.load(); };
+  std::make_heap(candidates.begin(), candidates.end(), more_recent);
+  while (!candidates.empty()) {
+    std::pop_heap(candidates.begin(), candidates.end(), more_recent);
+    Unit* oldest = candidates.back();
+    candidates.pop_back();
+    if (offload(state, oldest) == CUDA_SUCCESS) return true;
   }
   return false;
 }
@@ -600,7 +612,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   if (slab) unit->holes.emplace(0, bytes);
   unit->retired = false;
   unit->used_by.store(0);
-  unit->last_use.store(tick_.load());
+  unit->last_use.store(tick_.load() << 4);  // as if used at the start of this window
   if (take_chunks(state, bytes / kChunkBytes, unit, &unit->chunks) != CUDA_SUCCESS || map_chunks(unit) != CUDA_SUCCESS) {
     return_chunks(state, &unit->chunks);
     unit->retired = true;
