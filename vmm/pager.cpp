@@ -967,9 +967,14 @@ void Pager::pin_host_ahead() {
     bytes = host_.spare_wanted();
     if (!devices_.empty()) context = devices_.begin()->second->context;
   }
-  if (!bytes || driver_.context_set_current(context) != CUDA_SUCCESS) return;
+  if (!bytes || !pin_ahead_ || driver_.context_set_current(context) != CUDA_SUCCESS) return;
   void* buffer = nullptr;
-  if (driver_.host_alloc(&buffer, *bytes, 0) != CUDA_SUCCESS) return;  // pinned on demand, then
+  if (const CUresult result = driver_.host_alloc(&buffer, *bytes, 0); result != CUDA_SUCCESS) {
+    pin_ahead_ = false;  // the host is short of memory: do not ask again and again
+    VGPUMEM_LOG_WARN("cannot pin {} of host memory ahead: error {}; offloads pin what they need on demand from now on",
+                     format_bytes(*bytes), static_cast<int>(result));
+    return;
+  }
   std::lock_guard lock(mutex_);
   host_.add_spare(buffer, *bytes);
 }

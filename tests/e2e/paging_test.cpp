@@ -4,6 +4,8 @@
 // shows its physical peak under the cap and no illegal access.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -136,23 +138,27 @@ TEST(Paging, TrainerAtTenTimesTheCapIsBitIdentical) { expect_identical_under(kTw
 
 // The simulated driver refuses one call the pager makes: it logs and works
 // around it, and the trainer's result does not change.
-void expect_identical_despite(const std::string& faults, const std::string& logged) {
+// `logged`: what the log says, any one of them (which call hits the fault
+// depends on whether the reclaimer or the program's thread made it).
+void expect_identical_despite(const std::string& faults, const std::vector<std::string>& logged) {
   const Run baseline = train(kTwelveLayers, "");
   ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out;
   const Run paged = train(kTwelveLayers, std::to_string(baseline.wanted / 3), faults);
   ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
   EXPECT_EQ(paged.result, baseline.result);
-  EXPECT_NE(paged.process.err.find(logged), std::string::npos) << paged.process.err;
+  EXPECT_TRUE(std::any_of(logged.begin(), logged.end(),
+                          [&](const std::string& line) { return paged.process.err.find(line) != std::string::npos; }))
+      << paged.process.err;
   ASSERT_FALSE(paged.simulator.is_null());
   EXPECT_EQ(paged.simulator["faults_injected"].size(), 1u) << paged.simulator.dump();
   EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0);
 }
 
 TEST(PagingFaults, RefusedChunkCreationIsWorkedAround) {
-  expect_identical_despite("cuMemCreate:10", "cannot create a 2 MiB chunk");
+  expect_identical_despite("cuMemCreate:10", {"cannot create a 2 MiB chunk"});
 }
 TEST(PagingFaults, RefusedPinnedHostAllocationIsWorkedAround) {
-  expect_identical_despite("hostalloc:2", "cannot offload");
+  expect_identical_despite("hostalloc:2", {"cannot offload", "cannot pin"});
 }
 
 // A kernel reads two buffers through a table of pointers the program
