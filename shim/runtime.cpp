@@ -3,7 +3,10 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <string>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +20,18 @@ namespace vgpumem {
 namespace {
 
 std::atomic<Runtime*> g_runtime{nullptr};
+
+// Whether PYTORCH_CUDA_ALLOC_CONF ("key:value,key:value") turns on
+// expandable segments, which map memory with the program's own VMM calls:
+// capped, but not paged.
+bool pytorch_expandable_segments() {
+  const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+  if (conf == nullptr) return false;
+  std::string text(conf);
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
+  return text.find("expandable_segments:true") != std::string::npos;
+}
 
 }  // namespace
 
@@ -72,6 +87,11 @@ vmm::Pager* Runtime::create_pager() {
     pager_.store(new vmm::Pager(*driver, accounting_.ledger(), recorder_, options), std::memory_order_release);
     VGPUMEM_LOG_INFO("paging on (policy lru, host limit {})",
                      config_.host_limit ? format_bytes(*config_.host_limit) : std::string("none"));
+    if (pytorch_expandable_segments()) {
+      VGPUMEM_LOG_WARN("PYTORCH_CUDA_ALLOC_CONF turns on expandable segments: PyTorch's memory is then mapped by its "
+                       "own VMM calls, which vgpumem caps but does not page. Leave expandable_segments off to page "
+                       "past the cap");
+    }
   });
   return pager_.load(std::memory_order_acquire);
 }
