@@ -1,16 +1,20 @@
-// What the launch hook adds with paging on: cuLaunchKernel through
+// What the hooks add with paging on. The launch: cuLaunchKernel through
 // libvgpumem.so (VGPUMEM_LIMIT set, so arguments are scanned and the units
 // they point into checked resident) versus the same call straight to the
 // simulated driver, with 10, 1,000 and 100,000 live paged allocations. The
 // kernel takes four pointers into resident allocations and four integers, and
 // does nothing; both sides pay the simulator's own launch cost, so the
-// difference is the hook.
+// difference is the hook. The upload: cuMemcpyHtoD of 4 KiB and 64 KiB of
+// plain data (no pointers) into a paged allocation, through the hook (which
+// scans uploads up to 64 KiB for pointer tables) and straight to the
+// simulator.
 //
 //   paging_hook_bench [--benchmark_...]
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -22,9 +26,11 @@ namespace {
 using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               CUstream, void**, void**);
 using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+using UploadFn = CUresult (*)(CUdeviceptr, const void*, size_t);
 
 struct World {
   LaunchFn direct = nullptr, hooked = nullptr;
+  UploadFn upload_direct = nullptr, upload_hooked = nullptr;
   AllocFn allocate = nullptr;
   CUfunction kernel = nullptr;
   std::vector<CUdeviceptr> live;
@@ -69,6 +75,8 @@ World& world() {
     result.direct = symbol<LaunchFn>(sim, "cuLaunchKernel");
     result.hooked = symbol<LaunchFn>(shim, "cuLaunchKernel");
     result.allocate = symbol<AllocFn>(shim, "cuMemAlloc_v2");
+    result.upload_direct = symbol<UploadFn>(sim, "cuMemcpyHtoD_v2");
+    result.upload_hooked = symbol<UploadFn>(shim, "cuMemcpyHtoD_v2");
     return result;
   }();
   return w;
@@ -111,6 +119,24 @@ BENCHMARK(BM_PagedLaunchDirect)->Arg(1000);
 BENCHMARK(BM_PagedLaunchThroughHook)->Arg(1000);
 BENCHMARK(BM_PagedLaunchDirect)->Arg(100000);
 BENCHMARK(BM_PagedLaunchThroughHook)->Arg(100000);
+
+void upload(benchmark::State& state, bool through_hook) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  World& w = world();
+  static CUdeviceptr target = 0;
+  if (target == 0 && w.allocate(&target, 64 * 1024) != CUDA_SUCCESS) std::exit(1);
+  std::vector<std::uint64_t> data(bytes / 8);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = i * 2654435761u;  // plain numbers, no pointers
+  const UploadFn fn = through_hook ? w.upload_hooked : w.upload_direct;
+  for (auto _ : state) benchmark::DoNotOptimize(fn(target, data.data(), bytes));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+
+void BM_UploadDirect(benchmark::State& state) { upload(state, false); }
+void BM_UploadThroughHook(benchmark::State& state) { upload(state, true); }
+
+BENCHMARK(BM_UploadDirect)->Arg(4096)->Arg(65536);
+BENCHMARK(BM_UploadThroughHook)->Arg(4096)->Arg(65536);
 
 }  // namespace
 
