@@ -120,7 +120,10 @@ nlohmann::json Runtime::summary() const {
   }
   nlohmann::json summary = const_cast<vmm::Accounting&>(accounting_).summary();
   summary["calls_by_api"] = std::move(calls);
-  if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) summary["paging"] = pager->summary();
+  // A forked child's pager is the parent's, copied mid-flight (its lock may
+  // have been held by another of the parent's threads): not the child's to report.
+  vmm::Pager* pager = pager_.load(std::memory_order_acquire);
+  if (pager != nullptr && !forked_child_.load(std::memory_order_relaxed)) summary["paging"] = pager->summary();
   summary["pid"] = ::getpid();
   return summary;
 }
@@ -157,6 +160,7 @@ void Runtime::after_fork_in_child() {
   if (Runtime* runtime = get_if_created()) {
     runtime->forked_child_.store(true, std::memory_order_relaxed);
     runtime->recorder_.reset_after_fork();
+    if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->abandon_reclaimer_after_fork();
   }
 }
 

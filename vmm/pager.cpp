@@ -94,6 +94,10 @@ void Pager::stop_reclaimer() {
   if (reclaimer_) reclaimer_->stop();
 }
 
+void Pager::abandon_reclaimer_after_fork() {
+  (void)reclaimer_.release();  // leaked on purpose: its std::thread names the parent's thread
+}
+
 Pager::DeviceState& Pager::device_state(int device) {
   auto& slot = devices_[device];
   if (!slot) slot = std::make_unique<DeviceState>(device, driver_, ledger_);

@@ -142,6 +142,9 @@ class Pager {
 
   // Ends the reclaimer thread (at process exit, before the driver goes).
   void stop_reclaimer();
+  // In a forked child the thread does not exist: forget it without touching
+  // it (joining it would hang). The slow paths still reap on their own.
+  void abandon_reclaimer_after_fork();
 
   // {"offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
   //  "resident_bytes", "paged_allocations", "host_pinned_bytes", ...}

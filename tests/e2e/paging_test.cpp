@@ -242,6 +242,16 @@ TEST(Paging, ExpandableSegmentsAreCalledOutWhenPagingStarts) {
   EXPECT_EQ(plain.process.err.find("expandable"), std::string::npos) << plain.process.err;
 }
 
+// A forked child that exits normally runs the shim's exit handler where the
+// reclaimer thread does not exist: it must neither join it nor hang.
+TEST(Paging, AForkedChildExitsCleanlyWhilePagingRuns) {
+  const PagedRun paged = run_paged("fork", {program("fork_probe")}, "12MiB");
+  EXPECT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("fork ok"), std::string::npos) << paged.process.out;
+  ASSERT_FALSE(paged.trace.is_null());
+  EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
+}
+
 TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   auto env = simulator_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";

@@ -1,6 +1,8 @@
 // Initialisation, configuration, devices, error names, the report.
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -93,7 +95,14 @@ void configure(Simulator& sim) {
   create_default_pools(sim);
 }
 
+// The report describes the simulated device, which belongs to the process
+// that initialised it: a forked child (a data-loader worker that never uses
+// CUDA) writes none. Its exit must not wait for the simulator's lock either,
+// which another of the parent's threads may have held at the fork.
+std::atomic<bool> g_forked_child{false};
+
 void report_at_exit() {
+  if (g_forked_child.load()) return;
   const char* path = std::getenv("VGPUSIM_REPORT");
   if (path == nullptr || *path == '\0') return;
   std::string expanded;
@@ -145,6 +154,7 @@ SIM_EXPORT CUresult cuInit(unsigned int flags) {
     configure(sim);
     sim.initialised = true;
     std::atexit(report_at_exit);
+    pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true); });
   }
   return CUDA_SUCCESS;
 }
