@@ -16,10 +16,14 @@ struct PagedRange {
   std::uint64_t start = 0, bytes = 0;
 };
 
-// The paged allocation at `address`, if it is one (paging on, and live).
-bool paged_range(CUdeviceptr address, PagedRange* range) {
+// What `address` is to the pager.
+enum class Paged { no, live, freed };
+
+Paged paged_range(CUdeviceptr address, PagedRange* range) {
   vmm::Pager* pager = Runtime::get().pager();
-  return pager != nullptr && pager->allocation_range(address, &range->start, &range->bytes);
+  if (pager == nullptr || !pager->in_arena(address)) return Paged::no;
+  // In the arena but in no live allocation: freed, as far as the program knows.
+  return pager->allocation_range(address, &range->start, &range->bytes) ? Paged::live : Paged::freed;
 }
 
 // Maps the unit holding `address` if it is on the host (on the legacy
@@ -43,10 +47,12 @@ bool answer_range(CUpointer_attribute attribute, void* data, const PagedRange& r
 
 extern "C" CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
   Runtime::get().count(HookId::cuMemGetAddressRange_v2);
-  vmm::Pager* pager = Runtime::get().pager();
-  if (pager == nullptr || !pager->owns(dptr)) return REAL(cuMemGetAddressRange_v2)(base, size, dptr);
   PagedRange range;
-  if (!paged_range(dptr, &range)) return CUDA_ERROR_NOT_FOUND;  // freed, or between allocations
+  switch (paged_range(dptr, &range)) {
+    case Paged::no: return REAL(cuMemGetAddressRange_v2)(base, size, dptr);
+    case Paged::freed: return CUDA_ERROR_NOT_FOUND;
+    case Paged::live: break;
+  }
   if (base != nullptr) *base = range.start;
   if (size != nullptr) *size = range.bytes;
   return CUDA_SUCCESS;
@@ -55,7 +61,11 @@ extern "C" CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUd
 extern "C" CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   Runtime::get().count(HookId::cuPointerGetAttribute);
   PagedRange range;
-  if (!paged_range(ptr, &range)) return REAL(cuPointerGetAttribute)(data, attribute, ptr);
+  switch (paged_range(ptr, &range)) {
+    case Paged::no: return REAL(cuPointerGetAttribute)(data, attribute, ptr);
+    case Paged::freed: return CUDA_ERROR_INVALID_VALUE;  // as for freed cuMemAlloc memory
+    case Paged::live: break;
+  }
   if (answer_range(attribute, data, range)) return CUDA_SUCCESS;
   if (CUresult r = mapped_for_query(ptr)) return r;
   return REAL(cuPointerGetAttribute)(data, attribute, ptr);
@@ -65,7 +75,12 @@ extern "C" CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute* 
                                            CUdeviceptr ptr) {
   Runtime::get().count(HookId::cuPointerGetAttributes);
   PagedRange range;
-  if (!paged_range(ptr, &range)) return REAL(cuPointerGetAttributes)(count, attributes, data, ptr);
+  const Paged paged = paged_range(ptr, &range);
+  if (paged != Paged::live) {
+    // A freed paged address is asked of the driver as an address it does not
+    // know: outside the arena, where the answers are those for unknown memory.
+    return REAL(cuPointerGetAttributes)(count, attributes, data, paged == Paged::freed ? 0 : ptr);
+  }
   if (CUresult r = mapped_for_query(ptr)) return r;
   const CUresult result = REAL(cuPointerGetAttributes)(count, attributes, data, ptr);
   if (result != CUDA_SUCCESS || attributes == nullptr || data == nullptr) return result;

@@ -58,7 +58,7 @@ struct Pager::DeviceState {
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
   std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic
-  std::vector<Unit*> victims;                       // offload_lru's scratch
+  std::vector<std::pair<std::uint64_t, Unit*>> victims;  // offload_lru's scratch: (last use, unit)
   std::uint64_t resident_bytes = 0;
 };
 
@@ -430,20 +430,21 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
 bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
   // Least recently used first; a unit a launch is holding is skipped. The
   // first candidate almost always goes, so a heap: linear to build, and a
-  // logarithmic pop for each one that cannot.
-  std::vector<Unit*>& candidates = state.victims;  // reused: no allocation once grown
+  // logarithmic pop for each one that cannot. Launches keep writing
+  // `last_use` meanwhile: the heap orders a snapshot of it.
+  auto& candidates = state.victims;  // reused: no allocation once grown
   candidates.clear();
   for (const auto& unit : state.units) {
     if (unit.get() != keep && !unit->retired && unit->pins == 0 &&
         unit->state.load() == Residency::resident && unit->launching.load() == 0) {
-      candidates.push_back(unit.get());
+      candidates.emplace_back(unit->last_use.load(std::memory_order_relaxed), unit.get());
     }
   }
-  const auto more_recent = [](const Unit* a, const Unit* b) { return a->last_use.load() > b->last_use.load(); };
+  const auto more_recent = [](const auto& a, const auto& b) { return a.first > b.first; };
   std::make_heap(candidates.begin(), candidates.end(), more_recent);
   while (!candidates.empty()) {
     std::pop_heap(candidates.begin(), candidates.end(), more_recent);
-    Unit* oldest = candidates.back();
+    Unit* oldest = candidates.back().second;
     candidates.pop_back();
     if (offload(state, oldest) == CUDA_SUCCESS) return true;
   }

@@ -94,6 +94,8 @@ class Pager {
   // done, found without waiting. False if `address` is not paged.
   bool free_async(CUdeviceptr address, CUstream stream, bool per_thread, CUresult* result);
   bool owns(std::uint64_t address) const { return index_.lookup(address) != nullptr; }
+  // Whether `address` lies in the pager's arena, live or not.
+  bool in_arena(std::uint64_t address) const { return address - index_.base() < index_.bytes(); }
   // The live paged allocation holding `address`: its start and the bytes
   // asked for. False if none (a freed allocation, a slab's unused tail).
   bool allocation_range(std::uint64_t address, std::uint64_t* start, std::uint64_t* bytes) const;

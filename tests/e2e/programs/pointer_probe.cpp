@@ -170,6 +170,13 @@ int range() {
     return 4;
   }
   for (std::size_t i = 1; i < buffers.size(); ++i) CHECK(cuMemFree(buffers[i]));
+  CUdeviceptr start = 0;
+  if (cuMemGetAddressRange(&base, &size, buffers[2]) == CUDA_SUCCESS ||
+      cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, buffers[2]) == CUDA_SUCCESS) {
+    std::printf("range wrong: freed memory still has a range (%#llx+%zu, start %#llx)\n",
+                static_cast<unsigned long long>(base), size, static_cast<unsigned long long>(start));
+    return 4;
+  }
   std::printf("range ok\n");
   return 0;
 }
