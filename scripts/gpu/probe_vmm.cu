@@ -5,9 +5,13 @@
 //                           allocation) runs on another stream
 //   interference            does VMM work on the host delay or serialize an unrelated
 //                           kernel + copy on stream S2 while a kernel runs on S1?
+//   pointer_queries         what cuMemGetAddressRange, cuPointerGetAttribute(s) and
+//                           cuIpcGetMemHandle say of a VMM mapping, mapped and after
+//                           cuMemUnmap (the pager's offloaded ranges), and of cuMemAlloc
+//                           memory for comparison (docs/gpu-facts.md, paging rows)
 //   unmap_while_kernel_reads (last, own process) does cuMemUnmap(A) wait for a running
 //                           kernel that reads A; does that kernel then fault?
-// Prints one JSON object.
+// Prints one JSON object. `probe_vmm PART` runs only that part.
 #include <atomic>
 #include <thread>
 
@@ -163,13 +167,65 @@ static void unmap_while_kernel_reads() {
   CUdeviceptr x; emit_r("mem_alloc_after", cuMemAlloc(&x, 1 << 20));
 }
 
-int main() {
+// Queries on one address: the address range and five attributes, each as
+// {"r": result, "v": value}.
+static std::string queries_at(CUdeviceptr p) {
+  CUdeviceptr base = 0, start = 0; size_t size = 0, range_size = 0; int ordinal = -9; unsigned type = 0;
+  CUcontext ctx = nullptr;
+  CUresult r_range = cuMemGetAddressRange(&base, &size, p);
+  CUresult r_start = cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p);
+  CUresult r_size = cuPointerGetAttribute(&range_size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p);
+  CUresult r_ordinal = cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+  CUresult r_type = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+  CUresult r_ctx = cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, p);
+  auto v = [](CUresult r, const std::string& value) { return "{\"r\":" + rj(r) + ",\"v\":" + value + "}"; };
+  return "{\"address_range\":" + v(r_range, fmt("[%llu,%zu]", (unsigned long long)base, size)) +
+         ",\"range_start\":" + v(r_start, fmt("%llu", (unsigned long long)start)) +
+         ",\"range_size\":" + v(r_size, fmt("%zu", range_size)) + ",\"device_ordinal\":" + v(r_ordinal, fmt("%d", ordinal)) +
+         ",\"memory_type\":" + v(r_type, fmt("%u", type)) + ",\"context_is_current\":" +
+         v(r_ctx, ctx == nullptr ? "null" : (ctx == [] { CUcontext c = nullptr; cuCtxGetCurrent(&c); return c; }() ? "true" : "false")) + "}";
+}
+
+static void pointer_queries() {
+  Cuda c; if (!c.init(false)) return;
+  const size_t reserve = 64u << 20, chunk = 2u << 20;
+  CUdeviceptr va = 0; emit_r("reserve", cuMemAddressReserve(&va, reserve, chunk, 0, 0));
+  emit("reservation", fmt("[%llu,%zu]", (unsigned long long)va, reserve));
+  CUmemAllocationProp prop{}; prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = c.dev;
+  CUmemGenericAllocationHandle h = 0; emit_r("create", cuMemCreate(&h, chunk, &prop, 0));
+  const CUdeviceptr at = va + chunk;  // the second granule of the reservation
+  emit("mapped_at", fmt("%llu", (unsigned long long)at));
+  emit_r("map", cuMemMap(at, chunk, 0, h, 0));
+  CUmemAccessDesc access{}; access.location = prop.location; access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  emit_r("set_access", cuMemSetAccess(at, chunk, &access, 1));
+  emit("mapped", queries_at(at + 100));
+  CUipcMemHandle ipc{}; emit_r("ipc_vmm_mapped", cuIpcGetMemHandle(&ipc, at));
+  emit_r("unmap", cuMemUnmap(at, chunk));
+  emit("unmapped", queries_at(at + 100));
+  emit("never_mapped", queries_at(va + 3 * chunk));
+  emit_r("ipc_vmm_unmapped", cuIpcGetMemHandle(&ipc, at));
+  emit_r("release", cuMemRelease(h));
+  emit_r("address_free", cuMemAddressFree(va, reserve));
+  CUdeviceptr plain = 0; emit_r("mem_alloc", cuMemAlloc(&plain, chunk));
+  emit("mem_alloc_queries", queries_at(plain + 100));
+  emit_r("ipc_mem_alloc", cuIpcGetMemHandle(&ipc, plain));
+  emit_r("mem_free", cuMemFree(plain));
+}
+
+// probe_vmm [PART]: every part, or only the one named.
+int main(int argc, char** argv) {
+  const std::string only = argc > 1 ? argv[1] : "";
   Parts P("probe_vmm");
-  P.run("attributes_granularity", 30, attributes_granularity);
-  P.run("latency_idle", 60, [] { latency(false); });
-  P.run("latency_busy", 60, [] { latency(true); });
-  P.run("interference", 60, interference);
-  P.run("unmap_while_kernel_reads", 30, unmap_while_kernel_reads);
+  auto part = [&](const char* name, int timeout_s, const std::function<void()>& fn) {
+    if (only.empty() || only == name) P.run(name, timeout_s, fn);
+  };
+  part("attributes_granularity", 30, attributes_granularity);
+  part("latency_idle", 60, [] { latency(false); });
+  part("latency_busy", 60, [] { latency(true); });
+  part("interference", 60, interference);
+  part("pointer_queries", 30, pointer_queries);
+  part("unmap_while_kernel_reads", 30, unmap_while_kernel_reads);
   P.print();
   return 0;
 }

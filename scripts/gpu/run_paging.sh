@@ -11,6 +11,9 @@
 #     without the shim, and under a 4 GiB cap with the default allocator and
 #     with backend:cudaMallocAsync, each also without the shim: identical
 #     loss and parameters, step times.
+#  4. probe_vmm pointer_queries (no shim): what the driver says of a VMM
+#     mapping's address range and attributes, mapped and unmapped (an
+#     offloaded range), and of legacy IPC on it -> vmm_queries.json.
 # Writes paging.txt (every RESULT line and a summary) and log.txt to $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +39,8 @@ run torch_noshim 300 python3 "$here/torch_paging.py" noshim
 run torch_shim_cap4g 400 env LD_PRELOAD=$S VGPUMEM_LIMIT=4GiB VGPUMEM_TRACE=$OUT/trace-torch-paging.json python3 "$here/torch_paging.py" cap4g
 run torch_async_noshim 300 env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync python3 "$here/torch_paging.py" async_noshim
 run torch_async_shim_cap4g 400 env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_PRELOAD=$S VGPUMEM_LIMIT=4GiB VGPUMEM_TRACE=$OUT/trace-torch-async-paging.json python3 "$here/torch_paging.py" async_cap4g
+timeout -k 5 60 "$B/gpu-probes/probe_vmm" pointer_queries > "$OUT/vmm_queries.json" 2>> "$LOG"
+echo "VMM_QUERIES $(head -c 3000 "$OUT/vmm_queries.json")" >> "$R"
 grep -E "ERROR SUMMARY|errors" "$LOG" | tail -4 >> "$R"
 python3 - "$OUT" >> "$R" 2>> "$LOG" <<'PY'
 import json, os, sys
