@@ -205,6 +205,16 @@ static void pointer_queries() {
   emit("unmapped", queries_at(at + 100));
   emit("never_mapped", queries_at(va + 3 * chunk));
   emit_r("ipc_vmm_unmapped", cuIpcGetMemHandle(&ipc, at));
+  // One cuMemUnmap over two adjacent mappings of two handles (the pager
+  // unmaps a unit's chunks in one call, falling back to one per chunk).
+  CUmemGenericAllocationHandle h2 = 0; emit_r("create_second", cuMemCreate(&h2, chunk, &prop, 0));
+  emit_r("map_pair_first", cuMemMap(va + 4 * chunk, chunk, 0, h, 0));
+  emit_r("map_pair_second", cuMemMap(va + 5 * chunk, chunk, 0, h2, 0));
+  emit_r("set_access_pair", cuMemSetAccess(va + 4 * chunk, 2 * chunk, &access, 1));
+  const CUresult pair = cuMemUnmap(va + 4 * chunk, 2 * chunk);
+  emit_r("unmap_pair_in_one_call", pair);
+  if (pair != CUDA_SUCCESS) { cuMemUnmap(va + 4 * chunk, chunk); cuMemUnmap(va + 5 * chunk, chunk); }
+  emit_r("release_second", cuMemRelease(h2));
   emit_r("release", cuMemRelease(h));
   emit_r("address_free", cuMemAddressFree(va, reserve));
   CUdeviceptr plain = 0; emit_r("mem_alloc", cuMemAlloc(&plain, chunk));

@@ -416,6 +416,39 @@ TEST_F(PagerFaultTest, FetchCopyFailureIsOutOfMemoryAndTheDataStaysOnTheHost) {
   EXPECT_EQ(touch_all(), CUDA_SUCCESS) << "the next attempt brings it back";
 }
 
+TEST_F(PagerTest, ADriverThatUnmapsOneMappingPerCallStillGetsEveryRangeUnmapped) {
+  // The pager unmaps a unit's chunks in one call; a driver may insist on one
+  // call per mapping, and then gets that.
+  static std::atomic<int> refused{0};
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o = simulated_driver_ops();
+    o.unmap = [](CUdeviceptr p, size_t n) {
+      if (n > kChunk) {
+        ++refused;
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      return cuMemUnmap(p, n);
+    };
+    return o;
+  }();
+  ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 8 * kMiB; });
+  vmm::PagerOptions options;
+  options.arena_bytes = 64 * 1024 * kMiB;
+  cap_ = 8 * kMiB;
+  pager_ = std::make_unique<vmm::Pager>(ops, *ledger_, recorder_, options);
+  baseline_ = physical_bytes_now();
+  std::vector<CUdeviceptr> buffers(4);
+  for (unsigned i = 0; i < buffers.size(); ++i) {
+    ASSERT_EQ(pager_->allocate(0, 4 * kMiB, &buffers[i]), CUDA_SUCCESS);
+    write(buffers[i], 4 * kMiB, i);
+  }
+  for (unsigned i = 0; i < buffers.size(); ++i) EXPECT_TRUE(holds(buffers[i], 4 * kMiB, i)) << i;
+  EXPECT_EQ(refused, 1) << "asked once, then chunk by chunk";
+  CUresult result = CUDA_SUCCESS;
+  for (CUdeviceptr p : buffers) ASSERT_TRUE(pager_->free(p, &result));
+  EXPECT_EQ(pager_->resident_bytes(0), 0u);
+}
+
 TEST_F(PagerTest, ASmallerArenaWhenTheDriverRefusesTheLargeOne) {
   // Some processes cannot map 1 TiB (sanitizer runtimes, address-space limits).
   static const vmm::DriverOps ops = [] {
