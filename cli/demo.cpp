@@ -184,6 +184,9 @@ int run_demo(const std::vector<std::string>& args) {
     std::cout << "        moved " << format_bytes(offloaded) << " to the host in " << paging.value("offloads", 0)
               << " offloads and " << format_bytes(prefetched) << " back in " << paging.value("prefetches", 0)
               << " prefetches (on demand, LRU)\n";
+    std::cout << "        " << paging.value("stalled_operations", 0) << " launches and copies waited for data on its way "
+              << "in, " << fixed(static_cast<double>(paging.value("stall_ns", std::uint64_t{0})) / 1e6, 2)
+              << " ms of GPU time in all\n";
     std::cout << "        simulated time " << fixed(milliseconds(paged_sim), 2) << " ms: " << fixed(slowdown, 2)
               << "x the baseline; the copies alone need " << fixed(floor_ms, 2)
               << " ms at 55 GB/s (on-demand paging overlaps nothing yet)\n";

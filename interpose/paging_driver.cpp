@@ -44,6 +44,8 @@ const vmm::DriverOps* paging_driver_ops() {
     bind(o.event_query, "cuEventQuery");
     bind(o.event_synchronize, "cuEventSynchronize");
     bind(o.event_destroy, "cuEventDestroy_v2");
+    bind(o.event_elapsed, "cuEventElapsedTime_v2");
+    if (o.event_elapsed == nullptr) bind(o.event_elapsed, "cuEventElapsedTime");  // drivers before 12.8
     bind(o.context_synchronize, "cuCtxSynchronize");
     bind(o.context_get_current, "cuCtxGetCurrent");
     bind(o.context_set_current, "cuCtxSetCurrent");

@@ -29,6 +29,7 @@ struct DriverOps {
   CUresult (*event_query)(CUevent) = nullptr;
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;  // optional: stall time is not measured without it
   CUresult (*context_synchronize)() = nullptr;
   CUresult (*context_get_current)(CUcontext*) = nullptr;
   CUresult (*context_set_current)(CUcontext) = nullptr;

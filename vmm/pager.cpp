@@ -15,6 +15,7 @@ namespace {
 constexpr std::uint64_t kAllStreams = ~std::uint64_t{0};
 constexpr std::uint64_t kAllocationAlignment = 512;
 constexpr std::uint64_t kMinimumArenaBytes = std::uint64_t{4} << 30;
+constexpr std::size_t kMaxStallTimers = 4096;  // stalls timed at once; beyond, counted only
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
@@ -327,12 +328,50 @@ CUresult Pager::make_resident(Unit* unit, CUstream stream, std::uint64_t bit) {
     set_ready(unit, nullptr);
     return CUDA_SUCCESS;
   }
-  if (const CUresult result = driver_.stream_wait_event(stream, unit->ready, 0); result != CUDA_SUCCESS) return result;
+  // The stream's time at the wait, for the stall's length (time_stall).
+  CUevent reached = nullptr;
+  if (driver_.event_elapsed != nullptr && stall_timers_.size() < kMaxStallTimers &&
+      (driver_.event_create(&reached, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+       driver_.event_record(reached, stream) != CUDA_SUCCESS)) {
+    if (reached != nullptr) driver_.event_destroy(reached);
+    reached = nullptr;
+  }
+  if (const CUresult result = driver_.stream_wait_event(stream, unit->ready, 0); result != CUDA_SUCCESS) {
+    if (reached != nullptr) driver_.event_destroy(reached);
+    return result;
+  }
   stalls_.fetch_add(1, std::memory_order_relaxed);  // this work waits for the unit to arrive
+  if (reached != nullptr) time_stall(stream, reached);
   // The per-thread default stream is a different stream on every thread: it
   // never counts as having waited.
   if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
   return CUDA_SUCCESS;
+}
+
+void Pager::time_stall(CUstream stream, CUevent reached) {
+  CUevent passed = nullptr;
+  if (driver_.event_create(&passed, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+      driver_.event_record(passed, stream) == CUDA_SUCCESS) {
+    stall_timers_.push_back(StallTimer{reached, passed});
+    return;
+  }
+  if (passed != nullptr) driver_.event_destroy(passed);
+  driver_.event_destroy(reached);
+}
+
+// Adds up the stalls whose wait is over; the others stay for a later look.
+void Pager::reap_stall_timers() {
+  auto over = [&](const StallTimer& timer) {
+    if (driver_.event_query(timer.passed) != CUDA_SUCCESS) return false;
+    float ms = 0;
+    if (driver_.event_elapsed(&ms, timer.reached, timer.passed) == CUDA_SUCCESS && ms > 0) {
+      stall_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6), std::memory_order_relaxed);
+    }
+    driver_.event_destroy(timer.reached);
+    driver_.event_destroy(timer.passed);
+    return true;
+  };
+  stall_timers_.erase(std::remove_if(stall_timers_.begin(), stall_timers_.end(), over), stall_timers_.end());
 }
 
 void Pager::set_ready(Unit* unit, CUevent event) {
@@ -490,6 +529,7 @@ void Pager::unmap_now(Unit* unit) {
 
 void Pager::reap_saved_units(bool wait) {
   reap_freed_allocations();
+  reap_stall_timers();
   auto done = [&](Unit* unit) {
     if (!wait && unit->saved != nullptr && driver_.event_query(unit->saved) != CUDA_SUCCESS) return false;
     finish_unmap(unit, wait);
@@ -1010,8 +1050,10 @@ std::uint64_t Pager::idle_chunk_bytes(int device) const {
   return it == devices_.end() ? 0 : it->second->pool.free_bytes();
 }
 
-nlohmann::json Pager::summary() const {
+nlohmann::json Pager::summary() {
   std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  reap_stall_timers();  // at exit every wait is over: the total is complete
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& [device, state] : devices_) {
     devices.push_back({{"device", device},
@@ -1026,6 +1068,8 @@ nlohmann::json Pager::summary() const {
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},
           {"stalled_operations", stalls_.load()},
+          {"stall_ns", stall_ns_.load()},
+          {"stalls_being_timed", stall_timers_.size()},
           {"capture_pinned_bytes", lifetime_pinned_bytes_[0].load()},
           {"ipc_pinned_bytes", lifetime_pinned_bytes_[1].load()},
           {"pointer_table_pinned_bytes", lifetime_pinned_bytes_[2].load()},

@@ -150,7 +150,7 @@ class Pager {
 
   // {"offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
   //  "resident_bytes", "paged_allocations", "host_pinned_bytes", ...}
-  nlohmann::json summary() const;
+  nlohmann::json summary();
   std::uint64_t resident_bytes(int device) const;
   // Chunks held in the pool, charged to the cap but holding nothing: room
   // a new allocation gets without offloading anything.
@@ -190,6 +190,8 @@ class Pager {
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
   void reap_saved_units(bool wait);
+  void time_stall(CUstream stream, CUevent reached);
+  void reap_stall_timers();
   void reap_freed_allocations();
   void release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it);
   Unit* carve_from_slabs(DeviceState& state, std::uint64_t size, std::uint64_t* offset);
@@ -242,6 +244,13 @@ class Pager {
   std::atomic<int> captures_{0};                // stream captures open in the process
   std::atomic<std::uint64_t> lifetime_pinned_bytes_[3] = {};  // by LifetimePin bit: captured, exported, referenced
   std::atomic<std::uint64_t> stalls_{0};        // operations made to wait for a unit on its way in
+  // GPU time those waits cost: two timing events on the waiting stream, one
+  // before the wait and one after, read once the second has completed.
+  struct StallTimer {
+    CUevent reached, passed;
+  };
+  std::vector<StallTimer> stall_timers_;        // under the lock
+  std::atomic<std::uint64_t> stall_ns_{0};
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
   std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0};
   bool pin_ahead_ = true;  // the reclaimer's own: false after the host refused a buffer

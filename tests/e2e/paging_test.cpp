@@ -127,6 +127,9 @@ void expect_identical_under(const Workload& workload, double oversubscription) {
       EXPECT_LE(event["args"]["resident"].get<std::uint64_t>(), cap);
     }
   }
+  if (paging["stalled_operations"].get<int>() > 0) {
+    EXPECT_GT(paging["stall_ns"].get<std::uint64_t>(), 0u) << "waits are timed";
+  }
   EXPECT_EQ(spans_begun, paging["offloads"].get<int>());
   EXPECT_GE(spans_ended, paging["prefetches"].get<int>());
   EXPECT_GT(counters, 0);

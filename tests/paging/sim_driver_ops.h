@@ -30,6 +30,7 @@ inline const vmm::DriverOps& simulated_driver_ops() {
     o.event_query = &cuEventQuery;
     o.event_synchronize = &cuEventSynchronize;
     o.event_destroy = &cuEventDestroy_v2;
+    o.event_elapsed = &cuEventElapsedTime_v2;
     o.context_synchronize = [] { return cuCtxSynchronize(); };
     o.context_get_current = &cuCtxGetCurrent;
     o.context_set_current = &cuCtxSetCurrent;
