@@ -258,6 +258,7 @@ class Pager {
 
   // Last: stopped and joined first, while everything it uses still exists.
   std::unique_ptr<Reclaimer> reclaimer_;
+  Reclaimer* abandoned_reclaimer_ = nullptr;  // a forked child's copy (abandon_reclaimer_after_fork)
 };
 
 }  // namespace vgpumem::vmm
