@@ -333,7 +333,7 @@ CUresult Pager::make_resident(Unit* unit, CUstream stream, std::uint64_t bit) {
   // The stream's time at the wait, for the stall's length (time_stall).
   CUevent reached = nullptr;
   if (driver_.event_elapsed != nullptr && stall_timers_.size() < kMaxStallTimers &&
-      (driver_.event_create(&reached, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      (driver_.event_create(&reached, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS ||
        driver_.event_record(reached, stream) != CUDA_SUCCESS)) {
     if (reached != nullptr) driver_.event_destroy(reached);
     reached = nullptr;
@@ -352,16 +352,18 @@ CUresult Pager::make_resident(Unit* unit, CUstream stream, std::uint64_t bit) {
 
 void Pager::time_stall(CUstream stream, CUevent reached) {
   CUevent passed = nullptr;
-  if (driver_.event_create(&passed, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+  if (driver_.event_create(&passed, CU_EVENT_BLOCKING_SYNC) == CUDA_SUCCESS &&
       driver_.event_record(passed, stream) == CUDA_SUCCESS) {
     stall_timers_.push_back(StallTimer{reached, passed});
+    wake_reclaimer();  // reads it once the wait is over, if no slow path does first
     return;
   }
   if (passed != nullptr) driver_.event_destroy(passed);
   driver_.event_destroy(reached);
 }
 
-// Adds up the stalls whose wait is over; the others stay for a later look.
+// Adds up the stalls whose wait is over; the others stay for a later look
+// (without a reclaimer thread: in a forked child, or when it is turned off).
 void Pager::reap_stall_timers() {
   auto over = [&](const StallTimer& timer) {
     if (driver_.event_query(timer.passed) != CUDA_SUCCESS) return false;
@@ -531,7 +533,7 @@ void Pager::unmap_now(Unit* unit) {
 
 void Pager::reap_saved_units(bool wait) {
   reap_freed_allocations();
-  reap_stall_timers();
+  if (!reclaimer_) reap_stall_timers();  // with one, the reclaimer reads them (time_stalls)
   auto done = [&](Unit* unit) {
     if (!wait && unit->saved != nullptr && driver_.event_query(unit->saved) != CUDA_SUCCESS) return false;
     finish_unmap(unit, wait);
@@ -943,6 +945,32 @@ void Pager::reclaim() {
   unmap_finished_offloads();
   create_chunks_ahead();
   pin_host_ahead();
+  time_stalls();  // last: it waits for the program's streams
+}
+
+// Takes the stall timers over and waits, without the lock, for each wait on
+// the program's streams to be over (blocking-sync events: the thread
+// sleeps). Only this thread reads them while it runs, so none is destroyed
+// under its wait.
+void Pager::time_stalls() {
+  std::vector<StallTimer> timers;
+  CUcontext context = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    timers.swap(stall_timers_);
+    if (!devices_.empty()) context = devices_.begin()->second->context;
+  }
+  if (timers.empty()) return;
+  driver_.context_set_current(context);
+  for (const StallTimer& timer : timers) {
+    float ms = 0;
+    if (driver_.event_synchronize(timer.passed) == CUDA_SUCCESS &&
+        driver_.event_elapsed(&ms, timer.reached, timer.passed) == CUDA_SUCCESS && ms > 0) {
+      stall_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6), std::memory_order_relaxed);
+    }
+    driver_.event_destroy(timer.reached);
+    driver_.event_destroy(timer.passed);
+  }
 }
 
 // Waits, without the lock, for everything the copy streams hold now (a mark
@@ -1052,10 +1080,10 @@ std::uint64_t Pager::idle_chunk_bytes(int device) const {
   return it == devices_.end() ? 0 : it->second->pool.free_bytes();
 }
 
-nlohmann::json Pager::summary() {
+// No driver call here: the summary is written at exit, when the driver (and
+// the calling thread's own state in it) may already be torn down.
+nlohmann::json Pager::summary() const {
   std::lock_guard lock(mutex_);
-  RelaxedCaptureMode relaxed(driver_, capture_open());
-  reap_stall_timers();  // at exit every wait is over: the total is complete
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& [device, state] : devices_) {
     devices.push_back({{"device", device},

@@ -150,7 +150,7 @@ class Pager {
 
   // {"offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
   //  "resident_bytes", "paged_allocations", "host_pinned_bytes", ...}
-  nlohmann::json summary();
+  nlohmann::json summary() const;
   std::uint64_t resident_bytes(int device) const;
   // Chunks held in the pool, charged to the cap but holding nothing: room
   // a new allocation gets without offloading anything.
@@ -213,6 +213,7 @@ class Pager {
   void unmap_finished_offloads();
   void create_chunks_ahead();
   void pin_host_ahead();
+  void time_stalls();
   void wake_reclaimer();
 
   const DriverOps& driver_;
@@ -249,7 +250,7 @@ class Pager {
   struct StallTimer {
     CUevent reached, passed;
   };
-  std::vector<StallTimer> stall_timers_;        // under the lock
+  std::vector<StallTimer> stall_timers_;        // under the lock; read by the reclaimer (time_stalls)
   std::atomic<std::uint64_t> stall_ns_{0};
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
   std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0};
