@@ -185,7 +185,7 @@ extern "C" CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUs
 namespace {
 
 // From a pool: paged when the pool allows it (vmm/pool_registry.h), charged
-// to the pool's own device otherwise.
+// to the pool's own device otherwise, and to none for a host-located pool.
 template <typename Real, typename FreeAsync>
 CUresult allocate_from_pool(HookId api, CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream,
                             bool per_thread, Real&& real, FreeAsync&& free_async) {
@@ -195,6 +195,7 @@ CUresult allocate_from_pool(HookId api, CUdeviceptr* dptr, size_t bytesize, CUme
       return paged_allocation(*pager, api, *device, bytesize, dptr);
     }
   }
+  if (pools.on_host(pool)) return real();  // host memory: no device's cap
   return charged_allocation(
       api, AllocationKind::device, pools.device_of(pool).value_or(stream_device()), bytesize,
       [&] { return real(); }, [&] { return *dptr; }, [&] { free_async(*dptr); });

@@ -45,4 +45,10 @@ std::optional<int> PoolRegistry::device_of(CUmemoryPool pool) const {
   return it->second.device;
 }
 
+bool PoolRegistry::on_host(CUmemoryPool pool) const {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  return it != pools_.end() && it->second.device < 0;
+}
+
 }  // namespace vgpumem::vmm

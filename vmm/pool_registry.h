@@ -28,6 +28,8 @@ class PoolRegistry {
   std::optional<int> pageable_on(CUmemoryPool pool) const;
   // The device a pool's memory is on, if known (for the cap).
   std::optional<int> device_of(CUmemoryPool pool) const;
+  // Whether the program made the pool for host memory (charged to no device).
+  bool on_host(CUmemoryPool pool) const;
 
  private:
   struct Pool {

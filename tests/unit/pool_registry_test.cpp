@@ -59,6 +59,9 @@ TEST(PoolRegistry, ACreatedPoolIsJudgedByItsProperties) {
   pools.created(pool(4), host);
   EXPECT_FALSE(pools.pageable_on(pool(4)).has_value());
   EXPECT_FALSE(pools.device_of(pool(4)).has_value()) << "host memory is no device's";
+  EXPECT_TRUE(pools.on_host(pool(4)));
+  EXPECT_FALSE(pools.on_host(pool(1)));
+  EXPECT_FALSE(pools.on_host(pool(9))) << "a pool never seen is not known to be host memory";
 }
 
 TEST(PoolRegistry, AccessForAnotherDeviceEndsPaging) {
