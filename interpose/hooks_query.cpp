@@ -23,8 +23,7 @@ extern "C" CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
     if (usage.cap != vmm::kUncapped) {
       // Chunks the pager holds idle are room, not use.
       const vmm::Pager* pager = runtime.pager_for(device);
-      const std::uint64_t idle = pager != nullptr ? pager->idle_chunk_bytes(device) : 0;
-      const std::uint64_t used = usage.counted - std::min(idle, usage.counted);
+      const std::uint64_t used = pager != nullptr ? pager->charged_in_use(device) : usage.counted;
       const std::uint64_t total = std::min<std::uint64_t>(usage.cap, real_total);
       const std::uint64_t allowed = used >= total ? 0 : total - used;
       real_total = static_cast<std::size_t>(total);

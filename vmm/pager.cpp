@@ -1074,6 +1074,14 @@ std::uint64_t Pager::resident_bytes(int device) const {
   return it == devices_.end() ? 0 : it->second->resident_bytes;
 }
 
+std::uint64_t Pager::charged_in_use(int device) const {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t counted = ledger_.usage(device).counted;
+  auto it = devices_.find(device);
+  const std::uint64_t idle = it == devices_.end() ? 0 : it->second->pool.free_bytes();
+  return counted - std::min(idle, counted);
+}
+
 std::uint64_t Pager::idle_chunk_bytes(int device) const {
   std::lock_guard lock(mutex_);
   auto it = devices_.find(device);

@@ -155,6 +155,11 @@ class Pager {
   // Chunks held in the pool, charged to the cap but holding nothing: room
   // a new allocation gets without offloading anything.
   std::uint64_t idle_chunk_bytes(int device) const;
+  // The bytes charged to `device`'s cap that hold something: everything
+  // charged less the idle chunks, read together under the pager's lock (the
+  // reclaimer charges and adds its spare chunks under it), so a concurrent
+  // spare never counts as charged and idle at once or as neither.
+  std::uint64_t charged_in_use(int device) const;
 
  private:
   struct DeviceState;
