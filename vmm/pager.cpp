@@ -355,11 +355,22 @@ void Pager::time_stall(CUstream stream, CUevent reached) {
   if (driver_.event_create(&passed, CU_EVENT_BLOCKING_SYNC) == CUDA_SUCCESS &&
       driver_.event_record(passed, stream) == CUDA_SUCCESS) {
     stall_timers_.push_back(StallTimer{reached, passed});
-    wake_reclaimer();  // reads it once the wait is over, if no slow path does first
+    wake_reclaimer();  // reads it once the wait is over (time_stalls)
     return;
   }
   if (passed != nullptr) driver_.event_destroy(passed);
   driver_.event_destroy(reached);
+}
+
+// Adds a stall's length to the total if its wait is `over`, and destroys
+// its events.
+void Pager::finish_stall(const StallTimer& timer, bool over) {
+  float ms = 0;
+  if (over && driver_.event_elapsed(&ms, timer.reached, timer.passed) == CUDA_SUCCESS && ms > 0) {
+    stall_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6), std::memory_order_relaxed);
+  }
+  driver_.event_destroy(timer.reached);
+  driver_.event_destroy(timer.passed);
 }
 
 // Adds up the stalls whose wait is over; the others stay for a later look
@@ -367,12 +378,7 @@ void Pager::time_stall(CUstream stream, CUevent reached) {
 void Pager::reap_stall_timers() {
   auto over = [&](const StallTimer& timer) {
     if (driver_.event_query(timer.passed) != CUDA_SUCCESS) return false;
-    float ms = 0;
-    if (driver_.event_elapsed(&ms, timer.reached, timer.passed) == CUDA_SUCCESS && ms > 0) {
-      stall_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6), std::memory_order_relaxed);
-    }
-    driver_.event_destroy(timer.reached);
-    driver_.event_destroy(timer.passed);
+    finish_stall(timer, true);
     return true;
   };
   stall_timers_.erase(std::remove_if(stall_timers_.begin(), stall_timers_.end(), over), stall_timers_.end());
@@ -963,13 +969,7 @@ void Pager::time_stalls() {
   if (timers.empty()) return;
   driver_.context_set_current(context);
   for (const StallTimer& timer : timers) {
-    float ms = 0;
-    if (driver_.event_synchronize(timer.passed) == CUDA_SUCCESS &&
-        driver_.event_elapsed(&ms, timer.reached, timer.passed) == CUDA_SUCCESS && ms > 0) {
-      stall_ns_.fetch_add(static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6), std::memory_order_relaxed);
-    }
-    driver_.event_destroy(timer.reached);
-    driver_.event_destroy(timer.passed);
+    finish_stall(timer, driver_.event_synchronize(timer.passed) == CUDA_SUCCESS);
   }
 }
 

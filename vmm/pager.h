@@ -255,6 +255,7 @@ class Pager {
   struct StallTimer {
     CUevent reached, passed;
   };
+  void finish_stall(const StallTimer& timer, bool over);
   std::vector<StallTimer> stall_timers_;        // under the lock; read by the reclaimer (time_stalls)
   std::atomic<std::uint64_t> stall_ns_{0};
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
