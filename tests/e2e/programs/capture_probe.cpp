@@ -7,46 +7,21 @@
 // Prints "capture ok" and exits 0; "capture mismatch ..." exits 4; a CUDA
 // error exits 3.
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
-#include "stop_on_error.h"
-
-#include "vgpusim.h"
+#include "probe_kernels.h"
 
 namespace {
 
 constexpr std::size_t kBufferBytes = 4u << 20, kInts = kBufferBytes / 4, kBuffers = 8;
 
-void add_one(void** params, const vgpusimLaunch*, void*) {
-  int* p = nullptr;
-  std::memcpy(&p, params[0], sizeof p);
-  for (std::size_t i = 0; i < kInts; ++i) p[i] += 1;
-}
-
 }  // namespace
 
 int main() {
-  CHECK(cuInit(0));
-  CUcontext context = nullptr;
-  CHECK(cuDevicePrimaryCtxRetain(&context, 0));
-  CHECK(cuCtxSetCurrent(context));
-  using Register = CUresult (*)(const vgpusimKernelDesc*, CUfunction*);
-  auto reg = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "vgpusimRegisterKernel"));
-  if (reg == nullptr) return 3;
-  const size_t sizes[] = {sizeof(CUdeviceptr)};
-  vgpusimKernelDesc desc{};
-  desc.name = "capture_add_one";
-  desc.body = add_one;
-  desc.paramCount = 1;
-  desc.paramSizes = sizes;
-  desc.durationNs = 10000;
-  CUfunction kernel = nullptr;
-  CHECK(reg(&desc, &kernel));
+  use_primary_context();
+  CUfunction kernel = register_add_one("capture_add_one", kInts);
 
   std::vector<CUdeviceptr> buffers(kBuffers);
   for (std::size_t i = 0; i < kBuffers; ++i) {

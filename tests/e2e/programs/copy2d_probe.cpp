@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "stop_on_error.h"
+#include "probe_support.h"
 
 namespace {
 
@@ -26,10 +26,7 @@ std::uint8_t pattern(std::size_t buffer, std::size_t y, std::size_t x) {
 }  // namespace
 
 int main() {
-  CHECK(cuInit(0));
-  CUcontext context = nullptr;
-  CHECK(cuDevicePrimaryCtxRetain(&context, 0));
-  CHECK(cuCtxSetCurrent(context));
+  use_primary_context();
   std::vector<CUdeviceptr> buffers(kBuffers);
   std::size_t pitch = 0;
   for (CUdeviceptr& b : buffers) CHECK(cuMemAllocPitch(&b, &pitch, kWidth, kHeight, 4));

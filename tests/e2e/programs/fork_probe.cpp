@@ -12,14 +12,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "stop_on_error.h"
+#include "probe_support.h"
 
 int main() {
   constexpr std::size_t kBytes = 4u << 20, kInts = kBytes / 4, kBuffers = 6;
-  CHECK(cuInit(0));
-  CUcontext context = nullptr;
-  CHECK(cuDevicePrimaryCtxRetain(&context, 0));
-  CHECK(cuCtxSetCurrent(context));
+  use_primary_context();
   std::vector<CUdeviceptr> buffers(kBuffers);
   for (std::size_t i = 0; i < kBuffers; ++i) {  // beyond the cap: some are offloaded
     CHECK(cuMemAlloc(&buffers[i], kBytes));

@@ -14,16 +14,13 @@
 //                         "range ok" (exit 0), or "range wrong ..." (exit 4).
 // A CUDA error elsewhere exits 3.
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "stop_on_error.h"
-
-#include "vgpusim.h"
+#include "probe_kernels.h"
 
 namespace {
 
@@ -42,30 +39,9 @@ void gather_first(void** params, const vgpusimLaunch*, void*) {
   for (int i = 0; i < count; ++i) out[i] = table[i][0];
 }
 
-void add_one(void** params, const vgpusimLaunch*, void*) {
-  int* p = nullptr;
-  std::memcpy(&p, params[0], sizeof p);
-  for (std::size_t i = 0; i < kInts; ++i) p[i] += 1;
-}
-
-CUfunction register_kernel(const char* name, vgpusimKernelFn body, std::vector<size_t> sizes) {
-  using Register = CUresult (*)(const vgpusimKernelDesc*, CUfunction*);
-  auto reg = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "vgpusimRegisterKernel"));
-  if (reg == nullptr) std::exit(3);
-  vgpusimKernelDesc desc{};
-  desc.name = name;
-  desc.body = body;
-  desc.paramCount = static_cast<unsigned>(sizes.size());
-  desc.paramSizes = sizes.data();
-  desc.durationNs = 10000;
-  CUfunction kernel = nullptr;
-  CHECK(reg(&desc, &kernel));
-  return kernel;
-}
-
 int table() {
-  CUfunction gather = register_kernel("probe_gather_first", gather_first, {8, 4, 8});
-  CUfunction add = register_kernel("probe_add_one", add_one, {8});
+  CUfunction gather = register_probe_kernel("probe_gather_first", gather_first, {8, 4, 8});
+  CUfunction add = register_add_one("probe_add_one", kInts);
   CUdeviceptr targets[kTargets] = {};
   for (int i = 0; i < kTargets; ++i) {
     CHECK(cuMemAlloc(&targets[i], kBufferBytes));
@@ -189,10 +165,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: pointer_probe table|ipc|range\n");
     return 2;
   }
-  CHECK(cuInit(0));
-  CUcontext context = nullptr;
-  CHECK(cuDevicePrimaryCtxRetain(&context, 0));
-  CHECK(cuCtxSetCurrent(context));
+  use_primary_context();
   if (mode == "range") return range();
   return mode == "table" ? table() : ipc();
 }
