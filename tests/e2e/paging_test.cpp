@@ -55,6 +55,18 @@ PagedRun run_paged(const std::string& tag, const std::vector<std::string>& argv,
   return run;
 }
 
+// A probe's paged run ended as it must: exit 0 printing `ok_line`, no
+// illegal access, the simulator's own physical peak within `cap_bytes`, and a
+// trace written. Call through ASSERT_NO_FATAL_FAILURE.
+void expect_clean_probe_run(const PagedRun& run, const std::string& ok_line, std::uint64_t cap_bytes) {
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.out << run.process.err;
+  EXPECT_NE(run.process.out.find(ok_line), std::string::npos) << run.process.out;
+  ASSERT_FALSE(run.simulator.is_null());
+  EXPECT_EQ(run.simulator["illegal_accesses"].get<int>(), 0) << run.simulator.dump();
+  EXPECT_LE(run.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), cap_bytes);
+  ASSERT_FALSE(run.trace.is_null());
+}
+
 struct Workload {
   const char* name;
   std::vector<std::string> args;
@@ -170,12 +182,7 @@ TEST(Paging, BuffersReachedThroughAnUploadedPointerTableStayResident) {
   // Two 4 MiB targets, six 4 MiB others and a slab: 34 MiB under a 16 MiB cap.
   const PagedRun paged = run_paged("pointer_table", {program("pointer_probe"), "table"}, "16MiB",
                                    {{"VGPUMEM_LOG_LEVEL", "info"}});
-  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
-  EXPECT_NE(paged.process.out.find("table ok"), std::string::npos);
-  ASSERT_FALSE(paged.simulator.is_null());
-  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
-  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 16ull << 20);
-  ASSERT_FALSE(paged.trace.is_null());
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "table ok", 16ull << 20));
   const auto& paging = paged.trace["vgpumem"]["paging"];
   EXPECT_GT(paging["offloads"].get<int>(), 0) << "the others were paged";
   EXPECT_EQ(paging["pointer_table_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
@@ -219,12 +226,7 @@ TEST(Paging, PointerQueriesSeeTheAllocationNotTheArena) {
 // memory makes room for them.
 TEST(Paging, PoolAllocationsArePagedWhenThePoolAllowsIt) {
   const PagedRun paged = run_paged("pools", {program("pool_probe")}, "12MiB", {{"VGPUSIM_DEVICES", "2"}});
-  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
-  EXPECT_NE(paged.process.out.find("pool ok"), std::string::npos);
-  ASSERT_FALSE(paged.simulator.is_null());
-  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
-  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 12ull << 20);
-  ASSERT_FALSE(paged.trace.is_null());
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "pool ok", 12ull << 20));
   const auto& summary = paged.trace["vgpumem"];
   EXPECT_GT(summary["paging"]["offloads"].get<int>(), 0);
   EXPECT_EQ(summary["paging"]["paged_allocations"].get<int>(), 1) << "buffer 0, from the default pool";
@@ -266,12 +268,7 @@ TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
 
   // Eight 4 MiB buffers: 32 MiB under a 12 MiB cap.
   const PagedRun paged = run_paged("capture", {program("capture_probe")}, "12MiB", {{"VGPUMEM_LOG_LEVEL", "info"}});
-  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
-  EXPECT_NE(paged.process.out.find("capture ok"), std::string::npos);
-  ASSERT_FALSE(paged.simulator.is_null());
-  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
-  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 12ull << 20);
-  ASSERT_FALSE(paged.trace.is_null());
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "capture ok", 12ull << 20));
   EXPECT_EQ(paged.trace["vgpumem"]["paging"]["capture_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
   EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
   EXPECT_NE(paged.process.err.find("a captured graph uses it"), std::string::npos) << "pinned, and said so";
@@ -296,12 +293,7 @@ TEST(Paging, TwoAndThreeDimensionalCopiesAndMemsetsBringTheirOperandsBack) {
   const ProcessResult baseline = run_process({program("copy2d_probe")}, env);
   ASSERT_EQ(baseline.exit_code, 0) << baseline.out;
   const PagedRun paged = run_paged("copy2d", {program("copy2d_probe")}, "8MiB");  // four 4 MiB pitched buffers
-  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
-  EXPECT_NE(paged.process.out.find("copy2d ok"), std::string::npos);
-  ASSERT_FALSE(paged.simulator.is_null());
-  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0);
-  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), 8ull << 20);
-  ASSERT_FALSE(paged.trace.is_null());
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "copy2d ok", 8ull << 20));
   EXPECT_GT(paged.trace["vgpumem"]["paging"]["prefetches"].get<int>(), 0) << "operands came back from the host";
 }
 
