@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <thread>
 #include <chrono>
 #include <atomic>
@@ -65,6 +66,20 @@ class PagerTest : public ::testing::Test {
     ASSERT_EQ(cuMemcpyHtoD(p, data.data(), bytes), CUDA_SUCCESS);
     EXPECT_LE(physical_bytes_now() - baseline_, cap_) << "the simulator's own count";
   }
+  // Each buffers[i]: a new allocation of `bytes` holding pattern i, as a
+  // program fills its tensors. Call through ASSERT_NO_FATAL_FAILURE.
+  void allocate_written(std::span<CUdeviceptr> buffers, std::uint64_t bytes) {
+    for (unsigned i = 0; i < buffers.size(); ++i) {
+      ASSERT_EQ(pager_->allocate(0, bytes, &buffers[i]), CUDA_SUCCESS) << i;
+      write(buffers[i], bytes, i);
+    }
+  }
+  // Whether each buffers[i] still holds pattern i.
+  void expect_held(std::span<const CUdeviceptr> buffers, std::uint64_t bytes) {
+    for (unsigned i = 0; i < buffers.size(); ++i) {
+      EXPECT_TRUE(holds(buffers[i], bytes, i)) << "buffer " << i << " was lost";
+    }
+  }
   bool holds(CUdeviceptr p, std::uint64_t bytes, unsigned seed) {
     std::vector<unsigned char> data(bytes);
     vmm::Access access;
@@ -85,12 +100,9 @@ class PagerTest : public ::testing::Test {
 TEST_F(PagerTest, ThreeTimesTheCapComesBackBitIdenticalAtTheSameAddress) {
   make_pager(8 * kMiB);
   std::vector<CUdeviceptr> buffers(6);
-  for (unsigned i = 0; i < buffers.size(); ++i) {
-    ASSERT_EQ(pager_->allocate(0, 4 * kMiB, &buffers[i]), CUDA_SUCCESS) << i;
-    write(buffers[i], 4 * kMiB, i);
-  }
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 4 * kMiB));
   for (int round = 0; round < 2; ++round) {
-    for (unsigned i = 0; i < buffers.size(); ++i) EXPECT_TRUE(holds(buffers[i], 4 * kMiB, i)) << i;
+    expect_held(buffers, 4 * kMiB);
   }
   const nlohmann::json summary = pager_->summary();
   EXPECT_GE(summary["offloads"].get<int>(), 10);
@@ -156,14 +168,11 @@ TEST_F(PagerTest, HostLimitEndsInOutOfMemoryAndKeepsWhatIsStored) {
   make_pager(4 * kMiB, 4 * kMiB);
   // 8 MiB of room, less one unit kept free to swap through: three units.
   std::vector<CUdeviceptr> buffers(3);
-  for (unsigned i = 0; i < buffers.size(); ++i) {
-    ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers[i]), CUDA_SUCCESS) << i;
-    write(buffers[i], 2 * kMiB, i);
-  }
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 2 * kMiB));
   CUdeviceptr extra = 0;
   EXPECT_EQ(pager_->allocate(0, 2 * kMiB, &extra), CUDA_ERROR_OUT_OF_MEMORY)
       << "4 MiB on the device and 4 MiB on the host are full";
-  for (unsigned i = 0; i < buffers.size(); ++i) EXPECT_TRUE(holds(buffers[i], 2 * kMiB, i)) << i;
+  expect_held(buffers, 2 * kMiB);
   CUresult result = CUDA_SUCCESS;
   for (CUdeviceptr p : buffers) ASSERT_TRUE(pager_->free(p, &result));
 }
@@ -307,15 +316,12 @@ class ReclaimerTest : public PagerTest {
 TEST_F(ReclaimerTest, UnmapsFinishedOffloadsWithNoFurtherCall) {
   make_counted_pager(4 * kMiB);
   buffers_.resize(3);
-  for (unsigned i = 0; i < 3; ++i) {
-    ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[i]), CUDA_SUCCESS);
-    write(buffers_[i], 2 * kMiB, i);
-  }
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers_, 2 * kMiB));
   // The third allocation offloaded the first; nothing on this thread waits for that copy.
   EXPECT_TRUE(eventually([&] { return pager_->summary()["unmaps_pending"].get<int>() == 0; }))
       << pager_->summary().dump();
   EXPECT_GE(reclaimer_stat("unmaps"), 1u);
-  for (unsigned i = 0; i < 3; ++i) EXPECT_TRUE(holds(buffers_[i], 2 * kMiB, i)) << i;
+  expect_held(buffers_, 2 * kMiB);
 }
 
 TEST_F(ReclaimerTest, CreatesChunksAheadOffTheCallingThread) {
@@ -334,16 +340,13 @@ TEST_F(ReclaimerTest, CreatesChunksAheadOffTheCallingThread) {
 TEST_F(ReclaimerTest, PinsTheNextHostBufferAhead) {
   make_counted_pager(4 * kMiB);
   buffers_.resize(4);
-  for (unsigned i = 0; i < 3; ++i) {
-    ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[i]), CUDA_SUCCESS);
-    write(buffers_[i], 2 * kMiB, i);
-  }
+  ASSERT_NO_FATAL_FAILURE(allocate_written(std::span(buffers_).first(3), 2 * kMiB));
   EXPECT_EQ(CallerCalls::host_allocs, 1) << "the first offload pins on demand";
   ASSERT_TRUE(eventually([&] { return reclaimer_stat("host_buffers_pinned_ahead") >= 1; }));
   ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[3]), CUDA_SUCCESS);  // offloads a second unit
   write(buffers_[3], 2 * kMiB, 3);
   EXPECT_EQ(CallerCalls::host_allocs, 1) << "the second offload found its buffer pinned";
-  for (unsigned i = 0; i < 4; ++i) EXPECT_TRUE(holds(buffers_[i], 2 * kMiB, i)) << i;
+  expect_held(buffers_, 2 * kMiB);
 }
 
 TEST_F(ReclaimerTest, RoomMadeForUnpagedMemoryIsNotTakenBack) {
@@ -398,14 +401,11 @@ class PagerFaultTest : public PagerTest {
     pager_ = std::make_unique<vmm::Pager>(flaky_driver_ops(), *ledger_, recorder_, options);
     baseline_ = physical_bytes_now();
     // Three 2 MiB buffers under a 4 MiB cap: one is always on the host.
-    for (unsigned i = 0; i < 3; ++i) {
-      ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &buffers_[i]), CUDA_SUCCESS);
-      write(buffers_[i], 2 * kMiB, i);
-    }
+    ASSERT_NO_FATAL_FAILURE(allocate_written(buffers_, 2 * kMiB));
   }
   void TearDown() override {
     Faults::create = Faults::host_alloc = Faults::to_host = Faults::to_device = -1;
-    for (unsigned i = 0; i < 3; ++i) EXPECT_TRUE(holds(buffers_[i], 2 * kMiB, i)) << "buffer " << i << " was lost";
+    expect_held(buffers_, 2 * kMiB);
     CUresult result = CUDA_SUCCESS;
     for (CUdeviceptr p : buffers_) ASSERT_TRUE(pager_->free(p, &result));
   }
@@ -473,11 +473,8 @@ TEST_F(PagerTest, ADriverThatUnmapsOneMappingPerCallStillGetsEveryRangeUnmapped)
   pager_ = std::make_unique<vmm::Pager>(ops, *ledger_, recorder_, options);
   baseline_ = physical_bytes_now();
   std::vector<CUdeviceptr> buffers(4);
-  for (unsigned i = 0; i < buffers.size(); ++i) {
-    ASSERT_EQ(pager_->allocate(0, 4 * kMiB, &buffers[i]), CUDA_SUCCESS);
-    write(buffers[i], 4 * kMiB, i);
-  }
-  for (unsigned i = 0; i < buffers.size(); ++i) EXPECT_TRUE(holds(buffers[i], 4 * kMiB, i)) << i;
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 4 * kMiB));
+  expect_held(buffers, 4 * kMiB);
   EXPECT_EQ(refused, 1) << "asked once, then chunk by chunk";
   CUresult result = CUDA_SUCCESS;
   for (CUdeviceptr p : buffers) ASSERT_TRUE(pager_->free(p, &result));
