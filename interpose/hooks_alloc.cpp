@@ -197,8 +197,8 @@ CUresult allocate_from_pool(HookId api, CUdeviceptr* dptr, size_t bytesize, CUme
   }
   if (pools.on_host(pool)) return real();  // host memory: no device's cap
   return charged_allocation(
-      api, AllocationKind::device, pools.device_of(pool).value_or(stream_device()), bytesize,
-      [&] { return real(); }, [&] { return *dptr; }, [&] { free_async(*dptr); });
+      api, AllocationKind::device, pools.device_of(pool).value_or(stream_device()), bytesize, real,
+      [&] { return *dptr; }, [&] { free_async(*dptr); });
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <string>
 #include <mutex>
+#include <string>
 
 #include <nlohmann/json.hpp>
 

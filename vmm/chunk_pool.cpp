@@ -41,7 +41,7 @@ std::optional<CUmemGenericAllocationHandle> ChunkPool::create(CUresult* error, b
     *error = r;
     return std::nullopt;
   }
-  created_.fetch_add(1, std::memory_order_relaxed);
+  ++created_;
   return chunk;
 }
 
@@ -51,7 +51,7 @@ std::uint64_t ChunkPool::release_free(std::uint64_t bytes) {
     driver_.release(free_.back());
     free_.pop_back();
     ledger_.refund(device_, kChunkBytes);
-    created_.fetch_sub(1, std::memory_order_relaxed);
+    --created_;
     released += kChunkBytes;
   }
   return released;

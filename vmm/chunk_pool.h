@@ -5,16 +5,14 @@
 // can disturb other streams (docs/gpu-facts.md §8.6), so they are released
 // only when the program's own, unpaged allocations need the room.
 //
-// The free list is guarded by the pager's lock. create() touches only the
-// cap ledger and an atomic count, so the reclaimer creates chunks ahead
-// without that lock and adds them with give_back().
+// Guarded by the pager's lock, the reclaimer's chunks made ahead included
+// (create(), then give_back()).
 //
 // A chunk given back by an eviction may still be read by the copy that saves
 // its contents; that copy runs on the pager's copy stream, so whoever reuses
 // the chunk orders its first write after the copy stream (see Pager).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -43,7 +41,7 @@ class ChunkPool {
   // Releases free chunks until `bytes` are refunded to the cap or none is left.
   std::uint64_t release_free(std::uint64_t bytes);
 
-  std::uint64_t created_bytes() const { return created_.load(std::memory_order_relaxed) * kChunkBytes; }
+  std::uint64_t created_bytes() const { return created_ * kChunkBytes; }
   std::uint64_t free_bytes() const { return free_.size() * kChunkBytes; }
   std::size_t free_chunks() const { return free_.size(); }
   int device() const { return device_; }
@@ -53,7 +51,7 @@ class ChunkPool {
   const DriverOps& driver_;
   CapLedger& ledger_;
   std::vector<CUmemGenericAllocationHandle> free_;
-  std::atomic<std::uint64_t> created_{0};
+  std::uint64_t created_ = 0;
 };
 
 }  // namespace vgpumem::vmm
