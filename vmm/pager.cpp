@@ -505,9 +505,9 @@ bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
 // costs about the same for 2 MiB as for 64 MiB (gpu-facts §8.6), and the
 // reclaimer does this under the pager's lock. Chunk by chunk otherwise.
 void Pager::unmap_chunks(const Unit* unit, std::size_t count) {
-  if (count > 1 && whole_range_unmap_.load(std::memory_order_relaxed)) {
+  if (count > 1 && whole_range_unmap_) {
     if (driver_.unmap(unit->address, count * kChunkBytes) == CUDA_SUCCESS) return;
-    whole_range_unmap_.store(false, std::memory_order_relaxed);  // this driver wants one call per mapping
+    whole_range_unmap_ = false;  // this driver wants one call per mapping
     VGPUMEM_LOG_DEBUG("the driver refused one unmap over {} mappings; unmapping chunk by chunk from now on", count);
   }
   for (std::size_t i = 0; i < count; ++i) driver_.unmap(unit->address + i * kChunkBytes, kChunkBytes);

@@ -261,7 +261,7 @@ class Pager {
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
   std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0};
   bool pin_ahead_ = true;  // the reclaimer's own: false after the host refused a buffer
-  std::atomic<bool> whole_range_unmap_{true};  // one cuMemUnmap over a unit's chunks (unmap_chunks)
+  bool whole_range_unmap_ = true;  // under the lock: one cuMemUnmap over a unit's chunks (unmap_chunks)
 
   // Last: stopped and joined first, while everything it uses still exists.
   std::unique_ptr<Reclaimer> reclaimer_;
