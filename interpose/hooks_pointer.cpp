@@ -16,12 +16,15 @@ struct PagedRange {
   std::uint64_t start = 0, bytes = 0;
 };
 
-// What `address` is to the pager.
-enum class Paged { no, live, freed };
+// What `address` is to the pager: not its, a live or freed paged
+// allocation, or a mapping of the program's own whose handle it pages (the
+// driver answers for that one, once it is mapped).
+enum class Paged { no, live, freed, program_mapping };
 
 Paged paged_range(CUdeviceptr address, PagedRange* range) {
   vmm::Pager* pager = Runtime::get().pager();
-  if (pager == nullptr || !pager->in_arena(address)) return Paged::no;
+  if (pager == nullptr) return Paged::no;
+  if (!pager->in_arena(address)) return pager->owns(address) ? Paged::program_mapping : Paged::no;
   // In the arena but in no live allocation: freed, as far as the program knows.
   return pager->allocation_range(address, &range->start, &range->bytes) ? Paged::live : Paged::freed;
 }
@@ -50,6 +53,9 @@ extern "C" CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUd
   PagedRange range;
   switch (paged_range(dptr, &range)) {
     case Paged::no: return REAL(cuMemGetAddressRange_v2)(base, size, dptr);
+    case Paged::program_mapping:
+      if (CUresult r = mapped_for_query(dptr)) return r;
+      return REAL(cuMemGetAddressRange_v2)(base, size, dptr);
     case Paged::freed: return CUDA_ERROR_NOT_FOUND;
     case Paged::live: break;
   }
@@ -63,6 +69,9 @@ extern "C" CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
   PagedRange range;
   switch (paged_range(ptr, &range)) {
     case Paged::no: return REAL(cuPointerGetAttribute)(data, attribute, ptr);
+    case Paged::program_mapping:
+      if (CUresult r = mapped_for_query(ptr)) return r;
+      return REAL(cuPointerGetAttribute)(data, attribute, ptr);
     case Paged::freed: return CUDA_ERROR_INVALID_VALUE;  // as for freed cuMemAlloc memory
     case Paged::live: break;
   }
@@ -76,6 +85,10 @@ extern "C" CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute* 
   Runtime::get().count(HookId::cuPointerGetAttributes);
   PagedRange range;
   const Paged paged = paged_range(ptr, &range);
+  if (paged == Paged::program_mapping) {
+    if (CUresult r = mapped_for_query(ptr)) return r;
+    return REAL(cuPointerGetAttributes)(count, attributes, data, ptr);
+  }
   if (paged != Paged::live) {
     // A freed paged address is asked of the driver as an address it does not
     // know: outside the arena, where the answers are those for unknown memory.

@@ -1,8 +1,13 @@
 // Hooks for the program's own virtual-memory-management calls (PyTorch's
 // expandable segments, NCCL). Physical memory is what cuMemCreate makes, so
 // that is what the cap charges; reserving address space and mapping cost none.
+// With paging on, a handle the program creates on a capped device is a
+// virtual one the pager pages (vmm/program_handles.cpp): every call that
+// names such a handle, or a range of a reservation the pager covers, goes
+// to the pager, which passes what is not its own on to the driver.
 #include "interpose/hook_support.h"
 #include "shim/log.h"
+#include "trace/recorder.h"
 
 using namespace vgpumem;
 using namespace vgpumem::interpose;
@@ -17,14 +22,48 @@ extern "C" CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
     if (result == CUDA_SUCCESS) Runtime::get().accounting().commit_host(*handle, size, api_name(HookId::cuMemCreate));
     return result;
   }
+  const int device = prop->location.id;
+  vmm::Pager* pager = Runtime::get().pager_for(device);
+  if (pager != nullptr && vmm::Pager::pageable_handle(size, *prop, flags)) {
+    // A virtual handle: paged like any allocation (vmm/program_handles.cpp).
+    const CUresult result = pager->create_handle(device, size, *prop, handle);
+    trace::Recorder& recorder = Runtime::get().recorder();
+    if (result == CUDA_SUCCESS) {
+      recorder.record_alloc(device, *handle, size, api_name(HookId::cuMemCreate));
+    } else {
+      recorder.record_oom(device, size, pager->resident_bytes(device), Runtime::get().accounting().usage(device).cap,
+                          api_name(HookId::cuMemCreate));
+    }
+    return result;
+  }
   return charged_allocation(
-      HookId::cuMemCreate, AllocationKind::vmm_handle, prop->location.id, size,
+      HookId::cuMemCreate, AllocationKind::vmm_handle, device, size,
       [&] { return REAL(cuMemCreate)(handle, size, prop, flags); }, [&] { return std::uint64_t{*handle}; },
       [&] { REAL(cuMemRelease)(*handle); });
 }
 
+namespace {
+
+// The pager when `handle` is one of its virtual handles, else nullptr.
+vmm::Pager* pager_of_handle(CUmemGenericAllocationHandle handle) {
+  return vmm::Pager::is_virtual(handle) ? Runtime::get().pager() : nullptr;
+}
+
+// The pager when `address` lies in a reservation of the program's it covers.
+vmm::Pager* pager_of_reservation(CUdeviceptr address) {
+  vmm::Pager* pager = Runtime::get().pager();
+  return pager != nullptr && pager->in_program_reservation(address) ? pager : nullptr;
+}
+
+}  // namespace
+
 extern "C" CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   Runtime::get().count(HookId::cuMemRelease);
+  if (vmm::Pager* pager = pager_of_handle(handle)) {
+    const CUresult result = pager->release_handle(handle);
+    if (result == CUDA_SUCCESS) Runtime::get().recorder().record_free(-1, handle, 0, api_name(HookId::cuMemRelease));
+    return result;
+  }
   const CUresult result = REAL(cuMemRelease)(handle);
   if (result == CUDA_SUCCESS) {
     vmm::Accounting& accounting = Runtime::get().accounting();
@@ -37,6 +76,9 @@ extern "C" CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 extern "C" CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   Runtime::get().count(HookId::cuMemRetainAllocationHandle);
+  if (vmm::Pager* pager = pager_of_reservation(reinterpret_cast<CUdeviceptr>(addr))) {
+    if (handle != nullptr && pager->retain_handle(reinterpret_cast<CUdeviceptr>(addr), handle)) return CUDA_SUCCESS;
+  }
   const CUresult result = REAL(cuMemRetainAllocationHandle)(handle, addr);
   // Each retain must be paired with a cuMemRelease; the bytes are refunded
   // when the last reference goes, not at the first release.
@@ -46,21 +88,66 @@ extern "C" CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* ha
   return result;
 }
 
-VGPUMEM_FORWARDING_HOOK(cuMemAddressReserve,
-                        (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags),
-                        (ptr, size, alignment, addr, flags))
-VGPUMEM_FORWARDING_HOOK(cuMemAddressFree, (CUdeviceptr ptr, size_t size), (ptr, size))
-VGPUMEM_FORWARDING_HOOK(cuMemMap,
-                        (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                         unsigned long long flags),
-                        (ptr, size, offset, handle, flags))
-VGPUMEM_FORWARDING_HOOK(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size))
-VGPUMEM_FORWARDING_HOOK(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count),
-                        (ptr, size, desc, count))
-VGPUMEM_FORWARDING_HOOK(cuMemExportToShareableHandle,
-                        (void* shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
-                         unsigned long long flags),
-                        (shareable, handle, type, flags))
+extern "C" CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                           CUmemGenericAllocationHandle handle) {
+  Runtime::get().count(HookId::cuMemGetAllocationPropertiesFromHandle);
+  if (vmm::Pager* pager = pager_of_handle(handle)) return pager->handle_properties(handle, prop);
+  return REAL(cuMemGetAllocationPropertiesFromHandle)(prop, handle);
+}
+
+// Reserving address space costs no memory. The pager covers the program's
+// reservations, so handles mapped in them are paged.
+extern "C" CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                        unsigned long long flags) {
+  Runtime::get().count(HookId::cuMemAddressReserve);
+  const CUresult result = REAL(cuMemAddressReserve)(ptr, size, alignment, addr, flags);
+  if (result != CUDA_SUCCESS || ptr == nullptr) return result;
+  if (vmm::Pager* pager = Runtime::get().pager()) pager->program_reserved(*ptr, size);
+  return result;
+}
+
+extern "C" CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  Runtime::get().count(HookId::cuMemAddressFree);
+  if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->free_program_reservation(ptr, size);
+  return REAL(cuMemAddressFree)(ptr, size);
+}
+
+extern "C" CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                             unsigned long long flags) {
+  Runtime::get().count(HookId::cuMemMap);
+  if (vmm::Pager* pager = pager_of_handle(handle)) return pager->map_handle(ptr, size, offset, handle, flags);
+  const CUresult result = REAL(cuMemMap)(ptr, size, offset, handle, flags);
+  if (result != CUDA_SUCCESS) return result;
+  // A real handle next to paged mappings pins them (a buffer may span both).
+  if (vmm::Pager* pager = pager_of_reservation(ptr)) pager->note_foreign_mapping(ptr, size);
+  return result;
+}
+
+extern "C" CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  Runtime::get().count(HookId::cuMemUnmap);
+  if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->unmap_program_range(ptr, size);
+  return REAL(cuMemUnmap)(ptr, size);
+}
+
+extern "C" CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  Runtime::get().count(HookId::cuMemSetAccess);
+  if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->set_program_access(ptr, size, desc, count);
+  return REAL(cuMemSetAccess)(ptr, size, desc, count);
+}
+
+// An export needs the driver's own handle: a virtual one becomes one real
+// allocation first, pinned resident for good (another process uses it unseen).
+extern "C" CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType type, unsigned long long flags) {
+  Runtime::get().count(HookId::cuMemExportToShareableHandle);
+  if (vmm::Pager* pager = pager_of_handle(handle)) {
+    CUmemGenericAllocationHandle real = 0;
+    if (const CUresult result = pager->real_handle(handle, &real); result != CUDA_SUCCESS) return result;
+    handle = real;
+  }
+  return REAL(cuMemExportToShareableHandle)(shareable, handle, type, flags);
+}
+
 // Imported memory belongs to the exporting process and is charged there.
 VGPUMEM_FORWARDING_HOOK(cuMemImportFromShareableHandle,
                         (CUmemGenericAllocationHandle * handle, void* shareable, CUmemAllocationHandleType type),
@@ -75,10 +162,10 @@ extern "C" CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) 
   vmm::Pager* pager = Runtime::get().pager();
   if (pager == nullptr || !pager->owns(dptr)) return REAL(cuIpcGetMemHandle)(handle, dptr);
   const std::uint64_t word = dptr;
-  if (CUresult r = pager->pin_for_life(&word, 1, vmm::LifetimePin::exported)) return r;
+  if (CUresult r = pager->pin_for_life(&word, 1, vmm::LifetimePin::ipc)) return r;
   const CUresult result = REAL(cuIpcGetMemHandle)(handle, dptr);
   if (result != CUDA_SUCCESS) {
-    pager->unpin_for_life(dptr, vmm::LifetimePin::exported);
+    pager->unpin_for_life(dptr, vmm::LifetimePin::ipc);
     VGPUMEM_LOG_ERROR("cuIpcGetMemHandle({:#x}) failed with error {}: CUDA IPC cannot share paged memory (with "
                       "VGPUMEM_POLICY=lru every cuMemAlloc allocation is virtual memory). To share device memory "
                       "between processes, run with VGPUMEM_POLICY=off; the cap still applies",

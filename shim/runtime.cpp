@@ -22,8 +22,8 @@ namespace {
 std::atomic<Runtime*> g_runtime{nullptr};
 
 // Whether PYTORCH_CUDA_ALLOC_CONF ("key:value,key:value") turns on
-// expandable segments, which map memory with the program's own VMM calls:
-// capped, but not paged.
+// expandable segments, which map memory with the program's own VMM calls,
+// handle next to handle: capped, but pinned resident (vmm/program_handles.cpp).
 bool pytorch_expandable_segments() {
   const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
   if (conf == nullptr) return false;
@@ -88,9 +88,9 @@ vmm::Pager* Runtime::create_pager() {
     VGPUMEM_LOG_INFO("paging on (policy lru, host limit {})",
                      config_.host_limit ? format_bytes(*config_.host_limit) : std::string("none"));
     if (pytorch_expandable_segments()) {
-      VGPUMEM_LOG_WARN("PYTORCH_CUDA_ALLOC_CONF turns on expandable segments: PyTorch's memory is then mapped by its "
-                       "own VMM calls, which vgpumem caps but does not page. Leave expandable_segments off to page "
-                       "past the cap");
+      VGPUMEM_LOG_WARN("PYTORCH_CUDA_ALLOC_CONF turns on expandable segments: PyTorch then maps its memory handle "
+                       "next to handle, where a tensor may span two, so vgpumem keeps it resident: capped, mostly not "
+                       "paged. Leave expandable_segments off to page past the cap");
     }
   });
   return pager_.load(std::memory_order_acquire);

@@ -1,16 +1,22 @@
 // Which paged unit an address belongs to, answered without a lock.
 //
 // The pager carves every paged allocation out of one reserved address range
-// (the arena); this index has one slot per 2 MiB granule of it, holding the
-// unit that owns the granule or nullptr. A lookup is a subtraction, a shift
-// and one atomic load, so the launch hook can test every argument word of
-// every launch. Slots are written only on the allocation and free paths.
+// (the arena); the program's own reservations (cuMemAddressReserve, where it
+// maps the handles it made with cuMemCreate) are covered too, since the pager
+// pages those handles. Each covered range has one slot per 2 MiB granule,
+// holding the unit that owns the granule or nullptr. A lookup is a
+// subtraction, a shift and one atomic load for the arena, and the same for
+// each of the program's reservations (a handful: PyTorch makes one per
+// stream and pool), so the launch hook can test every argument word of every
+// launch. Slots are written only on the allocation, map and free paths.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace vgpumem::vmm {
 
@@ -20,27 +26,59 @@ class GranuleIndex {
  public:
   static constexpr unsigned kGranuleShift = 21;  // 2 MiB, the VMM granularity on the H100
   static constexpr std::uint64_t kGranule = std::uint64_t{1} << kGranuleShift;
+  // The program's reservations the index can cover over a process's life
+  // (a freed one's entry is not reused: a lookup may be reading it), and the
+  // largest it covers (8 MiB of slots). Beyond either, handles mapped there
+  // are not paged.
+  static constexpr std::size_t kMaxExtraRanges = 64;
+  static constexpr std::uint64_t kMaxExtraBytes = std::uint64_t{2} << 40;
 
   GranuleIndex() = default;
-  // Covers [base, base + bytes); bytes a multiple of kGranule. Once only.
+  // Covers the arena [base, base + bytes); bytes a multiple of kGranule. Once only.
   void cover(std::uint64_t base, std::uint64_t bytes);
+  // Covers one more range, granule-aligned outward (a reservation of the
+  // program's). False when it is too large or the entries are used up.
+  // Writers hold the pager's lock.
+  bool cover_more(std::uint64_t base, std::uint64_t bytes);
+  // Stops covering the range cover_more() began at `base`: its lookups miss
+  // from now on. Its slots stay allocated (a lookup may be reading them).
+  void uncover(std::uint64_t base);
+  // Whether `address` lies in a range covered by cover_more().
+  bool in_extra_range(std::uint64_t address) const { return extra_slot(address) != nullptr; }
 
   Unit* lookup(std::uint64_t address) const {
     const std::uint64_t span = bytes_.load(std::memory_order_acquire);  // 0 until covered
     const std::uint64_t offset = address - base_;                        // wraps for addresses below base
-    if (offset >= span) return nullptr;
-    return slots_[offset >> kGranuleShift].load(std::memory_order_acquire);
+    if (offset < span) return slots_[offset >> kGranuleShift].load(std::memory_order_acquire);
+    if (extra_count_.load(std::memory_order_acquire) == 0) return nullptr;
+    const std::atomic<Unit*>* slot = extra_slot(address);
+    return slot == nullptr ? nullptr : slot->load(std::memory_order_acquire);
   }
-  // Points every granule of [address, address + bytes) at `unit` (or nullptr).
+  // Points every granule of [address, address + bytes) at `unit` (or
+  // nullptr). The range lies in the arena or in one covered reservation.
   void assign(std::uint64_t address, std::uint64_t bytes, Unit* unit);
 
   std::uint64_t base() const { return base_; }
   std::uint64_t bytes() const { return bytes_.load(std::memory_order_acquire); }
 
  private:
+  // One of the program's reservations. `base` and `slots` are written before
+  // `bytes` is published and never change after; `bytes` drops to 0 when
+  // the reservation is freed, for good.
+  struct Extra {
+    std::uint64_t base = 0;
+    std::atomic<std::uint64_t> bytes{0};
+    std::atomic<Unit*>* slots = nullptr;
+  };
+  const std::atomic<Unit*>* extra_slot(std::uint64_t address) const;
+  std::atomic<Unit*>* slot_for(std::uint64_t address);
+
   std::uint64_t base_ = 0;
   std::atomic<std::uint64_t> bytes_{0};  // published last: a lookup that sees it sees the rest
   std::unique_ptr<std::atomic<Unit*>[]> slots_;
+  std::array<Extra, kMaxExtraRanges> extras_;
+  std::atomic<std::size_t> extra_count_{0};  // entries published, in order
+  std::vector<std::unique_ptr<std::atomic<Unit*>[]>> extra_slots_;  // owns every Extra::slots
 };
 
 }  // namespace vgpumem::vmm

@@ -8,6 +8,8 @@
 
 #include "shim/log.h"
 #include "trace/recorder.h"
+#include "vmm/pager_device_state.h"
+#include "vmm/relaxed_capture_mode.h"
 
 namespace vgpumem::vmm {
 namespace {
@@ -19,30 +21,6 @@ constexpr std::size_t kMaxStallTimers = 4096;  // stalls timed at once; beyond, 
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
-// While a stream capture is open anywhere in the process, the pager's own
-// driver calls run in relaxed capture mode: in the default (global) mode a
-// query, synchronisation or host allocation from any thread invalidates the
-// program's capture (docs/gpu-facts.md §8.9). cuCtxSynchronize stays
-// forbidden in every mode; the pager avoids it while a capture is open.
-class RelaxedCaptureMode {
- public:
-  RelaxedCaptureMode(const DriverOps& driver, bool needed) : driver_(driver) {
-    if (!needed || driver.exchange_capture_mode == nullptr) return;
-    saved_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-    active_ = driver.exchange_capture_mode(&saved_) == CUDA_SUCCESS;
-  }
-  ~RelaxedCaptureMode() {
-    if (active_) driver_.exchange_capture_mode(&saved_);
-  }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  const DriverOps& driver_;
-  CUstreamCaptureMode saved_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  bool active_ = false;
-};
-
 // The stream as the driver's legacy entry points name it.
 CUstream canonical(CUstream stream, bool per_thread) {
   return stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
@@ -50,18 +28,6 @@ CUstream canonical(CUstream stream, bool per_thread) {
 
 }  // namespace
 
-struct Pager::DeviceState {
-  DeviceState(int device, const DriverOps& driver, CapLedger& ledger) : pool(device, driver, ledger) {}
-  ChunkPool pool;
-  CUcontext context = nullptr;  // current when the device was first used: the reclaimer works in it
-  CUstream copy_stream = nullptr;
-  CUevent reclaim_mark = nullptr;  // the reclaimer's own, recorded on the copy stream
-  bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
-  std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
-  std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic
-  std::vector<std::pair<std::uint64_t, Unit*>> victims;  // offload_lru's scratch: (last use, unit)
-  std::uint64_t resident_bytes = 0;
-};
 
 // ---- Access ------------------------------------------------------------------------------
 
@@ -225,28 +191,34 @@ CUresult Pager::make_resident_now(Unit* unit) {
 // and never offloaded again while it lives. Memory exported to another
 // process, or whose address was uploaded for a kernel to follow, is the same.
 CUresult Pager::pin_for_life(const std::uint64_t* words, std::size_t count, LifetimePin why) {
-  static constexpr const char* kBecause[] = {"a captured graph uses it", "it was exported by cuIpcGetMemHandle",
-                                             "its address was copied to the device"};
-  const auto bit = static_cast<std::uint8_t>(why);
-  const int reason = std::countr_zero(bit);
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, true);
   reap_saved_units(false);
   for (std::size_t i = 0; i < count; ++i) {
     Unit* unit = index_.lookup(words[i]);
     if (unit == nullptr || unit->retired) continue;
-    if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
-      VGPUMEM_LOG_WARN("cannot keep {} at {:#x} resident ({}): error {}", format_bytes(unit->bytes), unit->address,
-                       kBecause[reason], static_cast<int>(result));
-      ooms_.fetch_add(1, std::memory_order_relaxed);
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    const std::uint8_t before = unit->lifetime_pins.fetch_or(bit);
-    if ((before & bit) != 0) continue;
-    if (before == 0) ++unit->pins;
-    lifetime_pinned_bytes_[reason].fetch_add(unit->bytes, std::memory_order_relaxed);
-    VGPUMEM_LOG_INFO("pinned {} at {:#x} resident: {}", format_bytes(unit->bytes), unit->address, kBecause[reason]);
+    if (const CUresult result = pin_unit_for_life(unit, why); result != CUDA_SUCCESS) return result;
   }
+  return CUDA_SUCCESS;
+}
+
+CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
+  static constexpr const char* kBecause[kLifetimePinReasons] = {
+      "a captured graph uses it", "it was exported by cuIpcGetMemHandle", "its address was copied to the device",
+      "the program gave another device access to it", "the program exported its handle"};
+  const auto bit = static_cast<std::uint8_t>(why);
+  const int reason = std::countr_zero(bit);
+  if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
+    VGPUMEM_LOG_WARN("cannot keep {} at {:#x} resident ({}): error {}", format_bytes(unit->bytes), unit->address,
+                     kBecause[reason], static_cast<int>(result));
+    ooms_.fetch_add(1, std::memory_order_relaxed);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const std::uint8_t before = unit->lifetime_pins.fetch_or(bit);
+  if ((before & bit) != 0) return CUDA_SUCCESS;
+  if (before == 0) ++unit->pins;
+  lifetime_pinned_bytes_[reason].fetch_add(unit->bytes, std::memory_order_relaxed);
+  VGPUMEM_LOG_INFO("pinned {} at {:#x} resident: {}", format_bytes(unit->bytes), unit->address, kBecause[reason]);
   return CUDA_SUCCESS;
 }
 
@@ -525,6 +497,7 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
     unit->saved = nullptr;
   }
   unmap_chunks(unit, unit->bytes / kChunkBytes);
+  unmap_aliases(unit);
   unit->chunks.clear();
   unit->unmap_pending = false;
 }
@@ -580,8 +553,10 @@ CUresult Pager::map_chunks(Unit* unit) {
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     result = driver_.set_access(unit->address, unit->bytes, &access, 1);
   }
+  if (result == CUDA_SUCCESS) result = map_aliases(unit);  // the program's own mappings of its handle
   if (result != CUDA_SUCCESS) {
     unmap_chunks(unit, mapped);
+    unmap_aliases(unit);
   }
   return result;
 }
@@ -611,6 +586,7 @@ CUresult Pager::fetch(Unit* unit) {
     if (mapped) {
       driver_.context_synchronize();  // nothing may still be copying into the chunks
       unmap_chunks(unit, unit->chunks.size());
+      unmap_aliases(unit);
     }
     return_chunks(state, &unit->chunks);
     ooms_.fetch_add(1, std::memory_order_relaxed);
@@ -721,20 +697,26 @@ CUresult Pager::reserve_arena() {
   return CUDA_SUCCESS;
 }
 
-CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
-  std::lock_guard lock(mutex_);
-  RelaxedCaptureMode relaxed(driver_, capture_open());
+// The arena, and the device's copy stream and context, on its first use.
+CUresult Pager::ready_device(int device) {
   if (!arena_ready_) {
     if (const CUresult result = reserve_arena(); result != CUDA_SUCCESS) return result;
   }
   DeviceState& state = device_state(device);
-  if (state.copy_stream == nullptr) {
-    if (const CUresult result = driver_.stream_create(&state.copy_stream, CU_STREAM_NON_BLOCKING);
-        result != CUDA_SUCCESS) {
-      return result;
-    }
-    if (driver_.context_get_current != nullptr) driver_.context_get_current(&state.context);
+  if (state.copy_stream != nullptr) return CUDA_SUCCESS;
+  if (const CUresult result = driver_.stream_create(&state.copy_stream, CU_STREAM_NON_BLOCKING);
+      result != CUDA_SUCCESS) {
+    return result;
   }
+  if (driver_.context_get_current != nullptr) driver_.context_get_current(&state.context);
+  return CUDA_SUCCESS;
+}
+
+CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  if (const CUresult result = ready_device(device); result != CUDA_SUCCESS) return result;
+  DeviceState& state = device_state(device);
   reap_saved_units(false);
   Unit* unit = nullptr;
   std::uint64_t address = 0;
@@ -763,8 +745,19 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
 void Pager::release_unit(Unit* unit) {
   DeviceState& state = device_state(unit->device);
   unmap_now(unit);
-  if (unit->state.load() == Residency::resident) {
+  // A copy bringing it in may still be writing its chunks: they are reused next.
+  if (unit->ready != nullptr) driver_.event_synchronize(unit->ready);
+  if (unit->real != 0) {  // a handle the program exported: one real allocation, charged as itself
+    driver_.unmap(unit->address, unit->bytes);
+    unmap_aliases(unit);
+    driver_.release(unit->real);
+    ledger_.refund(unit->device, unit->bytes);
+    unit->real = 0;
+    state.resident_bytes -= unit->bytes;
+    trace_resident(unit->device, state);
+  } else if (unit->state.load() == Residency::resident) {
     unmap_chunks(unit, unit->chunks.size());
+    unmap_aliases(unit);
     return_chunks(state, &unit->chunks);
     state.resident_bytes -= unit->bytes;
     trace_resident(unit->device, state);
@@ -779,8 +772,11 @@ void Pager::release_unit(Unit* unit) {
   arena_.give_back(unit->address, unit->bytes);
   state.slabs_with_room.erase(unit->address);
   unit->holes.clear();
+  for (const Alias& alias : unit->aliases) index_.assign(alias.address, alias.bytes, nullptr);
+  unit->aliases.clear();
+  unit->program_handle = 0;
   const std::uint8_t lifetime_pins = unit->lifetime_pins.exchange(0);
-  for (int reason = 0; reason < 3; ++reason) {
+  for (int reason = 0; reason < kLifetimePinReasons; ++reason) {
     if ((lifetime_pins >> reason) & 1) lifetime_pinned_bytes_[reason].fetch_sub(unit->bytes, std::memory_order_relaxed);
   }
   unit->state.store(Residency::on_host);
@@ -1111,8 +1107,13 @@ nlohmann::json Pager::summary() const {
           {"capture_pinned_bytes", lifetime_pinned_bytes_[0].load()},
           {"ipc_pinned_bytes", lifetime_pinned_bytes_[1].load()},
           {"pointer_table_pinned_bytes", lifetime_pinned_bytes_[2].load()},
+          {"peer_shared_pinned_bytes", lifetime_pinned_bytes_[3].load()},
+          {"handle_exported_pinned_bytes", lifetime_pinned_bytes_[4].load()},
           {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},
+          {"program_handles", {{"live", handles_.size()},
+                               {"materialized", handles_materialized_.load()},
+                               {"neighbour_pins", adjacent_pinned_.load()}}},
           {"host_pinned_bytes", host_.pinned_bytes()},
           {"host_pinned_bytes_peak", host_.pinned_peak()},
           {"ooms", ooms_.load()},

@@ -142,6 +142,54 @@ class Pager {
   // pools): offloads and releases chunks. True if that much was released.
   bool make_room(int device, std::uint64_t bytes);
 
+  // ---- The program's own virtual memory (docs/architecture.md, "The
+  // program's own mappings"): what PyTorch's expandable segments and other
+  // allocators build from cuMemCreate, cuMemMap and cuMemSetAccess.
+  //
+  // A handle the program creates on a paged device is virtual: a unit like
+  // any paged allocation, with a home range in the arena, and its chunks
+  // mapped also wherever the program maps the handle, so it moves to the
+  // host and back like the rest. The driver never sees the handle; the hooks
+  // route every call that names one here. A mapping right next to another
+  // (PyTorch grows a segment handle by handle, and a tensor may span two) is
+  // pinned resident while it has the neighbour: a kernel handed a pointer
+  // into one reaches into the other, and no hook can see how far.
+  static constexpr CUmemGenericAllocationHandle kVirtualHandleTag = 0xF1A0'0000'0000'0000;
+  static bool is_virtual(CUmemGenericAllocationHandle handle) {
+    return (handle & 0xFFFF'0000'0000'0000) == kVirtualHandleTag;
+  }
+  // Whether the program's cuMemCreate with `prop` can be paged: device
+  // memory of a paged device, plain (no compression, no RDMA), a size of
+  // whole chunks.
+  static bool pageable_handle(std::uint64_t bytes, const CUmemAllocationProp& prop, unsigned long long flags);
+  CUresult create_handle(int device, std::uint64_t bytes, const CUmemAllocationProp& prop,
+                         CUmemGenericAllocationHandle* out);
+  CUresult release_handle(CUmemGenericAllocationHandle handle);
+  // The handle mapped at `address` (cuMemRetainAllocationHandle), with one
+  // more reference; false if none of the pager's is mapped there.
+  bool retain_handle(std::uint64_t address, CUmemGenericAllocationHandle* out);
+  CUresult handle_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* prop) const;
+  // A reservation of the program's: covered by the index, so mappings of
+  // virtual handles in it are paged. Freeing it checks nothing is mapped.
+  void program_reserved(std::uint64_t base, std::uint64_t bytes);
+  bool in_program_reservation(std::uint64_t address) const { return index_.in_extra_range(address); }
+  CUresult free_program_reservation(std::uint64_t base, std::uint64_t bytes);
+  // cuMemMap of a virtual handle; cuMemUnmap and cuMemSetAccess over a
+  // range of a program reservation (the parts the pager does not hold go
+  // to the driver as they are).
+  CUresult map_handle(std::uint64_t address, std::uint64_t bytes, std::uint64_t offset,
+                      CUmemGenericAllocationHandle handle, unsigned long long flags);
+  CUresult unmap_program_range(std::uint64_t address, std::uint64_t bytes);
+  // A real handle the program mapped in a covered reservation (one the
+  // pager could not page): a neighbour, for adjacent_pins.
+  void note_foreign_mapping(std::uint64_t address, std::uint64_t bytes);
+  CUresult set_program_access(std::uint64_t address, std::uint64_t bytes, const CUmemAccessDesc* desc,
+                              std::size_t count);
+  // The driver handle behind a virtual one, for an export: the handle
+  // becomes one real allocation of the program's properties, its bytes
+  // copied in, pinned resident for good (LifetimePin::exported).
+  CUresult real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAllocationHandle* out);
+
   // Ends the reclaimer thread (at process exit, before the driver goes).
   void stop_reclaimer();
   // In a forked child the thread does not exist: forget it without touching
@@ -167,6 +215,11 @@ class Pager {
     Unit* unit;
     std::uint64_t bytes;
     bool freeing = false;  // a stream-ordered free is pending
+  };
+  struct ProgramHandle {
+    Unit* unit;
+    CUmemAllocationProp prop;
+    std::uint32_t references = 1;  // cuMemCreate and each retain; cuMemRelease drops one
   };
 
   DeviceState& device_state(int device);
@@ -208,6 +261,22 @@ class Pager {
   bool admits(int device, std::uint64_t bytes) const;
   void release_unit(Unit* unit);
   void unmap_chunks(const Unit* unit, std::size_t count);
+  CUresult map_aliases(Unit* unit);
+  void unmap_aliases(Unit* unit);
+  CUresult map_alias(const Unit* unit, Alias& alias);
+  void unmap_alias(const Unit* unit, Alias& alias);
+  CUresult ready_device(int device);
+  CUresult pin_unit_for_life(Unit* unit, LifetimePin why);
+  CUresult materialize(Unit* unit, const CUmemAllocationProp& prop);
+  ProgramHandle* program_handle(CUmemGenericAllocationHandle handle);
+  Unit* alias_ending_at(std::uint64_t address) const;
+  Unit* alias_starting_at(std::uint64_t address) const;
+  bool foreign_ends_at(std::uint64_t address) const;
+  bool foreign_starts_at(std::uint64_t address) const;
+  CUresult pin_as_neighbour(Unit* unit);
+  void unpin_neighbours(Unit* unit, const Alias& alias);
+  void forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes);
+  void release_handle_if_unused(CUmemGenericAllocationHandle handle);
   static void return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks);
   std::map<std::uint64_t, AllocationInfo>::iterator live_allocation(CUdeviceptr address);
   void set_ready(Unit* unit, CUevent event);
@@ -237,6 +306,11 @@ class Pager {
   std::map<int, std::unique_ptr<DeviceState>> devices_;
   std::map<std::uint64_t, AllocationInfo> allocations_;  // by address
   std::vector<Unit*> saved_units_;                       // on host, range still mapped
+  std::map<CUmemGenericAllocationHandle, ProgramHandle> handles_;  // the program's virtual handles
+  std::uint64_t next_handle_ = 1;
+  std::map<std::uint64_t, std::uint64_t> foreign_mappings_;  // real handles mapped in covered reservations
+  std::atomic<std::uint64_t> adjacent_pinned_{0};             // mappings pinned for having a neighbour
+  std::atomic<std::uint64_t> handles_materialized_{0};
   struct PendingFree {
     std::uint64_t address;
     CUevent done;  // recorded on the freeing stream
@@ -248,7 +322,7 @@ class Pager {
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
-  std::atomic<std::uint64_t> lifetime_pinned_bytes_[3] = {};  // by LifetimePin bit: captured, exported, referenced
+  std::atomic<std::uint64_t> lifetime_pinned_bytes_[kLifetimePinReasons] = {};  // by LifetimePin bit
   std::atomic<std::uint64_t> stalls_{0};        // operations made to wait for a unit on its way in
   // GPU time those waits cost: two timing events on the waiting stream, one
   // before the wait and one after, read once the second has completed.

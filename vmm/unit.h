@@ -29,8 +29,22 @@ enum class Residency : std::uint8_t { resident, moving_out, on_host };
 // that no hook sees (docs/configuration.md, "What is pinned resident").
 enum class LifetimePin : std::uint8_t {
   captured = 1,    // work captured into a CUDA graph uses it (the graph replays unseen)
-  exported = 2,    // handed to another process by cuIpcGetMemHandle
+  ipc = 2,         // handed to another process by cuIpcGetMemHandle
   referenced = 4,  // its address was uploaded to the device (a pointer table)
+  shared = 8,      // the program's cuMemSetAccess gave another device access to its mapping
+  exported = 16,   // a handle of the program's exported as a shareable handle (one real handle now)
+};
+inline constexpr int kLifetimePinReasons = 5;
+
+// Where the program mapped one of its own handles (cuMemMap): the unit's
+// chunks are mapped there too while it is resident, with the access the
+// program granted its own device (cuMemSetAccess) replayed at each remap.
+struct Alias {
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;      // a multiple of kChunkBytes
+  std::uint64_t offset = 0;     // into the handle: a multiple of kChunkBytes
+  CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // what the program granted its own device
+  bool mapped = false;          // on the unit's chunks now
 };
 
 struct Unit {
@@ -56,6 +70,14 @@ struct Unit {
   bool unmap_pending = false;
   std::atomic<std::uint8_t> lifetime_pins{0};  // LifetimePin bits; any holds one of `pins`
   bool retired = false;                // freed; kept for reuse (a stale lookup may still hold it)
+
+  // A handle the program made with cuMemCreate (Pager::create_handle): the
+  // unit's own range is the handle's home, and `aliases` are where the program
+  // mapped it. `real` is the one driver handle it became when the program
+  // exported it (then `chunks` is empty and it never moves).
+  CUmemGenericAllocationHandle program_handle = 0;  // the virtual handle, or 0 for the pager's own
+  std::vector<Alias> aliases;
+  CUmemGenericAllocationHandle real = 0;
 };
 
 }  // namespace vgpumem::vmm

@@ -120,8 +120,8 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
   Region* region = sim.region_of(ptr, size);
   auto phys = sim.physical.find(handle);
   if (region == nullptr || region->kind != Region::Kind::reservation || phys == sim.physical.end() || flags != 0 ||
-      offset != 0 || size == 0 || size % kGranularity != 0 || (ptr - region->base) % kGranularity != 0 ||
-      size > phys->second.size) {
+      offset % kGranularity != 0 || size == 0 || size % kGranularity != 0 || (ptr - region->base) % kGranularity != 0 ||
+      offset + size > phys->second.size) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   const std::uint64_t at = ptr - region->base;
@@ -129,7 +129,8 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     if (at < start + m.size && start < at + size) return CUDA_ERROR_INVALID_VALUE;  // overlaps a mapping
   }
   // Mapped but not yet accessible: cuMemSetAccess grants access, as on hardware.
-  if (mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys->second.fd, 0) == MAP_FAILED) {
+  if (mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys->second.fd,
+           static_cast<off_t>(offset)) == MAP_FAILED) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   region->mappings[at] = Region::Mapping{size, handle, false};

@@ -1,0 +1,100 @@
+// The pager in process on the simulated driver: a fixture that makes a pager
+// under a cap, writes patterns into paged memory as a copy hook would, and
+// checks they are still there. Shared by the pager's test files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "sim_driver_ops.h"
+#include "trace/recorder.h"
+#include "vgpusim.h"
+#include "vmm/cap_ledger.h"
+#include "vmm/pager.h"
+
+namespace vgpumem::test {
+
+inline constexpr std::uint64_t kMiB = 1u << 20;
+inline constexpr std::uint64_t kChunk = 2 * kMiB;
+
+inline std::uint64_t physical_bytes_now() {
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cuMemGetInfo(&free, &total), CUDA_SUCCESS);
+  return total - free;
+}
+
+// Polls `done` for up to five seconds of real time.
+template <typename Done>
+bool eventually(Done&& done) {
+  for (int i = 0; i < 5000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+class PagerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+    CUcontext context = nullptr;
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(context), CUDA_SUCCESS);
+  }
+  void make_pager(std::uint64_t cap, std::optional<std::uint64_t> host_limit = std::nullopt) {
+    cap_ = cap;
+    ledger_ = std::make_unique<vmm::CapLedger>([cap](int) { return cap; });
+    vmm::PagerOptions options;
+    options.arena_bytes = 64 * 1024 * kMiB;
+    options.host_limit = host_limit;
+    pager_ = std::make_unique<vmm::Pager>(simulated_driver_ops(), *ledger_, recorder_, options);
+    baseline_ = physical_bytes_now();
+  }
+  // Copies `bytes` of a pattern into a paged allocation, as a copy hook would.
+  void write(CUdeviceptr p, std::uint64_t bytes, unsigned seed) {
+    std::vector<unsigned char> data(bytes);
+    for (std::uint64_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(i * 31 + seed);
+    vmm::Access access;
+    ASSERT_EQ(pager_->prepare_range(p, bytes, nullptr, false, access), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemcpyHtoD(p, data.data(), bytes), CUDA_SUCCESS);
+    EXPECT_LE(physical_bytes_now() - baseline_, cap_) << "the simulator's own count";
+  }
+  // Each buffers[i]: a new allocation of `bytes` holding pattern i, as a
+  // program fills its tensors. Call through ASSERT_NO_FATAL_FAILURE.
+  void allocate_written(std::span<CUdeviceptr> buffers, std::uint64_t bytes) {
+    for (unsigned i = 0; i < buffers.size(); ++i) {
+      ASSERT_EQ(pager_->allocate(0, bytes, &buffers[i]), CUDA_SUCCESS) << i;
+      write(buffers[i], bytes, i);
+    }
+  }
+  // Whether each buffers[i] still holds pattern i.
+  void expect_held(std::span<const CUdeviceptr> buffers, std::uint64_t bytes) {
+    for (unsigned i = 0; i < buffers.size(); ++i) {
+      EXPECT_TRUE(holds(buffers[i], bytes, i)) << "buffer " << i << " was lost";
+    }
+  }
+  bool holds(CUdeviceptr p, std::uint64_t bytes, unsigned seed) {
+    std::vector<unsigned char> data(bytes);
+    vmm::Access access;
+    EXPECT_EQ(pager_->prepare_range(p, bytes, nullptr, false, access), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemcpyDtoH(data.data(), p, bytes), CUDA_SUCCESS);
+    for (std::uint64_t i = 0; i < bytes; ++i) {
+      if (data[i] != static_cast<unsigned char>(i * 31 + seed)) return false;
+    }
+    return true;
+  }
+
+  trace::Recorder recorder_{1000};
+  std::uint64_t cap_ = 0, baseline_ = 0;
+  std::unique_ptr<vmm::CapLedger> ledger_;
+  std::unique_ptr<vmm::Pager> pager_;
+};
+
+}  // namespace vgpumem::test

@@ -1,0 +1,27 @@
+// What the pager keeps per device (its files share it: pager.cpp and
+// program_handles.cpp). Guarded by the pager's lock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "vmm/pager.h"
+
+namespace vgpumem::vmm {
+
+struct Pager::DeviceState {
+  DeviceState(int device, const DriverOps& driver, CapLedger& ledger) : pool(device, driver, ledger) {}
+  ChunkPool pool;
+  CUcontext context = nullptr;  // current when the device was first used: the reclaimer works in it
+  CUstream copy_stream = nullptr;
+  CUevent reclaim_mark = nullptr;  // the reclaimer's own, recorded on the copy stream
+  bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
+  std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
+  std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic
+  std::vector<std::pair<std::uint64_t, Unit*>> victims;  // offload_lru's scratch: (last use, unit)
+  std::uint64_t resident_bytes = 0;
+};
+
+}  // namespace vgpumem::vmm

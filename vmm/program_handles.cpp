@@ -1,0 +1,498 @@
+// The program's own virtual memory, paged: handles it makes with cuMemCreate
+// and maps with cuMemMap into reservations of its own (PyTorch's expandable
+// segments, and any allocator built the same way).
+//
+// Each such handle is a virtual one the driver never sees: a unit with a home
+// range in the arena, moved to the host and back like any paged allocation.
+// Wherever the program maps the handle (an Alias), the unit's chunks are
+// mapped too while it is resident, with the access the program granted its
+// own device replayed at each remap; the granule index covers the program's
+// reservations, so launches and copies that name an alias address make the
+// unit resident first. What cannot be paged is pinned: a mapping another
+// device was given access to (LifetimePin::shared), and a handle the program
+// exports, which becomes one real driver allocation (materialize()).
+#include <algorithm>
+#include <thread>
+
+#include "shim/log.h"
+#include "trace/recorder.h"
+#include "vmm/pager.h"
+#include "vmm/pager_device_state.h"
+#include "vmm/relaxed_capture_mode.h"
+
+namespace vgpumem::vmm {
+namespace {
+
+CUmemAccessDesc own_device_access(int device, CUmemAccess_flags flags) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = flags;
+  return access;
+}
+
+bool chunk_aligned(std::uint64_t value) { return value % kChunkBytes == 0; }
+
+}  // namespace
+
+bool Pager::pageable_handle(std::uint64_t bytes, const CUmemAllocationProp& prop, unsigned long long flags) {
+  return flags == 0 && bytes > 0 && chunk_aligned(bytes) && prop.type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+         prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop.win32HandleMetaData == nullptr &&
+         prop.allocFlags.compressionType == 0 && prop.allocFlags.gpuDirectRDMACapable == 0 &&
+         prop.allocFlags.usage == 0;
+}
+
+Pager::ProgramHandle* Pager::program_handle(CUmemGenericAllocationHandle handle) {
+  auto it = handles_.find(handle);
+  return it == handles_.end() ? nullptr : &it->second;
+}
+
+CUresult Pager::create_handle(int device, std::uint64_t bytes, const CUmemAllocationProp& prop,
+                              CUmemGenericAllocationHandle* out) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  if (const CUresult result = ready_device(device); result != CUDA_SUCCESS) return result;
+  reap_saved_units(false);
+  Unit* unit = new_unit(device, bytes, false);
+  if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  unit->program_handle = true;
+  unit->live = 1;
+  const CUmemGenericAllocationHandle handle = kVirtualHandleTag | next_handle_++;
+  handles_.emplace(handle, ProgramHandle{unit, prop, 1});
+  *out = handle;
+  return CUDA_SUCCESS;
+}
+
+// A handle's memory lives while the program holds a reference or a mapping
+// (as the driver's does).
+void Pager::release_handle_if_unused(CUmemGenericAllocationHandle handle) {
+  auto it = handles_.find(handle);
+  if (it == handles_.end() || it->second.references > 0 || !it->second.unit->aliases.empty()) return;
+  Unit* unit = it->second.unit;
+  handles_.erase(it);
+  unit->live = 0;
+  release_unit(unit);
+}
+
+CUresult Pager::release_handle(CUmemGenericAllocationHandle handle) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  ProgramHandle* program = program_handle(handle);
+  if (program == nullptr || program->references == 0) return CUDA_ERROR_INVALID_VALUE;
+  --program->references;
+  release_handle_if_unused(handle);
+  return CUDA_SUCCESS;
+}
+
+bool Pager::retain_handle(std::uint64_t address, CUmemGenericAllocationHandle* out) {
+  if (!index_.in_extra_range(address) || index_.lookup(address) == nullptr) return false;
+  std::lock_guard lock(mutex_);
+  const Unit* unit = index_.lookup(address);
+  for (auto& [handle, program] : handles_) {
+    if (program.unit != unit) continue;
+    ++program.references;
+    *out = handle;
+    return true;
+  }
+  return false;
+}
+
+CUresult Pager::handle_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* prop) const {
+  std::lock_guard lock(mutex_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end() || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *prop = it->second.prop;
+  return CUDA_SUCCESS;
+}
+
+void Pager::program_reserved(std::uint64_t base, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  if (!index_.cover_more(base, bytes)) {
+    VGPUMEM_LOG_INFO("the reservation of {} at {:#x} is not paged (the index covers {} reservations of up to {}): "
+                     "handles mapped there become real allocations, pinned resident",
+                     format_bytes(bytes), base, GranuleIndex::kMaxExtraRanges,
+                     format_bytes(GranuleIndex::kMaxExtraBytes));
+  }
+}
+
+CUresult Pager::free_program_reservation(std::uint64_t base, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  // The driver refuses to free a reservation with mappings in it; an alias of
+  // a unit on the host is not mapped there, so the pager checks for it.
+  for (std::uint64_t at = base; at < base + bytes; at += kChunkBytes) {
+    if (index_.lookup(at) != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  }
+  const CUresult result = driver_.address_free(base, bytes);
+  if (result == CUDA_SUCCESS) index_.uncover(base);
+  return result;
+}
+
+// ---- mapping -------------------------------------------------------------------------------
+
+CUresult Pager::map_alias(const Unit* unit, Alias& alias) {
+  const std::size_t first = alias.offset / kChunkBytes, count = alias.bytes / kChunkBytes;
+  for (std::size_t i = 0; i < count; ++i) {
+    const CUresult result = driver_.map(alias.address + i * kChunkBytes, kChunkBytes, 0, unit->chunks[first + i], 0);
+    if (result != CUDA_SUCCESS) {
+      for (std::size_t j = 0; j < i; ++j) driver_.unmap(alias.address + j * kChunkBytes, kChunkBytes);
+      return result;
+    }
+  }
+  alias.mapped = true;
+  if (alias.access == CU_MEM_ACCESS_FLAGS_PROT_NONE) return CUDA_SUCCESS;  // not granted yet: as the program left it
+  const CUmemAccessDesc access = own_device_access(unit->device, alias.access);
+  return driver_.set_access(alias.address, alias.bytes, &access, 1);
+}
+
+CUresult Pager::map_aliases(Unit* unit) {
+  for (Alias& alias : unit->aliases) {
+    if (alias.mapped) continue;
+    if (const CUresult result = map_alias(unit, alias); result != CUDA_SUCCESS) return result;
+  }
+  return CUDA_SUCCESS;
+}
+
+void Pager::unmap_alias(const Unit* unit, Alias& alias) {
+  if (!alias.mapped) return;
+  alias.mapped = false;
+  // One mapping of a real handle, or one per chunk: one call where the driver takes it.
+  const bool one_mapping = unit->real != 0 || alias.bytes == kChunkBytes;
+  if (one_mapping || (whole_range_unmap_ && driver_.unmap(alias.address, alias.bytes) == CUDA_SUCCESS)) {
+    if (one_mapping) driver_.unmap(alias.address, alias.bytes);
+    return;
+  }
+  for (std::uint64_t at = 0; at < alias.bytes; at += kChunkBytes) driver_.unmap(alias.address + at, kChunkBytes);
+}
+
+void Pager::unmap_aliases(Unit* unit) {
+  for (Alias& alias : unit->aliases) unmap_alias(unit, alias);
+}
+
+CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint64_t offset,
+                           CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  ProgramHandle* program = program_handle(handle);
+  if (program == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Unit* unit = program->unit;
+  if (bytes == 0 || offset > unit->bytes || bytes > unit->bytes - offset) return CUDA_ERROR_INVALID_VALUE;
+  for (std::uint64_t at = address; at < address + bytes; at += kChunkBytes) {
+    if (index_.lookup(at) != nullptr) return CUDA_ERROR_INVALID_VALUE;  // overlaps a mapping, as the driver says
+  }
+  const bool indexed = index_.in_extra_range(address) && index_.in_extra_range(address + bytes - 1);
+  const bool pageable = flags == 0 && chunk_aligned(address) && chunk_aligned(bytes) && chunk_aligned(offset) && indexed;
+  if (!pageable && unit->real == 0) {
+    // Mapped where the pager cannot follow it: one real allocation from now on.
+    if (const CUresult result = materialize(unit, program->prop); result != CUDA_SUCCESS) return result;
+  }
+  Alias alias{address, bytes, offset, CU_MEM_ACCESS_FLAGS_PROT_NONE, false};
+  // Next to another mapping: both stay resident while they touch (the
+  // header says why), brought in first so they are mapped now.
+  Unit* left = alias_ending_at(address);
+  Unit* right = alias_starting_at(address + bytes);
+  const std::uint32_t neighbours = (left != nullptr) + (right != nullptr) + foreign_ends_at(address) +
+                                   foreign_starts_at(address + bytes);
+  if (neighbours > 0 && unit->real == 0) {
+    if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;
+  }
+  if (left != nullptr) {
+    if (const CUresult result = pin_as_neighbour(left); result != CUDA_SUCCESS) return result;
+  }
+  if (right != nullptr) {
+    if (const CUresult result = pin_as_neighbour(right); result != CUDA_SUCCESS) {
+      if (left != nullptr) {
+        --left->pins;
+        adjacent_pinned_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      return result;
+    }
+  }
+  unit->pins += neighbours;
+  adjacent_pinned_.fetch_add(neighbours, std::memory_order_relaxed);
+  if (unit->real != 0) {
+    const CUresult result = driver_.map(address, bytes, offset, unit->real, flags);
+    if (result != CUDA_SUCCESS) {
+      unpin_neighbours(unit, alias);
+      return result;
+    }
+    alias.mapped = true;
+    if (!indexed) return CUDA_SUCCESS;  // the program unmaps it with the driver, unseen: not an alias
+  } else if (unit->state.load() == Residency::resident) {
+    if (const CUresult result = map_alias(unit, alias); result != CUDA_SUCCESS) {
+      unpin_neighbours(unit, alias);
+      return result;
+    }
+  }
+  unit->aliases.push_back(alias);
+  index_.assign(address, bytes, unit);
+  return CUDA_SUCCESS;
+}
+
+// ---- neighbours ----------------------------------------------------------------------------
+
+Unit* Pager::alias_ending_at(std::uint64_t address) const {
+  Unit* unit = index_.lookup(address - 1);
+  if (unit == nullptr || unit->program_handle == 0) return nullptr;
+  for (const Alias& alias : unit->aliases) {
+    if (alias.address + alias.bytes == address) return unit;
+  }
+  return nullptr;
+}
+
+Unit* Pager::alias_starting_at(std::uint64_t address) const {
+  Unit* unit = index_.lookup(address);
+  if (unit == nullptr || unit->program_handle == 0) return nullptr;
+  for (const Alias& alias : unit->aliases) {
+    if (alias.address == address) return unit;
+  }
+  return nullptr;
+}
+
+bool Pager::foreign_starts_at(std::uint64_t address) const { return foreign_mappings_.count(address) != 0; }
+
+bool Pager::foreign_ends_at(std::uint64_t address) const {
+  auto it = foreign_mappings_.lower_bound(address);
+  if (it == foreign_mappings_.begin()) return false;
+  --it;
+  return it->first + it->second == address;
+}
+
+CUresult Pager::pin_as_neighbour(Unit* unit) {
+  if (unit->real == 0) {
+    if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;
+  }
+  ++unit->pins;
+  adjacent_pinned_.fetch_add(1, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+
+// `alias` of `unit` goes (or never came): the pins it and its neighbours
+// took for touching each other go with it.
+void Pager::unpin_neighbours(Unit* unit, const Alias& alias) {
+  std::uint32_t programs = 0;
+  for (Unit* neighbour : {alias_ending_at(alias.address), alias_starting_at(alias.address + alias.bytes)}) {
+    if (neighbour == nullptr) continue;
+    --neighbour->pins;
+    ++programs;
+  }
+  const std::uint32_t foreign = foreign_ends_at(alias.address) + foreign_starts_at(alias.address + alias.bytes);
+  unit->pins -= std::min(unit->pins, programs + foreign);
+  adjacent_pinned_.fetch_sub(2 * programs + foreign, std::memory_order_relaxed);
+}
+
+void Pager::note_foreign_mapping(std::uint64_t address, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  for (Unit* neighbour : {alias_ending_at(address), alias_starting_at(address + bytes)}) {
+    if (neighbour != nullptr) pin_as_neighbour(neighbour);
+  }
+  foreign_mappings_[address] = bytes;
+}
+
+// Forgets the foreign mappings in a range the program unmapped, and the
+// pins they gave their neighbours.
+void Pager::forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes) {
+  for (auto it = foreign_mappings_.lower_bound(start); it != foreign_mappings_.end() && it->first < start + bytes;) {
+    for (Unit* neighbour : {alias_ending_at(it->first), alias_starting_at(it->first + it->second)}) {
+      if (neighbour == nullptr) continue;
+      --neighbour->pins;
+      adjacent_pinned_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    it = foreign_mappings_.erase(it);
+  }
+}
+
+namespace {
+
+// Walks [address, address + bytes) of a program reservation: `alias(unit,
+// index)` for each of the pager's mappings met, `gap(start, length)` for each
+// stretch between them. Either returns a CUresult; the walk stops at the
+// first error. A mapping only partly inside the range is an error, as the
+// driver says for a partial unmap.
+template <typename OnAlias, typename OnGap>
+CUresult walk_program_range(const GranuleIndex& index, std::uint64_t address, std::uint64_t bytes, OnAlias&& alias,
+                            OnGap&& gap) {
+  const std::uint64_t end = address + bytes;
+  std::uint64_t gap_start = address;
+  for (std::uint64_t at = address; at < end;) {
+    Unit* unit = index.lookup(at);
+    if (unit == nullptr) {
+      at += GranuleIndex::kGranule;
+      continue;
+    }
+    auto it = std::find_if(unit->aliases.begin(), unit->aliases.end(),
+                           [at](const Alias& a) { return a.address <= at && at < a.address + a.bytes; });
+    if (it == unit->aliases.end() || it->address != at || it->address + it->bytes > end) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (gap_start < at) {
+      if (const CUresult result = gap(gap_start, at - gap_start); result != CUDA_SUCCESS) return result;
+    }
+    const std::uint64_t next = it->address + it->bytes;
+    if (const CUresult result = alias(unit, static_cast<std::size_t>(it - unit->aliases.begin()));
+        result != CUDA_SUCCESS) {
+      return result;
+    }
+    at = gap_start = next;
+  }
+  return gap_start < end ? gap(gap_start, end - gap_start) : CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult Pager::unmap_program_range(std::uint64_t address, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  // Checked whole first, so a partial unmap of one of the pager's mappings changes nothing.
+  const auto nothing = [](auto, auto) { return CUDA_SUCCESS; };
+  if (const CUresult result = walk_program_range(index_, address, bytes, nothing, nothing); result != CUDA_SUCCESS) {
+    return result;
+  }
+  std::vector<CUmemGenericAllocationHandle> unmapped;
+  const CUresult result = walk_program_range(
+      index_, address, bytes,
+      [&](Unit* unit, std::size_t i) {
+        // Like the driver's, this unmap does not wait for work still using the range.
+        unmap_alias(unit, unit->aliases[i]);
+        unpin_neighbours(unit, unit->aliases[i]);
+        index_.assign(unit->aliases[i].address, unit->aliases[i].bytes, nullptr);
+        unit->aliases.erase(unit->aliases.begin() + static_cast<std::ptrdiff_t>(i));
+        unmapped.push_back(unit->program_handle);
+        return CUDA_SUCCESS;
+      },
+      [&](std::uint64_t start, std::uint64_t length) {
+        const CUresult unmapped_gap = driver_.unmap(start, length);
+        if (unmapped_gap == CUDA_SUCCESS) forget_foreign_mappings(start, length);
+        return unmapped_gap;
+      });
+  for (CUmemGenericAllocationHandle handle : unmapped) release_handle_if_unused(handle);
+  return result;
+}
+
+CUresult Pager::set_program_access(std::uint64_t address, std::uint64_t bytes, const CUmemAccessDesc* desc,
+                                   std::size_t count) {
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  return walk_program_range(
+      index_, address, bytes,
+      [&](Unit* unit, std::size_t i) {
+        bool other_device = false;
+        for (std::size_t d = 0; d < count; ++d) {
+          const bool own = desc[d].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[d].location.id == unit->device;
+          if (own) unit->aliases[i].access = desc[d].flags;
+          other_device = other_device || (!own && desc[d].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE);
+        }
+        // Another device reaches the memory unseen by any hook: it stays.
+        if (other_device && unit->real == 0) {
+          if (const CUresult result = pin_unit_for_life(unit, LifetimePin::shared); result != CUDA_SUCCESS) {
+            return result;
+          }
+        }
+        const Alias& alias = unit->aliases[i];
+        return alias.mapped ? driver_.set_access(alias.address, alias.bytes, desc, count) : CUDA_SUCCESS;
+      },
+      [&](std::uint64_t start, std::uint64_t length) { return driver_.set_access(start, length, desc, count); });
+}
+
+// ---- export ------------------------------------------------------------------------------
+
+CUresult Pager::real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAllocationHandle* out) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  ProgramHandle* program = program_handle(handle);
+  if (program == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (program->unit->real == 0) {
+    if (const CUresult result = materialize(program->unit, program->prop); result != CUDA_SUCCESS) return result;
+  }
+  *out = program->unit->real;
+  return CUDA_SUCCESS;
+}
+
+// The unit becomes one real allocation with the program's properties (an
+// export needs the driver's handle, requested handle types and all): its
+// bytes go to a host buffer, its chunks back to the pool and out of the cap,
+// the real allocation is charged in their place and mapped at home and at
+// every alias, and the bytes come back. It never moves again. Synchronous:
+// an export, or a mapping the pager cannot follow, is rare and not on any
+// launch path.
+CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop) {
+  if (capture_open()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // it synchronises the context
+  DeviceState& state = device_state(unit->device);
+  if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;
+  // Launches take the slow path, which waits for this under the lock; one
+  // already past its check is let through to its enqueue first.
+  unit->state.store(Residency::moving_out);
+  while (unit->launching.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  const auto resident_again = [unit] { unit->state.store(Residency::resident); };
+  CUresult result = driver_.context_synchronize();  // nothing of the program's still uses the chunks
+  void* host = result == CUDA_SUCCESS ? host_.take(unit->bytes, &result) : nullptr;
+  if (host == nullptr) {
+    resident_again();
+    return result == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : result;
+  }
+  if ((result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS ||
+      (result = driver_.context_synchronize()) != CUDA_SUCCESS) {
+    host_.give_back(host, unit->bytes);
+    resident_again();
+    return result;
+  }
+  unmap_chunks(unit, unit->chunks.size());
+  unmap_aliases(unit);
+  const std::size_t chunks = unit->chunks.size();
+  return_chunks(state, &unit->chunks);
+  state.pool.release_free(unit->bytes);
+  CUmemGenericAllocationHandle real = 0;
+  bool charged = ledger_.charge(unit->device, unit->bytes);
+  while (!charged && offload_lru(state, unit)) {
+    reap_saved_units(true);
+    state.pool.release_free(unit->bytes);
+    charged = ledger_.charge(unit->device, unit->bytes);
+  }
+  result = charged ? driver_.create(&real, unit->bytes, &prop, 0) : CUDA_ERROR_OUT_OF_MEMORY;
+  if (result == CUDA_SUCCESS && (result = driver_.map(unit->address, unit->bytes, 0, real, 0)) != CUDA_SUCCESS) {
+    driver_.release(real);
+  }
+  if (result != CUDA_SUCCESS) {
+    // Back on chunks, as it was.
+    if (charged) ledger_.refund(unit->device, unit->bytes);
+    CUresult restored = take_chunks(state, chunks, unit, &unit->chunks);
+    if (restored == CUDA_SUCCESS) restored = map_chunks(unit);
+    if (restored == CUDA_SUCCESS) {
+      restored = driver_.copy_to_device_async(unit->address, host, unit->bytes, state.copy_stream);
+      driver_.context_synchronize();
+    }
+    resident_again();
+    host_.give_back(host, unit->bytes);
+    VGPUMEM_LOG_ERROR("cannot make the program's handle of {} one real allocation: error {}{}",
+                      format_bytes(unit->bytes), static_cast<int>(result),
+                      restored == CUDA_SUCCESS ? "" : "; its bytes could not be put back either");
+    return result;
+  }
+  unit->real = real;
+  const CUmemAccessDesc access = own_device_access(unit->device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  result = driver_.set_access(unit->address, unit->bytes, &access, 1);
+  if (result == CUDA_SUCCESS) {
+    result = driver_.copy_to_device_async(unit->address, host, unit->bytes, state.copy_stream);
+  }
+  if (result == CUDA_SUCCESS) result = driver_.context_synchronize();
+  host_.give_back(host, unit->bytes);
+  for (Alias& alias : unit->aliases) {
+    if (result != CUDA_SUCCESS) break;
+    result = driver_.map(alias.address, alias.bytes, alias.offset, real, 0);
+    if (result != CUDA_SUCCESS) break;
+    alias.mapped = true;
+    if (alias.access != CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+      const CUmemAccessDesc granted = own_device_access(unit->device, alias.access);
+      result = driver_.set_access(alias.address, alias.bytes, &granted, 1);
+    }
+  }
+  resident_again();
+  if (result == CUDA_SUCCESS) result = pin_unit_for_life(unit, LifetimePin::exported);
+  handles_materialized_.fetch_add(1, std::memory_order_relaxed);
+  VGPUMEM_LOG_INFO("the program's handle of {} is one real allocation from now on, pinned resident",
+                   format_bytes(unit->bytes));
+  return result;
+}
+
+}  // namespace vgpumem::vmm
