@@ -441,6 +441,7 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop) {
   unmap_aliases(unit);
   const std::size_t chunks = unit->chunks.size();
   return_chunks(state, &unit->chunks);
+  reap_saved_units(true);  // a chunk still mapped where an offload saves from is not released by the driver
   state.pool.release_free(unit->bytes);
   CUmemGenericAllocationHandle real = 0;
   bool charged = ledger_.charge(unit->device, unit->bytes);

@@ -233,6 +233,47 @@ TEST(Paging, PoolAllocationsArePagedWhenThePoolAllowsIt) {
   EXPECT_EQ(summary["live_allocations_at_exit"].get<int>(), 2) << "the exportable and the shared pool's";
 }
 
+// The program's own cuMemCreate/cuMemMap memory is paged like the rest
+// (vmm/program_handles.cpp): twelve 4 MiB handles, each mapped alone, at three
+// times the cap, one exported halfway (it becomes one real allocation and
+// stays put), and the handle queries answer as the driver's.
+TEST(Paging, TheProgramsOwnHandlesArePagedAtTheAddressesItMappedThem) {
+  const PagedRun paged = run_paged("vmm_apart", {program("vmm_probe"), "apart"}, "16MiB",
+                                   {{"VGPUMEM_LOG_LEVEL", "info"}});
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "vmm ok", 16ull << 20));
+  const auto& paging = paged.trace["vgpumem"]["paging"];
+  EXPECT_GE(paging["offloads"].get<int>(), 12);
+  EXPECT_EQ(paging["program_handles"]["materialized"].get<int>(), 1) << "the exported one";
+  EXPECT_EQ(paging["program_handles"]["live"].get<int>(), 0) << "all released";
+  EXPECT_NE(paged.process.err.find("resident: the program exported its handle"), std::string::npos)
+      << paged.process.err;
+  const PagedRun off = run_paged("vmm_apart_off", {program("vmm_probe"), "apart"}, "64MiB",
+                                 {{"VGPUMEM_POLICY", "off"}});
+  EXPECT_EQ(off.process.exit_code, 0) << "the probe's own checks hold on the driver's handles too: "
+                                      << off.process.out << off.process.err;
+}
+
+// A segment grown handle by handle, as PyTorch's expandable segments do,
+// with one buffer spanning four handles: a kernel handed its start reaches
+// all four, so they stay resident while they touch, and the cuMemAlloc
+// buffers around them page.
+TEST(Paging, HandlesMappedSideBySideStayResidentForTheBufferThatSpansThem) {
+  const PagedRun paged = run_paged("vmm_segment", {program("vmm_probe"), "segment"}, "16MiB");
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "vmm ok", 16ull << 20));
+  EXPECT_GE(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 12);
+}
+
+// A mapping the program gives another device access to is reached unseen:
+// pinned resident for as long as it lives.
+TEST(Paging, AHandleSharedWithAnotherDeviceStaysResident) {
+  const PagedRun paged = run_paged("vmm_peer", {program("vmm_probe"), "peer"}, "16MiB",
+                                   {{"VGPUSIM_DEVICES", "2"}, {"VGPUMEM_LOG_LEVEL", "info"}});
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "vmm ok", 16ull << 20));
+  EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
+  EXPECT_NE(paged.process.err.find("resident: the program gave another device access to it"), std::string::npos)
+      << paged.process.err;
+}
+
 // PyTorch's expandable segments map handles next to each other: capped,
 // but pinned resident.
 // Paging says so when it starts, rather than leaving the user to wonder why

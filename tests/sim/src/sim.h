@@ -128,6 +128,7 @@ struct Physical {
   int handle_refs = 1;  // the handle itself (create, retain)
   int mappings = 0;
   bool host_location = false;
+  CUmemAllocationHandleType handle_types = CU_MEM_HANDLE_TYPE_NONE;  // as cuMemCreate was asked
 };
 
 // A range of simulated device address space: a reservation

@@ -58,7 +58,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const std::uint64_t h = sim.next_handle++;
-  sim.physical[h] = Physical{host ? -1 : prop->location.id, size, fd, 1, 0, host};
+  sim.physical[h] = Physical{host ? -1 : prop->location.id, size, fd, 1, 0, host, prop->requestedHandleTypes};
   *handle = h;
   spend_vmm_time(sim, VmmCall::create, size);
   return CUDA_SUCCESS;
@@ -216,6 +216,7 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* 
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop->location.type = it->second.host_location ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
   prop->location.id = it->second.host_location ? 0 : it->second.device;
+  prop->requestedHandleTypes = it->second.handle_types;
   return CUDA_SUCCESS;
 }
 
