@@ -209,7 +209,7 @@ CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
   const auto bit = static_cast<std::uint8_t>(why);
   const int reason = std::countr_zero(bit);
   if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
-    VGPUMEM_LOG_WARN("cannot keep {} at {:#x} resident ({}): error {}", format_bytes(unit->bytes), unit->address,
+    VGPUMEM_LOG_WARN("cannot keep {} at {:#x} resident ({}): error {}", format_bytes(unit->bytes), unit->seen_at(),
                      kBecause[reason], static_cast<int>(result));
     ooms_.fetch_add(1, std::memory_order_relaxed);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -218,7 +218,7 @@ CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
   if ((before & bit) != 0) return CUDA_SUCCESS;
   if (before == 0) ++unit->pins;
   lifetime_pinned_bytes_[reason].fetch_add(unit->bytes, std::memory_order_relaxed);
-  VGPUMEM_LOG_INFO("pinned {} at {:#x} resident: {}", format_bytes(unit->bytes), unit->address, kBecause[reason]);
+  VGPUMEM_LOG_INFO("pinned {} at {:#x} resident: {}", format_bytes(unit->bytes), unit->seen_at(), kBecause[reason]);
   return CUDA_SUCCESS;
 }
 
@@ -418,7 +418,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
       (result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS) {
     if (host != nullptr) host_.give_back(host, unit->bytes);
     unit->state.store(Residency::resident);
-    VGPUMEM_LOG_WARN("cannot offload {} at {:#x}: error {}{}", format_bytes(unit->bytes), unit->address,
+    VGPUMEM_LOG_WARN("cannot offload {} at {:#x}: error {}{}", format_bytes(unit->bytes), unit->seen_at(),
                      static_cast<int>(result), host == nullptr ? " (no pinned host memory left; VGPUMEM_HOST_LIMIT)" : "");
     return result;
   }
@@ -439,9 +439,10 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   unit->state.store(Residency::on_host);
   offloads_.fetch_add(1, std::memory_order_relaxed);
   bytes_offloaded_.fetch_add(unit->bytes, std::memory_order_relaxed);
-  recorder_.record_residency(unit->device, unit->address, unit->bytes, true);
+  unit->span_at = unit->seen_at();
+  recorder_.record_residency(unit->device, unit->span_at, unit->bytes, true);
   trace_resident(unit->device, state);
-  VGPUMEM_LOG_DEBUG("offloaded {} at {:#x} (last use {})", format_bytes(unit->bytes), unit->address,
+  VGPUMEM_LOG_DEBUG("offloaded {} at {:#x} (last use {})", format_bytes(unit->bytes), unit->seen_at(),
                     unit->last_use.load());
   if (saved == nullptr) finish_unmap(unit, false);
   wake_reclaimer();  // to unmap the range once saved, and pin the next host buffer
@@ -582,7 +583,7 @@ CUresult Pager::fetch(Unit* unit) {
     // The bytes stay on the host, where they were; the caller gets an
     // out-of-memory error it can handle, and a later attempt may succeed.
     VGPUMEM_LOG_WARN("cannot bring {} at {:#x} back to the device: error {}; it stays on the host",
-                     format_bytes(unit->bytes), unit->address, static_cast<int>(result));
+                     format_bytes(unit->bytes), unit->seen_at(), static_cast<int>(result));
     if (mapped) {
       driver_.context_synchronize();  // nothing may still be copying into the chunks
       unmap_chunks(unit, unit->chunks.size());
@@ -601,7 +602,7 @@ CUresult Pager::fetch(Unit* unit) {
   unit->state.store(Residency::resident);
   prefetches_.fetch_add(1, std::memory_order_relaxed);
   bytes_prefetched_.fetch_add(unit->bytes, std::memory_order_relaxed);
-  recorder_.record_residency(unit->device, unit->address, unit->bytes, false);
+  recorder_.record_residency(unit->device, unit->span_at, unit->bytes, false);
   trace_resident(unit->device, state);
   return CUDA_SUCCESS;
 }
@@ -762,7 +763,7 @@ void Pager::release_unit(Unit* unit) {
     state.resident_bytes -= unit->bytes;
     trace_resident(unit->device, state);
   } else if (unit->host != nullptr) {
-    recorder_.record_residency(unit->device, unit->address, unit->bytes, false);  // ends its span
+    recorder_.record_residency(unit->device, unit->span_at, unit->bytes, false);  // ends its span
     host_.give_back(unit->host, unit->bytes);
     unit->host = nullptr;
   }

@@ -78,6 +78,11 @@ struct Unit {
   CUmemGenericAllocationHandle program_handle = 0;  // the virtual handle, or 0 for the pager's own
   std::vector<Alias> aliases;
   CUmemGenericAllocationHandle real = 0;
+
+  // The address the program knows it by, for logs and traces: its first
+  // mapping for a handle of the program's, its own range otherwise.
+  std::uint64_t seen_at() const { return aliases.empty() ? address : aliases.front().address; }
+  std::uint64_t span_at = 0;  // the address its open residency span was traced at (seen_at() at the offload)
 };
 
 }  // namespace vgpumem::vmm

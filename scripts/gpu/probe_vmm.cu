@@ -9,10 +9,15 @@
 //                           cuIpcGetMemHandle say of a VMM mapping, mapped and after
 //                           cuMemUnmap (the pager's offloaded ranges), and of cuMemAlloc
 //                           memory for comparison (docs/gpu-facts.md, paging rows)
+//   double_mapping          one handle mapped at two addresses and at an offset: the
+//                           same bytes everywhere; export of a POSIX-FD handle
 //   unmap_while_kernel_reads (last, own process) does cuMemUnmap(A) wait for a running
 //                           kernel that reads A; does that kernel then fault?
 // Prints one JSON object. `probe_vmm PART` runs only that part.
+#include <algorithm>
 #include <atomic>
+#include <vector>
+#include <unistd.h>
 #include <thread>
 
 #include "common.h"
@@ -223,6 +228,50 @@ static void pointer_queries() {
   emit_r("mem_free", cuMemFree(plain));
 }
 
+// What the pager's paging of the program's own handles rests on: one
+// physical allocation mapped at two addresses (the pager's home range and
+// the program's mapping), and at an offset into it, all seeing the same
+// bytes; and an export of a handle created with POSIX-FD handle types, as
+// PyTorch creates them (docs/architecture.md, "The program's own virtual
+// memory").
+static void double_mapping() {
+  Cuda c; if (!c.init(false)) return;
+  const size_t chunk = 2u << 20, bytes = 2 * chunk;
+  CUdeviceptr va = 0; emit_r("reserve", cuMemAddressReserve(&va, 8 * chunk, chunk, 0, 0));
+  CUmemAllocationProp prop{}; prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE; prop.location.id = c.dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle h = 0; emit_r("create_posix_fd", cuMemCreate(&h, bytes, &prop, 0));
+  emit_r("map_home", cuMemMap(va, bytes, 0, h, 0));
+  emit_r("map_alias", cuMemMap(va + 4 * chunk, bytes, 0, h, 0));
+  emit_r("map_at_offset", cuMemMap(va + 7 * chunk, chunk, chunk, h, 0));
+  CUmemAccessDesc access{}; access.location = prop.location; access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  emit_r("set_access_home", cuMemSetAccess(va, bytes, &access, 1));
+  emit_r("set_access_alias", cuMemSetAccess(va + 4 * chunk, bytes, &access, 1));
+  emit_r("set_access_offset", cuMemSetAccess(va + 7 * chunk, chunk, &access, 1));
+  std::vector<unsigned> in(bytes / 4), via_alias(bytes / 4, 0), via_offset(chunk / 4, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned>(i * 2654435761u);
+  emit_r("write_home", cuMemcpyHtoD(va, in.data(), bytes));
+  emit_r("read_alias", cuMemcpyDtoH(via_alias.data(), va + 4 * chunk, bytes));
+  emit_r("read_offset", cuMemcpyDtoH(via_offset.data(), va + 7 * chunk, chunk));
+  emit("alias_sees_home", via_alias == in ? "true" : "false");
+  emit("offset_sees_second_half",
+       std::equal(via_offset.begin(), via_offset.end(), in.begin() + chunk / 4) ? "true" : "false");
+  int fd = -1;
+  emit_r("export_posix_fd", cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  if (fd >= 0) close(fd);
+  CUmemAllocationProp back{}; emit_r("properties", cuMemGetAllocationPropertiesFromHandle(&back, h));
+  emit("properties_handle_types", fmt("%d", static_cast<int>(back.requestedHandleTypes)));
+  emit_r("unmap_home", cuMemUnmap(va, bytes));
+  std::fill(via_alias.begin(), via_alias.end(), 0u);
+  emit_r("read_alias_after_home_unmapped", cuMemcpyDtoH(via_alias.data(), va + 4 * chunk, bytes));
+  emit("alias_still_sees_it", via_alias == in ? "true" : "false");
+  emit_r("unmap_alias", cuMemUnmap(va + 4 * chunk, bytes));
+  emit_r("unmap_offset", cuMemUnmap(va + 7 * chunk, chunk));
+  emit_r("release", cuMemRelease(h));
+  emit_r("address_free", cuMemAddressFree(va, 8 * chunk));
+}
+
 // probe_vmm [PART]: every part, or only the one named.
 int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
@@ -235,6 +284,7 @@ int main(int argc, char** argv) {
   part("latency_busy", 60, [] { latency(true); });
   part("interference", 60, interference);
   part("pointer_queries", 30, pointer_queries);
+  part("double_mapping", 30, double_mapping);
   part("unmap_while_kernel_reads", 30, unmap_while_kernel_reads);
   P.print();
   return 0;

@@ -11,9 +11,14 @@
 #     without the shim, and under a 4 GiB cap with the default allocator and
 #     with backend:cudaMallocAsync, each also without the shim: identical
 #     loss and parameters, step times.
+#     Then with expandable_segments:True under the same cap: PyTorch maps its
+#     handles back to back, which the pager pins, so the 6 GiB run is expected
+#     to end in torch.OutOfMemoryError, cleanly (the log says why).
 #  4. probe_vmm pointer_queries (no shim): what the driver says of a VMM
 #     mapping's address range and attributes, mapped and unmapped (an
 #     offloaded range), and of legacy IPC on it -> vmm_queries.json.
+#     probe_vmm double_mapping: one handle at two addresses and at an offset
+#     sees the same bytes; a POSIX-FD handle exports -> vmm_double_mapping.json.
 # Writes paging.txt (every RESULT line and a summary) and log.txt to $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,8 +44,11 @@ run torch_noshim 300 python3 "$here/torch_paging.py" noshim
 run torch_shim_cap4g 400 env LD_PRELOAD=$S VGPUMEM_LIMIT=4GiB VGPUMEM_TRACE=$OUT/trace-torch-paging.json python3 "$here/torch_paging.py" cap4g
 run torch_async_noshim 300 env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync python3 "$here/torch_paging.py" async_noshim
 run torch_async_shim_cap4g 400 env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_PRELOAD=$S VGPUMEM_LIMIT=4GiB VGPUMEM_TRACE=$OUT/trace-torch-async-paging.json python3 "$here/torch_paging.py" async_cap4g
+run torch_es_shim_cap4g 400 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True LD_PRELOAD=$S VGPUMEM_LIMIT=4GiB VGPUMEM_TRACE=$OUT/trace-torch-es-paging.json python3 "$here/torch_paging.py" es_cap4g
 timeout -k 5 60 "$B/gpu-probes/probe_vmm" pointer_queries > "$OUT/vmm_queries.json" 2>> "$LOG"
 echo "VMM_QUERIES $(head -c 3000 "$OUT/vmm_queries.json")" >> "$R"
+timeout -k 5 60 "$B/gpu-probes/probe_vmm" double_mapping > "$OUT/vmm_double_mapping.json" 2>> "$LOG"
+echo "VMM_DOUBLE_MAPPING $(head -c 3000 "$OUT/vmm_double_mapping.json")" >> "$R"
 grep -E "ERROR SUMMARY|errors" "$LOG" | tail -4 >> "$R"
 python3 - "$OUT" >> "$R" 2>> "$LOG" <<'PY'
 import json, os, sys
@@ -59,14 +67,16 @@ print("COMPARE", same("probe_noshim", "probe_shim_cap1g", ["digest"]))
 print("COMPARE", same("sanitizer_noshim", "sanitizer_shim_cap256m", ["digest"]))
 print("COMPARE", same("torch_noshim", "torch_shim_cap4g", ["ok", "loss", "params"]))
 print("COMPARE", same("torch_async_noshim", "torch_async_shim_cap4g", ["ok", "loss", "params"]))
-for name in ("trace-probe-paging.json", "trace-torch-paging.json", "trace-torch-async-paging.json"):
+for name in ("trace-probe-paging.json", "trace-torch-paging.json", "trace-torch-async-paging.json",
+             "trace-torch-es-paging.json"):
     path = os.path.join(out, name)
     if not os.path.exists(path):
         print("SUMMARY", name, "missing"); continue
     s = json.load(open(path))["vgpumem"]
     p = s.get("paging", {})
     print("SUMMARY", name, json.dumps({k: p.get(k) for k in ("offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
-          "stalled_operations", "slow_path_ns", "context_synchronizations", "ooms", "devices")}), "launches", s.get("launches"))
+          "stalled_operations", "slow_path_ns", "context_synchronizations", "ooms", "program_handles", "devices")}),
+          "launches", s.get("launches"))
     os.replace(path, path + ".full")  # keep it, but out of the way of the size limit
 PY
 cat "$R" | cut -c1-1500
