@@ -116,10 +116,13 @@ extern "C" CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
                              unsigned long long flags) {
   Runtime::get().count(HookId::cuMemMap);
   if (vmm::Pager* pager = pager_of_handle(handle)) return pager->map_handle(ptr, size, offset, handle, flags);
+  vmm::Pager* pager = pager_of_reservation(ptr);
+  // Over one of the pager's mappings, offloaded or not: refused, as the
+  // driver refuses a mapping over a mapping.
+  if (pager != nullptr && pager->holds_any(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = REAL(cuMemMap)(ptr, size, offset, handle, flags);
-  if (result != CUDA_SUCCESS) return result;
   // A real handle next to paged mappings pins them (a buffer may span both).
-  if (vmm::Pager* pager = pager_of_reservation(ptr)) pager->note_foreign_mapping(ptr, size);
+  if (result == CUDA_SUCCESS && pager != nullptr) pager->note_foreign_mapping(ptr, size);
   return result;
 }
 

@@ -20,14 +20,33 @@ void GranuleIndex::cover(std::uint64_t base, std::uint64_t bytes) {
 bool GranuleIndex::cover_more(std::uint64_t base, std::uint64_t bytes) {
   const std::uint64_t start = base & ~(kGranule - 1);
   const std::uint64_t end = (base + bytes + kGranule - 1) & ~(kGranule - 1);
+  if (bytes == 0 || end - start > kMaxExtraBytes) return false;
+  const std::uint64_t granules = (end - start) >> kGranuleShift;
   const std::size_t count = extra_count_.load(std::memory_order_relaxed);
-  if (bytes == 0 || end - start > kMaxExtraBytes || count == kMaxExtraRanges) return false;
-  extra_slots_.push_back(empty_slots(static_cast<std::size_t>((end - start) >> kGranuleShift)));
-  Extra& extra = extras_[count];
-  extra.base = start;
-  extra.slots = extra_slots_.back().get();
-  extra.bytes.store(end - start, std::memory_order_release);
-  extra_count_.store(count + 1, std::memory_order_release);
+  std::size_t entry = count;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (extras_[i].bytes.load(std::memory_order_relaxed) == 0) {
+      entry = i;
+      break;
+    }
+  }
+  if (entry == kMaxExtraRanges) return false;
+  Extra& extra = extras_[entry];
+  std::atomic<Unit*>* slots = extra.slots.load(std::memory_order_relaxed);
+  if (extra.capacity < granules) {
+    extra_slots_.push_back(empty_slots(static_cast<std::size_t>(granules)));
+    slots = extra_slots_.back().get();
+    extra.capacity = granules;
+  } else {
+    for (std::uint64_t i = 0; i < granules; ++i) slots[i].store(nullptr, std::memory_order_relaxed);
+  }
+  extra.sequence.fetch_add(1, std::memory_order_relaxed);  // odd: being rewritten
+  std::atomic_thread_fence(std::memory_order_release);
+  extra.base.store(start, std::memory_order_relaxed);
+  extra.slots.store(slots, std::memory_order_relaxed);
+  extra.bytes.store(end - start, std::memory_order_relaxed);
+  extra.sequence.fetch_add(1, std::memory_order_release);  // even again: published
+  if (entry == count) extra_count_.store(count + 1, std::memory_order_release);
   return true;
 }
 
@@ -35,8 +54,9 @@ void GranuleIndex::uncover(std::uint64_t base) {
   const std::uint64_t start = base & ~(kGranule - 1);
   const std::size_t count = extra_count_.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < count; ++i) {
-    if (extras_[i].base == start && extras_[i].bytes.load(std::memory_order_relaxed) != 0) {
-      extras_[i].bytes.store(0, std::memory_order_release);
+    Extra& extra = extras_[i];
+    if (extra.base.load(std::memory_order_relaxed) == start && extra.bytes.load(std::memory_order_relaxed) != 0) {
+      extra.bytes.store(0, std::memory_order_release);  // lookups miss from now on; no fields change
       return;
     }
   }
@@ -46,9 +66,17 @@ const std::atomic<Unit*>* GranuleIndex::extra_slot(std::uint64_t address) const 
   const std::size_t count = extra_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     const Extra& extra = extras_[i];
-    const std::uint64_t span = extra.bytes.load(std::memory_order_acquire);
-    const std::uint64_t offset = address - extra.base;
-    if (offset < span) return &extra.slots[offset >> kGranuleShift];
+    for (;;) {
+      const std::uint32_t before = extra.sequence.load(std::memory_order_acquire);
+      const std::uint64_t start = extra.base.load(std::memory_order_relaxed);
+      const std::uint64_t span = extra.bytes.load(std::memory_order_relaxed);
+      std::atomic<Unit*>* slots = extra.slots.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if ((before & 1) != 0 || extra.sequence.load(std::memory_order_relaxed) != before) continue;  // being rewritten
+      const std::uint64_t offset = address - start;
+      if (offset < span) return &slots[offset >> kGranuleShift];
+      break;
+    }
   }
   return nullptr;
 }

@@ -26,10 +26,10 @@ class GranuleIndex {
  public:
   static constexpr unsigned kGranuleShift = 21;  // 2 MiB, the VMM granularity on the H100
   static constexpr std::uint64_t kGranule = std::uint64_t{1} << kGranuleShift;
-  // The program's reservations the index can cover over a process's life
-  // (a freed one's entry is not reused: a lookup may be reading it), and the
-  // largest it covers (8 MiB of slots). Beyond either, handles mapped there
-  // are not paged.
+  // The program's reservations the index covers at once, and the largest it
+  // covers (8 MiB of slots). Beyond either, handles mapped there are not
+  // paged. A freed reservation's entry is reused by a later one (PyTorch
+  // frees and reserves again on every empty_cache()).
   static constexpr std::size_t kMaxExtraRanges = 64;
   static constexpr std::uint64_t kMaxExtraBytes = std::uint64_t{2} << 40;
 
@@ -41,7 +41,7 @@ class GranuleIndex {
   // Writers hold the pager's lock.
   bool cover_more(std::uint64_t base, std::uint64_t bytes);
   // Stops covering the range cover_more() began at `base`: its lookups miss
-  // from now on. Its slots stay allocated (a lookup may be reading them).
+  // from now on, and its entry is free for the next reservation.
   void uncover(std::uint64_t base);
   // Whether `address` lies in a range covered by cover_more().
   bool in_extra_range(std::uint64_t address) const { return extra_slot(address) != nullptr; }
@@ -62,13 +62,18 @@ class GranuleIndex {
   std::uint64_t bytes() const { return bytes_.load(std::memory_order_acquire); }
 
  private:
-  // One of the program's reservations. `base` and `slots` are written before
-  // `bytes` is published and never change after; `bytes` drops to 0 when
-  // the reservation is freed, for good.
+  // One of the program's reservations, or a free entry (bytes 0). An entry
+  // is rewritten when a new reservation reuses it, under a sequence count:
+  // odd while it is being rewritten, and a lookup that sees it change
+  // between reading the count and reading the fields reads again. A slot
+  // array is never freed while the index lives (a lookup may still be
+  // reading the old one); a reuse keeps it when it is large enough.
   struct Extra {
-    std::uint64_t base = 0;
+    std::atomic<std::uint32_t> sequence{0};
+    std::atomic<std::uint64_t> base{0};
     std::atomic<std::uint64_t> bytes{0};
-    std::atomic<Unit*>* slots = nullptr;
+    std::atomic<std::atomic<Unit*>*> slots{nullptr};
+    std::uint64_t capacity = 0;  // slots in `slots`; the writer's (under the pager's lock)
   };
   const std::atomic<Unit*>* extra_slot(std::uint64_t address) const;
   std::atomic<Unit*>* slot_for(std::uint64_t address);
@@ -77,7 +82,7 @@ class GranuleIndex {
   std::atomic<std::uint64_t> bytes_{0};  // published last: a lookup that sees it sees the rest
   std::unique_ptr<std::atomic<Unit*>[]> slots_;
   std::array<Extra, kMaxExtraRanges> extras_;
-  std::atomic<std::size_t> extra_count_{0};  // entries published, in order
+  std::atomic<std::size_t> extra_count_{0};  // entries ever used (live or free), in order
   std::vector<std::unique_ptr<std::atomic<Unit*>[]>> extra_slots_;  // owns every Extra::slots
 };
 

@@ -180,6 +180,9 @@ class Pager {
   CUresult map_handle(std::uint64_t address, std::uint64_t bytes, std::uint64_t offset,
                       CUmemGenericAllocationHandle handle, unsigned long long flags);
   CUresult unmap_program_range(std::uint64_t address, std::uint64_t bytes);
+  // Whether any of [address, address + bytes) is one of the pager's
+  // mappings (mapped now or not: an offloaded one is still the program's).
+  bool holds_any(std::uint64_t address, std::uint64_t bytes) const;
   // A real handle the program mapped in a covered reservation (one the
   // pager could not page): a neighbour, for adjacent_pins.
   void note_foreign_mapping(std::uint64_t address, std::uint64_t bytes);

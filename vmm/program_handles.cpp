@@ -168,6 +168,13 @@ void Pager::unmap_aliases(Unit* unit) {
   for (Alias& alias : unit->aliases) unmap_alias(unit, alias);
 }
 
+bool Pager::holds_any(std::uint64_t address, std::uint64_t bytes) const {
+  for (std::uint64_t at = address & ~(kChunkBytes - 1); at < address + bytes; at += kChunkBytes) {
+    if (index_.lookup(at) != nullptr) return true;
+  }
+  return false;
+}
+
 CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint64_t offset,
                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
   std::lock_guard lock(mutex_);
@@ -176,9 +183,7 @@ CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint
   if (program == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Unit* unit = program->unit;
   if (bytes == 0 || offset > unit->bytes || bytes > unit->bytes - offset) return CUDA_ERROR_INVALID_VALUE;
-  for (std::uint64_t at = address; at < address + bytes; at += kChunkBytes) {
-    if (index_.lookup(at) != nullptr) return CUDA_ERROR_INVALID_VALUE;  // overlaps a mapping, as the driver says
-  }
+  if (holds_any(address, bytes)) return CUDA_ERROR_INVALID_VALUE;  // over a mapping, as the driver says
   const bool indexed = index_.in_extra_range(address) && index_.in_extra_range(address + bytes - 1);
   const bool pageable = flags == 0 && chunk_aligned(address) && chunk_aligned(bytes) && chunk_aligned(offset) && indexed;
   if (!pageable && unit->real == 0) {
@@ -192,14 +197,26 @@ CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint
   Unit* right = alias_starting_at(address + bytes);
   const std::uint32_t neighbours = (left != nullptr) + (right != nullptr) + foreign_ends_at(address) +
                                    foreign_starts_at(address + bytes);
+  // Each is pinned as soon as it is resident, so that bringing the next one
+  // in cannot push it out again.
   if (neighbours > 0 && unit->real == 0) {
     if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;
   }
+  unit->pins += neighbours;
+  adjacent_pinned_.fetch_add(neighbours, std::memory_order_relaxed);
+  const auto unpin_own = [&] {
+    unit->pins -= neighbours;
+    adjacent_pinned_.fetch_sub(neighbours, std::memory_order_relaxed);
+  };
   if (left != nullptr) {
-    if (const CUresult result = pin_as_neighbour(left); result != CUDA_SUCCESS) return result;
+    if (const CUresult result = pin_as_neighbour(left); result != CUDA_SUCCESS) {
+      unpin_own();
+      return result;
+    }
   }
   if (right != nullptr) {
     if (const CUresult result = pin_as_neighbour(right); result != CUDA_SUCCESS) {
+      unpin_own();
       if (left != nullptr) {
         --left->pins;
         adjacent_pinned_.fetch_sub(1, std::memory_order_relaxed);
@@ -207,8 +224,6 @@ CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint
       return result;
     }
   }
-  unit->pins += neighbours;
-  adjacent_pinned_.fetch_add(neighbours, std::memory_order_relaxed);
   if (unit->real != 0) {
     const CUresult result = driver_.map(address, bytes, offset, unit->real, flags);
     if (result != CUDA_SUCCESS) {

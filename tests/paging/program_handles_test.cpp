@@ -155,6 +155,8 @@ TEST_F(ProgramHandlesTest, UnmapAndAccessSayWhatTheDriverWouldAndPassTheRestOn) 
       << "over a mapping";
   EXPECT_EQ(pager_->free_program_reservation(reservation_, reserved_), CUDA_ERROR_INVALID_VALUE)
       << "a reservation with a mapping in it";
+  EXPECT_TRUE(pager_->holds_any(reservation_ + 6 * kMiB, 4 * kMiB)) << "the cuMemMap hook refuses a real handle there";
+  EXPECT_FALSE(pager_->holds_any(reservation_ + 12 * kMiB, 2 * kMiB));
   // A real handle of the program's right after it: a neighbour too.
   CUmemGenericAllocationHandle real = 0;
   const CUmemAllocationProp prop = device_prop();
