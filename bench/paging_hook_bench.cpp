@@ -7,7 +7,8 @@
 // difference is the hook. The upload: cuMemcpyHtoD of 4 KiB and 64 KiB of
 // plain data (no pointers) into a paged allocation, through the hook (which
 // scans uploads up to 64 KiB for pointer tables) and straight to the
-// simulator.
+// simulator. And a launch whose pointers are into mappings of the program's
+// own handles, in four reservations of its own.
 //
 //   paging_hook_bench [--benchmark_...]
 #include <benchmark/benchmark.h>
@@ -119,6 +120,57 @@ BENCHMARK(BM_PagedLaunchDirect)->Arg(1000);
 BENCHMARK(BM_PagedLaunchThroughHook)->Arg(1000);
 BENCHMARK(BM_PagedLaunchDirect)->Arg(100000);
 BENCHMARK(BM_PagedLaunchThroughHook)->Arg(100000);
+
+// The same launch with its four pointers into mappings of the program's own
+// handles, one in each of four reservations (an allocator on cuMemCreate,
+// as PyTorch's expandable segments are: one reservation per stream and
+// pool): every word is looked up in the arena and then in the program's
+// reservations, the integers missing all of them.
+void program_mapping_launch(benchmark::State& state, bool through_hook) {
+  World& w = world();
+  static std::vector<CUdeviceptr> mapped = [&w] {
+    void* shim = dlopen(VGPUMEM_BENCH_SHIM, RTLD_NOW | RTLD_NOLOAD);
+    auto reserve = symbol<CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long)>(
+        shim, "cuMemAddressReserve");
+    auto create = symbol<CUresult (*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                                      unsigned long long)>(shim, "cuMemCreate");
+    auto map = symbol<CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)>(
+        shim, "cuMemMap");
+    auto set_access = symbol<CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t)>(shim, "cuMemSetAccess");
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    std::vector<CUdeviceptr> addresses;
+    for (int i = 0; i < 4; ++i) {
+      CUdeviceptr base = 0;
+      CUmemGenericAllocationHandle handle = 0;
+      const size_t bytes = 2u << 20;
+      if (reserve(&base, 64 * bytes, 0, 0, 0) != CUDA_SUCCESS || create(&handle, bytes, &prop, 0) != CUDA_SUCCESS ||
+          map(base + bytes, bytes, 0, handle, 0) != CUDA_SUCCESS || set_access(base + bytes, bytes, &access, 1) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "paging_hook_bench: cannot map a handle of the program's\n");
+        std::exit(1);
+      }
+      addresses.push_back(base + bytes);
+    }
+    return addresses;
+  }();
+  CUdeviceptr a = mapped[0], b = mapped[1], c = mapped[2], d = mapped[3];
+  int n = 1, m = 2, k = 3, l = 4;
+  void* params[] = {&a, &b, &c, &d, &n, &m, &k, &l};
+  const LaunchFn fn = through_hook ? w.hooked : w.direct;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(fn(w.kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+  }
+}
+
+void BM_ProgramMappingLaunchDirect(benchmark::State& state) { program_mapping_launch(state, false); }
+void BM_ProgramMappingLaunchThroughHook(benchmark::State& state) { program_mapping_launch(state, true); }
+
+BENCHMARK(BM_ProgramMappingLaunchDirect);
+BENCHMARK(BM_ProgramMappingLaunchThroughHook);
 
 void upload(benchmark::State& state, bool through_hook) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
