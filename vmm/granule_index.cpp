@@ -40,11 +40,12 @@ bool GranuleIndex::cover_more(std::uint64_t base, std::uint64_t bytes) {
   } else {
     for (std::uint64_t i = 0; i < granules; ++i) slots[i].store(nullptr, std::memory_order_relaxed);
   }
+  // A lookup that reads any new field (acquire) also sees the odd count
+  // stored before it (release), and reads again.
   extra.sequence.fetch_add(1, std::memory_order_relaxed);  // odd: being rewritten
-  std::atomic_thread_fence(std::memory_order_release);
-  extra.base.store(start, std::memory_order_relaxed);
-  extra.slots.store(slots, std::memory_order_relaxed);
-  extra.bytes.store(end - start, std::memory_order_relaxed);
+  extra.base.store(start, std::memory_order_release);
+  extra.slots.store(slots, std::memory_order_release);
+  extra.bytes.store(end - start, std::memory_order_release);
   extra.sequence.fetch_add(1, std::memory_order_release);  // even again: published
   if (entry == count) extra_count_.store(count + 1, std::memory_order_release);
   return true;
@@ -67,11 +68,11 @@ const std::atomic<Unit*>* GranuleIndex::extra_slot(std::uint64_t address) const 
   for (std::size_t i = 0; i < count; ++i) {
     const Extra& extra = extras_[i];
     for (;;) {
+      // Acquire loads, so the second read of the count comes after them.
       const std::uint32_t before = extra.sequence.load(std::memory_order_acquire);
-      const std::uint64_t start = extra.base.load(std::memory_order_relaxed);
-      const std::uint64_t span = extra.bytes.load(std::memory_order_relaxed);
-      std::atomic<Unit*>* slots = extra.slots.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
+      const std::uint64_t start = extra.base.load(std::memory_order_acquire);
+      const std::uint64_t span = extra.bytes.load(std::memory_order_acquire);
+      std::atomic<Unit*>* slots = extra.slots.load(std::memory_order_acquire);
       if ((before & 1) != 0 || extra.sequence.load(std::memory_order_relaxed) != before) continue;  // being rewritten
       const std::uint64_t offset = address - start;
       if (offset < span) return &slots[offset >> kGranuleShift];
