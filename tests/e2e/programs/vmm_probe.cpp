@@ -99,6 +99,23 @@ void add_rounds(Kernels& kernels, std::vector<Buffer>& buffers, int rounds, CUst
   }
 }
 
+// `count` more 4 MiB cuMemAlloc buffers (paged the usual way), filled.
+void add_allocated(std::vector<Buffer>& buffers, int count, CUstream stream) {
+  for (int i = 0; i < count; ++i) {
+    CUdeviceptr p = 0;
+    CHECK(cuMemAlloc(&p, 4 * kMiB));
+    buffers.push_back(Buffer{p, 4 * kMiB, 0});
+    fill(buffers.back(), i * 100, stream);
+  }
+}
+
+// `rounds` of kernels over every buffer, then each checked.
+bool run_and_check(Kernels& kernels, std::vector<Buffer>& buffers, int rounds, CUstream stream) {
+  add_rounds(kernels, buffers, rounds, stream);
+  CHECK(cuStreamSynchronize(stream));
+  return check(buffers);
+}
+
 // The queries an allocator asks of its handles must answer as the driver's.
 bool handle_queries_answer(CUdeviceptr at, CUmemGenericAllocationHandle handle) {
   CUmemGenericAllocationHandle retained = 0;
@@ -153,15 +170,8 @@ int segment(Kernels& kernels, CUstream stream) {
   for (int i = 0; i < 4; ++i) handles.push_back(map_handle(reservation + static_cast<CUdeviceptr>(i) * 2 * kMiB, 2 * kMiB));
   std::vector<Buffer> buffers{Buffer{reservation, 8 * kMiB, 0}};  // one buffer across the four handles
   fill(buffers[0], 7, stream);
-  for (int i = 0; i < 12; ++i) {
-    CUdeviceptr p = 0;
-    CHECK(cuMemAlloc(&p, 4 * kMiB));
-    buffers.push_back(Buffer{p, 4 * kMiB, 0});
-    fill(buffers.back(), i * 100, stream);
-  }
-  add_rounds(kernels, buffers, 3, stream);
-  CHECK(cuStreamSynchronize(stream));
-  if (!check(buffers)) return 4;
+  add_allocated(buffers, 12, stream);
+  if (!run_and_check(kernels, buffers, 3, stream)) return 4;
   CHECK(cuMemUnmap(reservation, 8 * kMiB));  // one unmap over the four mappings
   for (CUmemGenericAllocationHandle handle : handles) CHECK(cuMemRelease(handle));
   for (std::size_t i = 1; i < buffers.size(); ++i) CHECK(cuMemFree(buffers[i].address));
@@ -179,15 +189,8 @@ int peer(Kernels& kernels, CUstream stream) {
   CHECK(cuMemSetAccess(buffers[1].address, 4 * kMiB, both, 2));  // device 1 may reach it, unseen
   fill(buffers[0], 1, stream);
   fill(buffers[1], 2, stream);
-  for (int i = 0; i < 8; ++i) {
-    CUdeviceptr p = 0;
-    CHECK(cuMemAlloc(&p, 4 * kMiB));
-    buffers.push_back(Buffer{p, 4 * kMiB, 0});
-    fill(buffers.back(), i * 100, stream);
-  }
-  add_rounds(kernels, buffers, 2, stream);
-  CHECK(cuStreamSynchronize(stream));
-  if (!check(buffers)) return 4;
+  add_allocated(buffers, 8, stream);
+  if (!run_and_check(kernels, buffers, 2, stream)) return 4;
   CHECK(cuMemUnmap(buffers[0].address, 4 * kMiB));
   CHECK(cuMemUnmap(buffers[1].address, 4 * kMiB));
   CHECK(cuMemRelease(own));
