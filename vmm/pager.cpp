@@ -1061,7 +1061,8 @@ void Pager::pin_host_ahead() {
 
 // ---- reporting ---------------------------------------------------------------------------
 
-void Pager::trace_resident(int device, const DeviceState& state) {
+void Pager::trace_resident(int device, DeviceState& state) {
+  state.resident_peak = std::max(state.resident_peak, state.resident_bytes);
   recorder_.record_resident_bytes(device, state.resident_bytes, ledger_.cap(device));
 }
 
@@ -1093,6 +1094,7 @@ nlohmann::json Pager::summary() const {
   for (const auto& [device, state] : devices_) {
     devices.push_back({{"device", device},
                        {"resident_bytes", state->resident_bytes},
+                       {"resident_bytes_peak", state->resident_peak},
                        {"chunk_bytes", state->pool.created_bytes()},
                        {"free_chunk_bytes", state->pool.free_bytes()}});
   }

@@ -283,7 +283,7 @@ class Pager {
   static void return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks);
   std::map<std::uint64_t, AllocationInfo>::iterator live_allocation(CUdeviceptr address);
   void set_ready(Unit* unit, CUevent event);
-  void trace_resident(int device, const DeviceState& state);
+  void trace_resident(int device, DeviceState& state);
 
   // The reclaimer's pass, and its three jobs.
   void reclaim();

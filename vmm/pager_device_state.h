@@ -22,6 +22,7 @@ struct Pager::DeviceState {
   std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic
   std::vector<std::pair<std::uint64_t, Unit*>> victims;  // offload_lru's scratch: (last use, unit)
   std::uint64_t resident_bytes = 0;
+  std::uint64_t resident_peak = 0;  // the most paged bytes mapped at once: what the program needed resident
 };
 
 }  // namespace vgpumem::vmm

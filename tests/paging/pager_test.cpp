@@ -33,6 +33,7 @@ TEST_F(PagerTest, ThreeTimesTheCapComesBackBitIdenticalAtTheSameAddress) {
   EXPECT_GE(summary["offloads"].get<int>(), 10);
   EXPECT_EQ(summary["bytes_offloaded"].get<std::uint64_t>(), summary["offloads"].get<std::uint64_t>() * 4 * kMiB);
   EXPECT_LE(ledger_->usage(0).peak, 8 * kMiB);
+  EXPECT_EQ(summary["devices"][0]["resident_bytes_peak"].get<std::uint64_t>(), 8 * kMiB) << "two 4 MiB buffers at once";
   for (CUdeviceptr p : buffers) {
     CUresult result = CUDA_ERROR_UNKNOWN;
     ASSERT_TRUE(pager_->free(p, &result));
