@@ -1,5 +1,7 @@
 #include "vmm/granule_index.h"
 
+#include <algorithm>
+
 namespace vgpumem::vmm {
 namespace {
 
@@ -31,6 +33,7 @@ bool GranuleIndex::cover_more(std::uint64_t base, std::uint64_t bytes) {
     }
   }
   if (entry == kMaxExtraRanges) return false;
+  widen_window(start, end);  // before the entry is published
   Extra& extra = extras_[entry];
   std::atomic<Unit*>* slots = extra.slots.load(std::memory_order_relaxed);
   if (extra.capacity < granules) {
@@ -51,6 +54,11 @@ bool GranuleIndex::cover_more(std::uint64_t base, std::uint64_t bytes) {
   return true;
 }
 
+void GranuleIndex::widen_window(std::uint64_t start, std::uint64_t end) {
+  if (start < extra_low_.load(std::memory_order_relaxed)) extra_low_.store(start, std::memory_order_release);
+  if (end > extra_high_.load(std::memory_order_relaxed)) extra_high_.store(end, std::memory_order_release);
+}
+
 void GranuleIndex::uncover(std::uint64_t base) {
   const std::uint64_t start = base & ~(kGranule - 1);
   const std::size_t count = extra_count_.load(std::memory_order_relaxed);
@@ -67,6 +75,11 @@ const std::atomic<Unit*>* GranuleIndex::extra_slot(std::uint64_t address) const 
   const std::size_t count = extra_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     const Extra& extra = extras_[i];
+    // A miss needs no consistent read: an entry being rewritten holds a new
+    // reservation, where nothing is mapped yet, so no address in it has a
+    // unit to miss. A hit is read again under the sequence count.
+    const std::uint64_t guess = address - extra.base.load(std::memory_order_relaxed);
+    if (guess >= extra.bytes.load(std::memory_order_relaxed)) continue;
     for (;;) {
       // Acquire loads, so the second read of the count comes after them.
       const std::uint32_t before = extra.sequence.load(std::memory_order_acquire);

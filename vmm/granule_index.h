@@ -50,7 +50,11 @@ class GranuleIndex {
     const std::uint64_t span = bytes_.load(std::memory_order_acquire);  // 0 until covered
     const std::uint64_t offset = address - base_;                        // wraps for addresses below base
     if (offset < span) return slots_[offset >> kGranuleShift].load(std::memory_order_acquire);
-    if (extra_count_.load(std::memory_order_acquire) == 0) return nullptr;
+    // One window around every reservation of the program's ever covered
+    // turns most words that are not pointers away in two comparisons.
+    const std::uint64_t low = extra_low_.load(std::memory_order_acquire);
+    const std::uint64_t high = extra_high_.load(std::memory_order_acquire);
+    if (address < low || address >= high) return nullptr;
     const std::atomic<Unit*>* slot = extra_slot(address);
     return slot == nullptr ? nullptr : slot->load(std::memory_order_acquire);
   }
@@ -77,12 +81,18 @@ class GranuleIndex {
   };
   const std::atomic<Unit*>* extra_slot(std::uint64_t address) const;
   std::atomic<Unit*>* slot_for(std::uint64_t address);
+  void widen_window(std::uint64_t start, std::uint64_t end);
 
   std::uint64_t base_ = 0;
   std::atomic<std::uint64_t> bytes_{0};  // published last: a lookup that sees it sees the rest
   std::unique_ptr<std::atomic<Unit*>[]> slots_;
   std::array<Extra, kMaxExtraRanges> extras_;
   std::atomic<std::size_t> extra_count_{0};  // entries ever used (live or free), in order
+  // [extra_low_, extra_high_) holds every reservation ever covered, and is
+  // empty until the first. The low end only falls and the high end only
+  // rises, written before the reservation is published: whatever mix of old
+  // and new ends a lookup reads still holds every range it may look for.
+  std::atomic<std::uint64_t> extra_low_{UINT64_MAX}, extra_high_{0};
   std::vector<std::unique_ptr<std::atomic<Unit*>[]>> extra_slots_;  // owns every Extra::slots
 };
 
