@@ -46,18 +46,26 @@ class GranuleIndex {
   // Whether `address` lies in a range covered by cover_more().
   bool in_extra_range(std::uint64_t address) const { return extra_slot(address) != nullptr; }
 
-  Unit* lookup(std::uint64_t address) const {
-    const std::uint64_t span = bytes_.load(std::memory_order_acquire);  // 0 until covered
-    const std::uint64_t offset = address - base_;                        // wraps for addresses below base
-    if (offset < span) return slots_[offset >> kGranuleShift].load(std::memory_order_acquire);
-    // One window around every reservation of the program's ever covered
-    // turns most words that are not pointers away in two comparisons.
-    const std::uint64_t low = extra_low_.load(std::memory_order_acquire);
-    const std::uint64_t high = extra_high_.load(std::memory_order_acquire);
-    if (address < low || address >= high) return nullptr;
+  // Where the index looks, read once for a scan over many words: the
+  // arena, and the window around the program's reservations. A scan that
+  // runs while a reservation is covered may miss it, as if it had run just
+  // before (nothing is mapped in a new reservation yet).
+  struct Window {
+    std::uint64_t arena_base, arena_bytes, low, high;
+  };
+  Window window() const {
+    return Window{base_, bytes_.load(std::memory_order_acquire), extra_low_.load(std::memory_order_acquire),
+                  extra_high_.load(std::memory_order_acquire)};
+  }
+  Unit* lookup(const Window& window, std::uint64_t address) const {
+    const std::uint64_t offset = address - window.arena_base;  // wraps for addresses below it
+    if (offset < window.arena_bytes) return slots_[offset >> kGranuleShift].load(std::memory_order_acquire);
+    // The window turns most words that are not pointers away in two comparisons.
+    if (address < window.low || address >= window.high) return nullptr;
     const std::atomic<Unit*>* slot = extra_slot(address);
     return slot == nullptr ? nullptr : slot->load(std::memory_order_acquire);
   }
+  Unit* lookup(std::uint64_t address) const { return lookup(window(), address); }
   // Points every granule of [address, address + bytes) at `unit` (or
   // nullptr). The range lies in the arena or in one covered reservation.
   void assign(std::uint64_t address, std::uint64_t bytes, Unit* unit);

@@ -110,8 +110,9 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
   Unit* touched[Access::kInline];
   std::size_t n = 0;
   bool overflow = false;
+  const GranuleIndex::Window window = index_.window();
   for (std::size_t i = 0; i < count; ++i) {
-    Unit* unit = index_.lookup(words[i]);
+    Unit* unit = index_.lookup(window, words[i]);
     if (unit == nullptr || std::find(touched, touched + n, unit) != touched + n) continue;
     if (n == Access::kInline) {
       overflow = true;
@@ -238,10 +239,11 @@ CUresult Pager::pin_uploaded_pointers(const void* host, std::size_t bytes) {
   const auto* bytes_in = static_cast<const unsigned char*>(host);
   std::uint64_t found[Access::kInline];
   std::size_t count = 0;
+  const GranuleIndex::Window window = index_.window();
   for (std::size_t at = 0; at + sizeof(std::uint64_t) <= bytes; at += sizeof(std::uint64_t)) {
     std::uint64_t word = 0;
     std::memcpy(&word, bytes_in + at, sizeof word);
-    const Unit* unit = index_.lookup(word);
+    const Unit* unit = index_.lookup(window, word);
     if (unit == nullptr || (unit->lifetime_pins.load(std::memory_order_acquire) & kReferenced) != 0) continue;
     found[count++] = word;
     if (count == Access::kInline) {
