@@ -55,9 +55,9 @@ CUresult Pager::create_handle(int device, std::uint64_t bytes, const CUmemAlloca
   reap_saved_units(false);
   Unit* unit = new_unit(device, bytes, false);
   if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  unit->program_handle = true;
-  unit->live = 1;
   const CUmemGenericAllocationHandle handle = kVirtualHandleTag | next_handle_++;
+  unit->program_handle = handle;
+  unit->live = 1;
   handles_.emplace(handle, ProgramHandle{unit, prop, 1});
   *out = handle;
   return CUDA_SUCCESS;

@@ -143,6 +143,14 @@ TEST_F(ProgramHandlesTest, AReleasedHandleLivesUntilItsLastMappingGoes) {
   EXPECT_EQ(pager_->map_handle(reservation_, 4 * kMiB, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(pager_->release_handle(handle), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(pager_->resident_bytes(0), 0u);
+
+  // Released first, with no other reference: the unmap frees it.
+  const CUmemGenericAllocationHandle second = map_new(reservation_, 4 * kMiB);
+  EXPECT_EQ(pager_->release_handle(second), CUDA_SUCCESS);
+  EXPECT_EQ(program_handles()["live"].get<int>(), 1);
+  EXPECT_EQ(pager_->unmap_program_range(reservation_, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(program_handles()["live"].get<int>(), 0) << "its last mapping went";
+  EXPECT_EQ(pager_->resident_bytes(0), 0u);
 }
 
 TEST_F(ProgramHandlesTest, UnmapAndAccessSayWhatTheDriverWouldAndPassTheRestOn) {
