@@ -7,6 +7,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "pager_fixture.h"
@@ -241,6 +246,74 @@ TEST_F(ProgramHandlesTest, AMappingAtAnOffsetIntoTheHandleSeesThoseBytes) {
   EXPECT_EQ(pager_->release_handle(handle), CUDA_SUCCESS);
   CUresult result = CUDA_SUCCESS;
   for (CUdeviceptr p : others) EXPECT_TRUE(pager_->free(p, &result));
+}
+
+// Four threads at once, each with its own stretch of one reservation:
+// create, map apart, grant, write, read back (offloading one another's
+// handles under the cap), unmap and release, round after round. Every byte
+// comes back; under ThreadSanitizer, no race.
+TEST_F(ProgramHandlesTest, ConcurrentThreadsMapWriteAndUnmapTheirOwnHandles) {
+  make_pager(12 * kMiB);
+  reserve(256 * kMiB);
+  constexpr int kThreads = 4, kRounds = 6, kHandles = 3;
+  std::atomic<int> lost{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      CUcontext context = nullptr;  // each thread makes the device's context current, as a program's would
+      if (cuDevicePrimaryCtxRetain(&context, 0) != CUDA_SUCCESS || cuCtxSetCurrent(context) != CUDA_SUCCESS) {
+        failed.fetch_add(1);
+        return;
+      }
+      const CUdeviceptr stretch = reservation_ + static_cast<CUdeviceptr>(t) * 64 * kMiB;
+      const CUmemAllocationProp prop = device_prop();
+      const CUmemAccessDesc access = read_write();
+      for (int round = 0; round < kRounds; ++round) {
+        CUmemGenericAllocationHandle handles[kHandles] = {};
+        for (int h = 0; h < kHandles; ++h) {
+          const CUdeviceptr at = stretch + static_cast<CUdeviceptr>(h) * 8 * kMiB;  // a gap after each
+          if (pager_->create_handle(0, 2 * kMiB, prop, &handles[h]) != CUDA_SUCCESS ||
+              pager_->map_handle(at, 2 * kMiB, 0, handles[h], 0) != CUDA_SUCCESS ||
+              pager_->set_program_access(at, 2 * kMiB, &access, 1) != CUDA_SUCCESS) {
+            failed.fetch_add(1);
+            return;
+          }
+          std::vector<unsigned char> data(2 * kMiB, static_cast<unsigned char>(t * 16 + round * 4 + h));
+          vmm::Access held;
+          if (pager_->prepare_range(at, data.size(), nullptr, false, held) != CUDA_SUCCESS ||
+              cuMemcpyHtoD(at, data.data(), data.size()) != CUDA_SUCCESS) {
+            failed.fetch_add(1);
+          }
+        }
+        for (int h = 0; h < kHandles; ++h) {
+          const CUdeviceptr at = stretch + static_cast<CUdeviceptr>(h) * 8 * kMiB;
+          std::vector<unsigned char> back(2 * kMiB);
+          {
+            vmm::Access held;
+            if (pager_->prepare_range(at, back.size(), nullptr, false, held) != CUDA_SUCCESS ||
+                cuMemcpyDtoH(back.data(), at, back.size()) != CUDA_SUCCESS) {
+              failed.fetch_add(1);
+            }
+          }
+          const auto expected = static_cast<unsigned char>(t * 16 + round * 4 + h);
+          if (std::any_of(back.begin(), back.end(), [expected](unsigned char b) { return b != expected; })) {
+            lost.fetch_add(1);
+          }
+          if (pager_->unmap_program_range(at, 2 * kMiB) != CUDA_SUCCESS ||
+              pager_->release_handle(handles[h]) != CUDA_SUCCESS) {
+            failed.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_GT(pager_->summary()["offloads"].get<int>(), 0) << "24 MiB at once under a 12 MiB cap";
+  EXPECT_EQ(program_handles()["live"].get<int>(), 0);
+  EXPECT_LE(ledger_->usage(0).peak, 12 * kMiB);
+  EXPECT_EQ(pager_->free_program_reservation(reservation_, reserved_), CUDA_SUCCESS);
 }
 
 }  // namespace
