@@ -88,13 +88,11 @@ bool Pager::retain_handle(std::uint64_t address, CUmemGenericAllocationHandle* o
   if (!index_.in_extra_range(address) || index_.lookup(address) == nullptr) return false;
   std::lock_guard lock(mutex_);
   const Unit* unit = index_.lookup(address);
-  for (auto& [handle, program] : handles_) {
-    if (program.unit != unit) continue;
-    ++program.references;
-    *out = handle;
-    return true;
-  }
-  return false;
+  ProgramHandle* program = unit == nullptr ? nullptr : program_handle(unit->program_handle);
+  if (program == nullptr) return false;
+  ++program->references;
+  *out = unit->program_handle;
+  return true;
 }
 
 CUresult Pager::handle_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* prop) const {
