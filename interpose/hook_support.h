@@ -50,17 +50,24 @@ CUresult charged_allocation(HookId api, AllocationKind kind, int device, std::ui
   return result;
 }
 
-// A device allocation served by the pager (VGPUMEM_POLICY=lru on a capped
-// device): beyond the cap it succeeds while host memory lasts.
-inline CUresult paged_allocation(vmm::Pager& pager, HookId api, int device, std::uint64_t bytes, CUdeviceptr* out) {
-  const CUresult result = pager.allocate(device, bytes, out);
+// Traces what the pager answered an allocation of `bytes` on `device`:
+// the allocation (`key`: its address, or a handle's value), or the refusal.
+inline CUresult traced_paged_allocation(vmm::Pager& pager, HookId api, int device, std::uint64_t bytes,
+                                        CUresult result, std::uint64_t key) {
   if (result == CUDA_SUCCESS) {
-    Runtime::get().recorder().record_alloc(device, *out, bytes, api_name(api));
+    Runtime::get().recorder().record_alloc(device, key, bytes, api_name(api));
   } else {
     Runtime::get().recorder().record_oom(device, bytes, pager.resident_bytes(device),
                                          Runtime::get().accounting().usage(device).cap, api_name(api));
   }
   return result;
+}
+
+// A device allocation served by the pager (VGPUMEM_POLICY=lru on a capped
+// device): beyond the cap it succeeds while host memory lasts.
+inline CUresult paged_allocation(vmm::Pager& pager, HookId api, int device, std::uint64_t bytes, CUdeviceptr* out) {
+  const CUresult result = pager.allocate(device, bytes, out);
+  return traced_paged_allocation(pager, api, device, bytes, result, result == CUDA_SUCCESS ? *out : 0);
 }
 
 // Makes the device memory in [address, address + bytes) resident for work on

@@ -7,7 +7,6 @@
 // to the pager, which passes what is not its own on to the driver.
 #include "interpose/hook_support.h"
 #include "shim/log.h"
-#include "trace/recorder.h"
 
 using namespace vgpumem;
 using namespace vgpumem::interpose;
@@ -27,14 +26,8 @@ extern "C" CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
   if (pager != nullptr && vmm::Pager::pageable_handle(size, *prop, flags)) {
     // A virtual handle: paged like any allocation (vmm/program_handles.cpp).
     const CUresult result = pager->create_handle(device, size, *prop, handle);
-    trace::Recorder& recorder = Runtime::get().recorder();
-    if (result == CUDA_SUCCESS) {
-      recorder.record_alloc(device, *handle, size, api_name(HookId::cuMemCreate));
-    } else {
-      recorder.record_oom(device, size, pager->resident_bytes(device), Runtime::get().accounting().usage(device).cap,
-                          api_name(HookId::cuMemCreate));
-    }
-    return result;
+    return traced_paged_allocation(*pager, HookId::cuMemCreate, device, size, result,
+                                   result == CUDA_SUCCESS ? *handle : 0);
   }
   return charged_allocation(
       HookId::cuMemCreate, AllocationKind::vmm_handle, device, size,

@@ -475,17 +475,20 @@ bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
   return false;
 }
 
-// Unmaps the first `count` chunks of the unit's range (each mapped on its
-// own). The whole range in one call where the driver takes it: an unmap
-// costs about the same for 2 MiB as for 64 MiB (gpu-facts §8.6), and the
-// reclaimer does this under the pager's lock. Chunk by chunk otherwise.
-void Pager::unmap_chunks(const Unit* unit, std::size_t count) {
+// Unmaps the first `count` chunks of the unit's range (each mapped on its own).
+void Pager::unmap_chunks(const Unit* unit, std::size_t count) { unmap_chunk_run(unit->address, count); }
+
+// Unmaps `count` chunks mapped one after another from `address`. The whole
+// run in one call where the driver takes it: an unmap costs about the same
+// for 2 MiB as for 64 MiB (gpu-facts §8.6), and the reclaimer does this
+// under the pager's lock. Chunk by chunk otherwise.
+void Pager::unmap_chunk_run(std::uint64_t address, std::size_t count) {
   if (count > 1 && whole_range_unmap_) {
-    if (driver_.unmap(unit->address, count * kChunkBytes) == CUDA_SUCCESS) return;
+    if (driver_.unmap(address, count * kChunkBytes) == CUDA_SUCCESS) return;
     whole_range_unmap_ = false;  // this driver wants one call per mapping
     VGPUMEM_LOG_DEBUG("the driver refused one unmap over {} mappings; unmapping chunk by chunk from now on", count);
   }
-  for (std::size_t i = 0; i < count; ++i) driver_.unmap(unit->address + i * kChunkBytes, kChunkBytes);
+  for (std::size_t i = 0; i < count; ++i) driver_.unmap(address + i * kChunkBytes, kChunkBytes);
 }
 
 void Pager::return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks) {
@@ -1117,8 +1120,8 @@ nlohmann::json Pager::summary() const {
           {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},
           {"program_handles", {{"live", handles_.size()},
-                               {"materialized", handles_materialized_.load()},
-                               {"neighbour_pins", adjacent_pinned_.load()}}},
+                               {"materialized", handles_materialized_},
+                               {"neighbour_pins", adjacent_pinned_}}},
           {"host_pinned_bytes", host_.pinned_bytes()},
           {"host_pinned_bytes_peak", host_.pinned_peak()},
           {"ooms", ooms_.load()},

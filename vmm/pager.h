@@ -143,7 +143,7 @@ class Pager {
   bool make_room(int device, std::uint64_t bytes);
 
   // ---- The program's own virtual memory (docs/architecture.md, "The
-  // program's own mappings"): what PyTorch's expandable segments and other
+  // program's own virtual memory"): what PyTorch's expandable segments and other
   // allocators build from cuMemCreate, cuMemMap and cuMemSetAccess.
   //
   // A handle the program creates on a paged device is virtual: a unit like
@@ -184,7 +184,8 @@ class Pager {
   // mappings (mapped now or not: an offloaded one is still the program's).
   bool holds_any(std::uint64_t address, std::uint64_t bytes) const;
   // A real handle the program mapped in a covered reservation (one the
-  // pager could not page): a neighbour, for adjacent_pins.
+  // pager could not page): a neighbour of the mappings next to it, which
+  // are pinned while it is there (pin_as_neighbour).
   void note_foreign_mapping(std::uint64_t address, std::uint64_t bytes);
   CUresult set_program_access(std::uint64_t address, std::uint64_t bytes, const CUmemAccessDesc* desc,
                               std::size_t count);
@@ -264,6 +265,7 @@ class Pager {
   bool admits(int device, std::uint64_t bytes) const;
   void release_unit(Unit* unit);
   void unmap_chunks(const Unit* unit, std::size_t count);
+  void unmap_chunk_run(std::uint64_t address, std::size_t count);
   CUresult map_aliases(Unit* unit);
   void unmap_aliases(Unit* unit);
   CUresult map_alias(const Unit* unit, Alias& alias);
@@ -277,6 +279,7 @@ class Pager {
   bool foreign_ends_at(std::uint64_t address) const;
   bool foreign_starts_at(std::uint64_t address) const;
   CUresult pin_as_neighbour(Unit* unit);
+  void drop_neighbour_pins(Unit* unit, std::uint32_t count);
   void unpin_neighbours(Unit* unit, const Alias& alias);
   void forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes);
   void release_handle_if_unused(CUmemGenericAllocationHandle handle);
@@ -312,8 +315,8 @@ class Pager {
   std::map<CUmemGenericAllocationHandle, ProgramHandle> handles_;  // the program's virtual handles
   std::uint64_t next_handle_ = 1;
   std::map<std::uint64_t, std::uint64_t> foreign_mappings_;  // real handles mapped in covered reservations
-  std::atomic<std::uint64_t> adjacent_pinned_{0};             // mappings pinned for having a neighbour
-  std::atomic<std::uint64_t> handles_materialized_{0};
+  std::uint64_t adjacent_pinned_ = 0;       // pins held for touching a neighbour (pin_as_neighbour)
+  std::uint64_t handles_materialized_ = 0;  // handles that became one real allocation (materialize)
   struct PendingFree {
     std::uint64_t address;
     CUevent done;  // recorded on the freeing stream

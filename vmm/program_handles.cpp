@@ -57,7 +57,6 @@ CUresult Pager::create_handle(int device, std::uint64_t bytes, const CUmemAlloca
   if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUmemGenericAllocationHandle handle = kVirtualHandleTag | next_handle_++;
   unit->program_handle = handle;
-  unit->live = 1;
   handles_.emplace(handle, ProgramHandle{unit, prop, 1});
   *out = handle;
   return CUDA_SUCCESS;
@@ -70,7 +69,6 @@ void Pager::release_handle_if_unused(CUmemGenericAllocationHandle handle) {
   if (it == handles_.end() || it->second.references > 0 || !it->second.unit->aliases.empty()) return;
   Unit* unit = it->second.unit;
   handles_.erase(it);
-  unit->live = 0;
   release_unit(unit);
 }
 
@@ -117,9 +115,7 @@ CUresult Pager::free_program_reservation(std::uint64_t base, std::uint64_t bytes
   std::lock_guard lock(mutex_);
   // The driver refuses to free a reservation with mappings in it; an alias of
   // a unit on the host is not mapped there, so the pager checks for it.
-  for (std::uint64_t at = base; at < base + bytes; at += kChunkBytes) {
-    if (index_.lookup(at) != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  }
+  if (holds_any(base, bytes)) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = driver_.address_free(base, bytes);
   if (result == CUDA_SUCCESS) index_.uncover(base);
   return result;
@@ -153,13 +149,11 @@ CUresult Pager::map_aliases(Unit* unit) {
 void Pager::unmap_alias(const Unit* unit, Alias& alias) {
   if (!alias.mapped) return;
   alias.mapped = false;
-  // One mapping of a real handle, or one per chunk: one call where the driver takes it.
-  const bool one_mapping = unit->real != 0 || alias.bytes == kChunkBytes;
-  if (one_mapping || (whole_range_unmap_ && driver_.unmap(alias.address, alias.bytes) == CUDA_SUCCESS)) {
-    if (one_mapping) driver_.unmap(alias.address, alias.bytes);
-    return;
+  if (unit->real != 0) {
+    driver_.unmap(alias.address, alias.bytes);  // one mapping of the real handle
+  } else {
+    unmap_chunk_run(alias.address, alias.bytes / kChunkBytes);
   }
-  for (std::uint64_t at = 0; at < alias.bytes; at += kChunkBytes) driver_.unmap(alias.address + at, kChunkBytes);
 }
 
 void Pager::unmap_aliases(Unit* unit) {
@@ -201,24 +195,17 @@ CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint
     if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;
   }
   unit->pins += neighbours;
-  adjacent_pinned_.fetch_add(neighbours, std::memory_order_relaxed);
-  const auto unpin_own = [&] {
-    unit->pins -= neighbours;
-    adjacent_pinned_.fetch_sub(neighbours, std::memory_order_relaxed);
-  };
+  adjacent_pinned_ += neighbours;
   if (left != nullptr) {
     if (const CUresult result = pin_as_neighbour(left); result != CUDA_SUCCESS) {
-      unpin_own();
+      drop_neighbour_pins(unit, neighbours);
       return result;
     }
   }
   if (right != nullptr) {
     if (const CUresult result = pin_as_neighbour(right); result != CUDA_SUCCESS) {
-      unpin_own();
-      if (left != nullptr) {
-        --left->pins;
-        adjacent_pinned_.fetch_sub(1, std::memory_order_relaxed);
-      }
+      drop_neighbour_pins(unit, neighbours);
+      if (left != nullptr) drop_neighbour_pins(left, 1);
       return result;
     }
   }
@@ -275,22 +262,25 @@ CUresult Pager::pin_as_neighbour(Unit* unit) {
     if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;
   }
   ++unit->pins;
-  adjacent_pinned_.fetch_add(1, std::memory_order_relaxed);
+  ++adjacent_pinned_;
   return CUDA_SUCCESS;
+}
+
+void Pager::drop_neighbour_pins(Unit* unit, std::uint32_t count) {
+  unit->pins -= std::min(unit->pins, count);
+  adjacent_pinned_ -= count;
 }
 
 // `alias` of `unit` goes (or never came): the pins it and its neighbours
 // took for touching each other go with it.
 void Pager::unpin_neighbours(Unit* unit, const Alias& alias) {
-  std::uint32_t programs = 0;
+  std::uint32_t neighbours = foreign_ends_at(alias.address) + foreign_starts_at(alias.address + alias.bytes);
   for (Unit* neighbour : {alias_ending_at(alias.address), alias_starting_at(alias.address + alias.bytes)}) {
     if (neighbour == nullptr) continue;
-    --neighbour->pins;
-    ++programs;
+    drop_neighbour_pins(neighbour, 1);
+    ++neighbours;
   }
-  const std::uint32_t foreign = foreign_ends_at(alias.address) + foreign_starts_at(alias.address + alias.bytes);
-  unit->pins -= std::min(unit->pins, programs + foreign);
-  adjacent_pinned_.fetch_sub(2 * programs + foreign, std::memory_order_relaxed);
+  drop_neighbour_pins(unit, neighbours);
 }
 
 void Pager::note_foreign_mapping(std::uint64_t address, std::uint64_t bytes) {
@@ -307,9 +297,7 @@ void Pager::note_foreign_mapping(std::uint64_t address, std::uint64_t bytes) {
 void Pager::forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes) {
   for (auto it = foreign_mappings_.lower_bound(start); it != foreign_mappings_.end() && it->first < start + bytes;) {
     for (Unit* neighbour : {alias_ending_at(it->first), alias_starting_at(it->first + it->second)}) {
-      if (neighbour == nullptr) continue;
-      --neighbour->pins;
-      adjacent_pinned_.fetch_sub(1, std::memory_order_relaxed);
+      if (neighbour != nullptr) drop_neighbour_pins(neighbour, 1);
     }
     it = foreign_mappings_.erase(it);
   }
@@ -503,7 +491,7 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop) {
   }
   resident_again();
   if (result == CUDA_SUCCESS) result = pin_unit_for_life(unit, LifetimePin::exported);
-  handles_materialized_.fetch_add(1, std::memory_order_relaxed);
+  ++handles_materialized_;
   VGPUMEM_LOG_INFO("the program's handle of {} is one real allocation from now on, pinned resident",
                    format_bytes(unit->bytes));
   return result;
