@@ -4,11 +4,13 @@
 // simulated driver, with 10, 1,000 and 100,000 live paged allocations. The
 // kernel takes four pointers into resident allocations and four integers, and
 // does nothing; both sides pay the simulator's own launch cost, so the
-// difference is the hook. The upload: cuMemcpyHtoD of 4 KiB and 64 KiB of
+// difference is the hook. The upload: cuMemcpyHtoD of 4 KiB to 4 MiB of
 // plain data (no pointers) into a paged allocation, through the hook (which
-// scans uploads up to 64 KiB for pointer tables) and straight to the
-// simulator. And a launch whose pointers are into mappings of the program's
-// own handles, in four reservations of its own.
+// scans the first MiB of every upload for pointer tables) and straight to the
+// simulator; and 64 KiB and 1 MiB tables of pointers into live paged
+// allocations (each upload then records a table, replacing the last). And
+// a launch whose pointers are into mappings of the program's own handles,
+// in four reservations of its own.
 //
 //   paging_hook_bench [--benchmark_...]
 #include <benchmark/benchmark.h>
@@ -128,7 +130,7 @@ BENCHMARK(BM_PagedLaunchThroughHook)->Arg(100000);
 // reservations, the integers missing all of them.
 void program_mapping_launch(benchmark::State& state, bool through_hook) {
   World& w = world();
-  static std::vector<CUdeviceptr> mapped = [&w] {
+  static std::vector<CUdeviceptr> mapped = [] {
     void* shim = dlopen(VGPUMEM_BENCH_SHIM, RTLD_NOW | RTLD_NOLOAD);
     auto reserve = symbol<CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long)>(
         shim, "cuMemAddressReserve");
@@ -172,13 +174,117 @@ void BM_ProgramMappingLaunchThroughHook(benchmark::State& state) { program_mappi
 BENCHMARK(BM_ProgramMappingLaunchDirect);
 BENCHMARK(BM_ProgramMappingLaunchThroughHook);
 
-void upload(benchmark::State& state, bool through_hook) {
+// TMA tensor maps (vmm/tensor_maps.h). A kernel of one large parameter of
+// plain numbers (PyTorch's foreach kernels pass 4 KiB to 32 KiB by value):
+// with no map encoded yet its launch pays one load for the maps; once the
+// program has encoded some, every 64-byte-aligned offset of a parameter of
+// 128 bytes or more is looked up. Then a kernel of two maps over paged
+// allocations (1,000 other maps encoded): the maps found and their ranges
+// made resident, against the same launch straight to the simulator.
+using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+CUfunction register_kernel(const char* name, std::vector<size_t> sizes, std::vector<size_t> alignments) {
+  void* sim = dlopen(VGPUMEM_BENCH_SIM, RTLD_NOW | RTLD_NOLOAD);
+  vgpusimKernelDesc desc{};
+  desc.name = name;
+  desc.body = [](void**, const vgpusimLaunch*, void*) {};
+  desc.paramCount = static_cast<unsigned>(sizes.size());
+  desc.paramSizes = sizes.data();
+  desc.paramAlignments = alignments.data();
+  CUfunction kernel = nullptr;
+  if (symbol<CUresult (*)(const vgpusimKernelDesc*, CUfunction*)>(sim, "vgpusimRegisterKernel")(&desc, &kernel) !=
+      CUDA_SUCCESS) {
+    std::exit(1);
+  }
+  return kernel;
+}
+
+void wide_parameter_launch(benchmark::State& state) {
+  World& w = world();
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  static CUfunction kernels[2] = {register_kernel("bench_wide_4k", {4096}, {8}),
+                                  register_kernel("bench_wide_32k", {32768}, {8})};
+  std::vector<std::uint64_t> parameter(bytes / 8);
+  for (std::size_t i = 0; i < parameter.size(); ++i) parameter[i] = i * 2654435761u;  // no pointers
+  void* params[] = {parameter.data()};
+  CUfunction kernel = kernels[bytes == 4096 ? 0 : 1];
+  for (auto _ : state) benchmark::DoNotOptimize(w.hooked(kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+}
+
+void BM_WideParameterLaunchNoMapsEncoded(benchmark::State& state) { wide_parameter_launch(state); }
+
+struct MapWorld {
+  CUfunction kernel = nullptr;
+  CUtensorMap in{}, out{};
+};
+
+MapWorld& map_world() {
+  static MapWorld m = [] {
+    World& w = world();
+    MapWorld result;
+    result.kernel = register_kernel("bench_two_maps", {sizeof(CUtensorMap), sizeof(CUtensorMap)}, {64, 64});
+    void* shim = dlopen(VGPUMEM_BENCH_SHIM, RTLD_NOW | RTLD_NOLOAD);
+    const auto encode = symbol<EncodeFn>(shim, "cuTensorMapEncodeTiled");
+    CUdeviceptr in = 0, out = 0;
+    if (w.allocate(&in, 1 << 20) != CUDA_SUCCESS || w.allocate(&out, 1 << 20) != CUDA_SUCCESS) std::exit(1);
+    const cuuint64_t dims[] = {256, 1024}, strides[] = {1024};
+    const cuuint32_t box[] = {32, 8}, ones[] = {1, 1};
+    auto encode_over = [&](CUtensorMap* map, CUdeviceptr address, cuuint64_t rows) {
+      const cuuint64_t shape[] = {dims[0], rows};
+      if (encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void*>(address), shape, strides, box, ones,
+                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        std::exit(1);
+      }
+    };
+    for (cuuint64_t rows = 1; rows <= 1000; ++rows) {  // other maps the program holds
+      CUtensorMap other{};
+      encode_over(&other, in, rows);
+    }
+    encode_over(&result.in, in, dims[1]);
+    encode_over(&result.out, out, dims[1]);
+    return result;
+  }();
+  return m;
+}
+
+void tensor_map_launch(benchmark::State& state, bool through_hook) {
+  World& w = world();
+  MapWorld& m = map_world();
+  void* params[] = {&m.in, &m.out};
+  const LaunchFn fn = through_hook ? w.hooked : w.direct;
+  for (auto _ : state) benchmark::DoNotOptimize(fn(m.kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+}
+
+void BM_WideParameterLaunchMapsEncoded(benchmark::State& state) {
+  map_world();  // 1,002 maps encoded
+  wide_parameter_launch(state);
+}
+void BM_TensorMapLaunchDirect(benchmark::State& state) { tensor_map_launch(state, false); }
+void BM_TensorMapLaunchThroughHook(benchmark::State& state) { tensor_map_launch(state, true); }
+
+// In this order: the wide launches before any map exists, then the maps.
+BENCHMARK(BM_WideParameterLaunchNoMapsEncoded)->Arg(4096)->Arg(32768);
+BENCHMARK(BM_TensorMapLaunchDirect);
+BENCHMARK(BM_TensorMapLaunchThroughHook);
+BENCHMARK(BM_WideParameterLaunchMapsEncoded)->Arg(4096)->Arg(32768);
+
+void upload(benchmark::State& state, bool through_hook, bool pointers = false) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   World& w = world();
   static CUdeviceptr target = 0;
-  if (target == 0 && w.allocate(&target, 64 * 1024) != CUDA_SUCCESS) std::exit(1);
+  if (target == 0 && w.allocate(&target, 4 << 20) != CUDA_SUCCESS) std::exit(1);
+  static std::vector<CUdeviceptr> pointed;  // 64 allocations a table's words point into, in turn
+  for (CUdeviceptr p = 0; pointers && pointed.size() < 64; pointed.push_back(p)) {
+    if (w.allocate(&p, 2 << 20) != CUDA_SUCCESS) std::exit(1);
+  }
   std::vector<std::uint64_t> data(bytes / 8);
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = i * 2654435761u;  // plain numbers, no pointers
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    data[i] = pointers ? pointed[i % pointed.size()] + 8 * (i / pointed.size()) % (2 << 20)
+                       : i * 2654435761u;  // plain numbers, no pointers
+  }
   const UploadFn fn = through_hook ? w.upload_hooked : w.upload_direct;
   for (auto _ : state) benchmark::DoNotOptimize(fn(target, data.data(), bytes));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
@@ -186,9 +292,13 @@ void upload(benchmark::State& state, bool through_hook) {
 
 void BM_UploadDirect(benchmark::State& state) { upload(state, false); }
 void BM_UploadThroughHook(benchmark::State& state) { upload(state, true); }
+void BM_UploadTableDirect(benchmark::State& state) { upload(state, false, true); }
+void BM_UploadTableThroughHook(benchmark::State& state) { upload(state, true, true); }
 
-BENCHMARK(BM_UploadDirect)->Arg(4096)->Arg(65536);
-BENCHMARK(BM_UploadThroughHook)->Arg(4096)->Arg(65536);
+BENCHMARK(BM_UploadDirect)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(4 << 20);
+BENCHMARK(BM_UploadThroughHook)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(4 << 20);
+BENCHMARK(BM_UploadTableDirect)->Arg(65536)->Arg(1 << 20);
+BENCHMARK(BM_UploadTableThroughHook)->Arg(65536)->Arg(1 << 20);
 
 }  // namespace
 

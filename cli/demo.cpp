@@ -95,7 +95,7 @@ RunResult run_trainer(const std::string& dir, const std::string& name, bool shim
   std::map<std::string, std::string> env = run_environment(options, current_environment());
   env["VGPUSIM_REPORT"] = dir + "/" + name + ".simulator.json";
   if (!policy.empty()) env["VGPUMEM_POLICY"] = policy;
-  std::vector<std::string> program{companion_program("mlp_trainer")};
+  std::vector<std::string> program{demo_trainer()};
   program.insert(program.end(), trainer_args.begin(), trainer_args.end());
   return spawn(program, env, dir + "/" + name + ".out");
 }
@@ -133,9 +133,10 @@ int run_demo(const std::vector<std::string>& args) {
     dir = pattern;
   }
   std::filesystem::create_directories(dir);
-  for (const std::string& needed : {shim_path(), simulator_dir() + "/libcuda.so.1", companion_program("mlp_trainer")}) {
+  for (const std::string& needed : {shim_path(), simulator_dir() + "/libcuda.so.1", demo_trainer()}) {
     if (!std::filesystem::exists(needed)) {
-      std::cerr << "vgpumem demo: " << needed << " is missing; build the project first (scripts/demo.sh)\n";
+      std::cerr << "vgpumem demo: " << needed << " is missing; the demo needs the simulated driver and its "
+                   "trainer, built and installed with VGPUMEM_BUILD_TESTS=ON (the default)\n";
       return 1;
     }
   }

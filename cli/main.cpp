@@ -1,20 +1,24 @@
 // vgpumem — the front door: `vgpumem run … -- PROGRAM` preloads the shim into
 // a program with the configuration given as options; `vgpumem demo` runs the
-// demo on the simulated driver.
+// demo on the simulated driver; `vgpumem doctor` checks the machine.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/demo.h"
+#include "cli/doctor.h"
 #include "cli/run_options.h"
+#include "vgpumem_version.h"
 
 namespace {
 
 constexpr const char* kUsage = R"(usage: vgpumem <command> [options]
 
 commands:
-  run   run a program with libvgpumem.so preloaded
-  demo  run the demo trainer on the simulated driver (no GPU needed)
+  run     run a program with libvgpumem.so preloaded
+  demo    run the demo trainer on the simulated driver (no GPU needed)
+  doctor  what to include in a bug report: version, driver, GPUs, caps, policy,
+          whether the shim is preloaded here; exits 1 if anything would stop vgpumem
 
   vgpumem --help | --version
   vgpumem run --help
@@ -47,7 +51,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "--version") {
-    std::cout << "vgpumem " << VGPUMEM_VERSION << "\n";
+    std::cout << "vgpumem " << vgpumem::kVersion << "\n";
     return 0;
   }
   if (command == "run") {
@@ -65,6 +69,7 @@ int main(int argc, char** argv) {
         parsed.options->program,
         vgpumem::cli::run_environment(*parsed.options, vgpumem::cli::current_environment()));
   }
+  if (command == "doctor") return vgpumem::cli::run_doctor(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command == "demo") return vgpumem::cli::run_demo(std::vector<std::string>(args.begin() + 1, args.end()));
   std::cerr << "vgpumem: unknown command \"" << command << "\"\n" << kUsage;
   return 2;

@@ -6,21 +6,41 @@
 #include <filesystem>
 
 namespace vgpumem::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path prefix() { return fs::path(self_directory()).parent_path(); }
+
+fs::path library_dir() {
+  if (in_build_tree()) return prefix() / "lib";
+  // VGPUMEM_LIBDIR_FROM_BINDIR: CMAKE_INSTALL_LIBDIR relative to
+  // CMAKE_INSTALL_BINDIR ("../lib"), baked in by cli/CMakeLists.txt.
+  return (fs::path(self_directory()) / VGPUMEM_LIBDIR_FROM_BINDIR).lexically_normal();
+}
+
+// The installed tree's private directory: the demo's companions.
+fs::path private_dir() { return library_dir() / "vgpumem"; }
+
+}  // namespace
 
 std::string self_directory() {
   char buffer[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof buffer - 1);
   if (n <= 0) return ".";
   buffer[n] = '\0';
-  return std::filesystem::path(buffer).parent_path().string();
+  return fs::path(buffer).parent_path().string();
 }
 
-namespace {
-std::string prefix() { return std::filesystem::path(self_directory()).parent_path().string(); }
-}  // namespace
+// A build tree has CMake's cache beside bin/; an install prefix never does.
+bool in_build_tree() { return fs::exists(prefix() / "CMakeCache.txt"); }
 
-std::string shim_path() { return prefix() + "/lib/libvgpumem.so"; }
-std::string simulator_dir() { return prefix() + "/lib/sim"; }
-std::string companion_program(const std::string& name) { return self_directory() + "/" + name; }
+std::string shim_path() { return (library_dir() / "libvgpumem.so").string(); }
+
+std::string simulator_dir() { return (in_build_tree() ? library_dir() / "sim" : private_dir()).string(); }
+
+std::string demo_trainer() {
+  return (in_build_tree() ? fs::path(self_directory()) / "mlp_trainer" : private_dir() / "mlp_trainer").string();
+}
 
 }  // namespace vgpumem::cli

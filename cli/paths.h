@@ -1,6 +1,16 @@
-// Where the command's companions live: the layout of the build tree and of an
-// install is the same (bin/vgpumem, lib/libvgpumem.so, lib/sim/libcuda.so.1),
-// so everything is found relative to the command itself.
+// Where the command's companions live. Everything is found relative to the
+// command itself (/proc/self/exe), so a build tree, an install prefix and the
+// Python wheel all work wherever they landed:
+//
+//   installed (cmake --install, the wheel)    build tree
+//   bin/vgpumem                               bin/vgpumem
+//   <libdir>/libvgpumem.so                    lib/libvgpumem.so
+//   <libdir>/vgpumem/libcuda.so.1             lib/sim/libcuda.so.1
+//   <libdir>/vgpumem/mlp_trainer              bin/mlp_trainer
+//
+// <libdir> is CMake's CMAKE_INSTALL_LIBDIR (lib for any prefix but /usr on
+// Debian). The simulated driver is never in <libdir> itself, where it could
+// shadow the real libcuda.so.1.
 #pragma once
 
 #include <string>
@@ -8,8 +18,9 @@
 namespace vgpumem::cli {
 
 std::string self_directory();  // directory of /proc/self/exe
-std::string shim_path();       // <prefix>/lib/libvgpumem.so
-std::string simulator_dir();   // <prefix>/lib/sim
-std::string companion_program(const std::string& name);  // <prefix>/bin/<name>
+bool in_build_tree();          // the command runs from a CMake build tree
+std::string shim_path();       // libvgpumem.so
+std::string simulator_dir();   // the directory of the simulated libcuda.so.1
+std::string demo_trainer();    // the demo's training program
 
 }  // namespace vgpumem::cli

@@ -1,11 +1,28 @@
 // The decision half of our dlsym override; the trampoline is dlsym_trampoline.S.
 //
 // Only names of the form cu[A-Z]* that are in the hooked set are ever
-// answered here, and only when the caller's look-up would have found the real
-// driver's function (or our own export). Everything else -- cudnn*, cublas*,
-// every non-CUDA name, every RTLD_NEXT look-up -- goes to glibc untouched.
+// answered here. For those, the answer is glibc's answer for the *caller*,
+// with the real driver's function (or our own export) replaced by our hook:
+//
+//   on a real handle           glibc's answer does not depend on the caller:
+//                              asked from here.
+//   through RTLD_DEFAULT       glibc searches the caller's scope, and
+//   or RTLD_NEXT               RTLD_NEXT the objects after the caller in it:
+//                              the trampoline asks glibc on the caller's
+//                              behalf (as if the caller had asked), then
+//                              vgpumem_dlsym_decide substitutes.
+//
+// So a library before the driver in the search order that asks RTLD_NEXT for
+// a driver name gets the hook (interposition keeps working), a library after
+// the driver gets what follows it -- NULL when nothing does -- and a library
+// whose own scope holds the driver (dlopen'ed with RTLD_LOCAL) gets the hook
+// too. Everything else -- cudnn*, cublas*, every non-CUDA name -- goes to
+// glibc untouched, with the caller's return address.
 // Nothing here does CUDA work: dlsym may run under the loader lock.
 #include <dlfcn.h>
+#include <link.h>
+
+#include <cstdint>
 
 #include "interpose/hook_table.h"
 #include "interpose/real_driver.h"
@@ -19,14 +36,21 @@
 extern "C" {
 // Read by the trampoline. Hidden so it is addressed PC-relative, with no GOT.
 __attribute__((visibility("hidden"))) void* vgpumem_glibc_dlsym = nullptr;
+// The trampoline's two calls (see dlsym_trampoline.S for what they return).
 __attribute__((visibility("hidden"))) VGPUMEM_UNINSTRUMENTED void* vgpumem_dlsym_intercept(void* handle,
-                                                                                           const char* name);
+                                                                                           const char* name,
+                                                                                           const void* caller,
+                                                                                           const void** gadget);
+__attribute__((visibility("hidden"))) void* vgpumem_dlsym_decide(void* found, const char* name);
 }
 
 namespace vgpumem::interpose {
 namespace {
 
 using DlsymFn = void* (*)(void*, const char*);
+
+// What vgpumem_dlsym_intercept returns to have glibc asked for the caller.
+void* const kAskGlibcForTheCaller = reinterpret_cast<void*>(1);
 
 VGPUMEM_UNINSTRUMENTED DlsymFn glibc_dlsym() {
   void* fn = __atomic_load_n(&vgpumem_glibc_dlsym, __ATOMIC_ACQUIRE);
@@ -40,19 +64,87 @@ VGPUMEM_UNINSTRUMENTED DlsymFn glibc_dlsym() {
   return reinterpret_cast<DlsymFn>(fn);
 }
 
+// True if `name`, looked up in `object` (and its dependencies), is defined
+// by the object whose load address is `base` itself.
+bool defined_in(void* object, const char* name, const void* base) {
+  void* function = real_dlsym(object, name);
+  Dl_info info{};
+  return function != nullptr && dladdr(function, &info) != 0 && info.dli_fbase == base;
+}
+
 // Is `function` inside a CUDA driver object? Before we have loaded the driver
 // ourselves, recognise one by its exports rather than by its file name, so a
-// driver at any path (or the simulated one) counts.
+// driver at any path (or the simulated one) counts -- its own exports: a
+// library that only links the driver (another interposer) finds cuInit in
+// its dependencies, and is not the driver.
 bool is_driver_function(void* function) {
   if (RealDriver* driver = RealDriver::get_if_loaded()) return driver->owns(function);
   Dl_info info{};
   if (dladdr(function, &info) == 0 || info.dli_fname == nullptr) return false;
+  // The object is loaded (`function` is in it): this only takes a reference.
   void* object = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (object == nullptr) return false;
-  const bool is_driver = real_dlsym(object, "cuGetProcAddress_v2") != nullptr &&
-                         real_dlsym(object, "cuInit") != nullptr;
+  if (object == nullptr) {
+    static_cast<void>(dlerror());  // the caller's answer is not NULL: no error of ours may linger
+    return false;
+  }
+  const bool is_driver =
+      defined_in(object, "cuGetProcAddress_v2", info.dli_fbase) && defined_in(object, "cuInit", info.dli_fbase);
   dlclose(object);
+  static_cast<void>(dlerror());
   return is_driver;
+}
+
+// The search for a `ret` instruction (0xc3) inside the object that holds
+// `address`: any executable byte of that value returns when jumped to.
+struct GadgetSearch {
+  std::uintptr_t address;
+  const void* gadget;
+};
+
+VGPUMEM_UNINSTRUMENTED int find_gadget(dl_phdr_info* info, std::size_t, void* data) {
+  auto* search = static_cast<GadgetSearch*>(data);
+  bool holds = false;
+  for (int i = 0; i < info->dlpi_phnum && !holds; ++i) {
+    const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+    const std::uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+    holds = segment.p_type == PT_LOAD && search->address >= start && search->address - start < segment.p_memsz;
+  }
+  if (!holds) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+    if (segment.p_type != PT_LOAD || (segment.p_flags & (PF_X | PF_R)) != (PF_X | PF_R)) continue;
+    const auto* text = reinterpret_cast<const unsigned char*>(info->dlpi_addr + segment.p_vaddr);
+    for (std::size_t at = 0; at < segment.p_filesz; ++at) {
+      if (text[at] == 0xc3) {
+        search->gadget = text + at;
+        return 1;
+      }
+    }
+  }
+  return 1;  // the caller's object, with no ret in it (never seen)
+}
+
+VGPUMEM_UNINSTRUMENTED const void* gadget_in_object_of(const void* caller) {
+  GadgetSearch search{reinterpret_cast<std::uintptr_t>(caller), nullptr};
+  dl_iterate_phdr(&find_gadget, &search);
+  return search.gadget;
+}
+
+// Records the look-up; the trace never costs the caller its answer.
+void note(const char* name, bool hooked) {
+  try {
+    vgpumem::note_lookup(vgpumem::trace::LookupPath::dlsym, name, 0, 0, hooked);
+  } catch (...) {
+  }
+}
+
+// Our answer, given what glibc found for the caller.
+void* substitute(void* found, const HookEntry& entry) {
+  if (found == nullptr) return nullptr;  // glibc has set the error the caller will read
+  void* hook = hook_address(static_cast<HookId>(&entry - &hook_entry(HookId{})));
+  const bool hooked = found == hook || is_driver_function(found);
+  note(entry.symbol, hooked);
+  return hooked ? hook : found;
 }
 
 }  // namespace
@@ -68,29 +160,32 @@ namespace {
 
 // Everything after the first decision: only for cu[A-Z]* names, which no
 // sanitizer runtime looks up.
-void* intercept_driver_name(void* handle, const char* name) {
+void* intercept_driver_name(void* handle, const char* name, const void* caller, const void** gadget) {
   using namespace vgpumem::interpose;
   if (loading_driver_on_this_thread()) return nullptr;
   const HookEntry* entry = find_hook_by_symbol(name);
   if (entry == nullptr) return nullptr;
-
-  void* found = real_dlsym(handle, name);
-  if (found == nullptr) return nullptr;  // glibc reports "not found" to the caller itself
-  const auto id = static_cast<HookId>(entry - &hook_entry(HookId{}));
-  void* hook = hook_address(id);
-  const bool hooked = found == hook || is_driver_function(found);
-  vgpumem::note_lookup(vgpumem::trace::LookupPath::dlsym, name, 0, 0, hooked);
-  return hooked ? hook : nullptr;
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) {
+    *gadget = gadget_in_object_of(caller);
+    // Without a gadget (never seen), glibc answers unaided: never wrong, but unhooked.
+    return *gadget != nullptr ? kAskGlibcForTheCaller : nullptr;
+  }
+  return substitute(real_dlsym(handle, name), *entry);
 }
 
 }  // namespace
 
-void* vgpumem_dlsym_intercept(void* handle, const char* name) {
-  if (vgpumem::interpose::glibc_dlsym() == nullptr) return nullptr;  // cannot happen with glibc
+void* vgpumem_dlsym_intercept(void* handle, const char* name, const void* caller, const void** gadget) {
+  if (vgpumem::interpose::glibc_dlsym() == nullptr) return nullptr;  // the trampoline then answers NULL
   // Written out rather than calling is_driver_name(): a call into instrumented
   // code is exactly what must not happen here.
   if (name == nullptr || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z') return nullptr;
-  return intercept_driver_name(handle, name);
+  return intercept_driver_name(handle, name, caller, gadget);
+}
+
+void* vgpumem_dlsym_decide(void* found, const char* name) {
+  const vgpumem::interpose::HookEntry* entry = vgpumem::interpose::find_hook_by_symbol(name);
+  return entry != nullptr ? vgpumem::interpose::substitute(found, *entry) : found;
 }
 
 #if !defined(__x86_64__)

@@ -1,6 +1,9 @@
-// What every hook file needs: the table, REAL(), the runtime, and the
-// allocation protocol (reserve -> real call -> commit or abandon).
+// What every hook file needs: the table, REAL(), the runtime, the boundary
+// every hook is defined through (VGPUMEM_HOOK_DEFINE), and the allocation
+// protocol (reserve -> real call -> commit or abandon).
 #pragma once
+
+#include <cxxabi.h>
 
 #include "interpose/hook_table.h"
 #include "interpose/real_driver.h"
@@ -12,6 +15,45 @@ namespace vgpumem::interpose {
 using vmm::AllocationKind;
 
 inline const char* api_name(HookId id) { return hook_entry(id).symbol; }
+
+// ---- the boundary between the program's C frames and the shim's C++ --------------------
+//
+// Every exported hook is defined with VGPUMEM_HOOK_DEFINE, which runs its body
+// through hook_boundary:
+//  * In a process forked after the shim was in use (a child cannot use its
+//    parent's CUDA state, and the shim's locks may have been held by parent
+//    threads that do not exist in it), the call goes straight to the real
+//    driver: no shim lock, no accounting, no paging.
+//  * No C++ exception crosses into the caller's C frames: one escaping the
+//    body (std::bad_alloc from an STL container, say) is logged and becomes
+//    the error the driver itself could have returned, CUDA_ERROR_OUT_OF_MEMORY
+//    (CUDA_ERROR_UNKNOWN for anything that is not an allocation failure).
+//    Thread cancellation's forced unwind is let through, as it must be.
+// On the normal path this costs one relaxed load and a branch: the try block
+// is table-driven (no code runs unless something throws), and nothing locks
+// or allocates.
+
+// Logs the exception being handled (never allocating, if allocating fails)
+// and returns the CUDA error the hook answers with. Call only from a catch
+// block.
+CUresult hook_failed(HookId id) noexcept;
+// The first call that passes straight through in a forked child warns once.
+void note_pass_through(HookId id) noexcept;
+
+template <HookId id, typename Body, typename Forward>
+inline CUresult hook_boundary(Body&& body, Forward&& forward) {
+  try {
+    if (passes_through()) [[unlikely]] {
+      note_pass_through(id);
+      return forward();
+    }
+    return body();
+  } catch (const abi::__forced_unwind&) {
+    throw;  // pthread_cancel/pthread_exit unwinding through a driver call
+  } catch (...) {
+    return hook_failed(id);
+  }
+}
 
 // Runs `allocate` (which calls the real driver and stores the new
 // allocation's key) under the cap of `device`. When the device is unknown
@@ -73,16 +115,22 @@ inline CUresult paged_allocation(vmm::Pager& pager, HookId api, int device, std:
 // Makes the device memory in [address, address + bytes) resident for work on
 // `stream` (a copy or memset operand), held until `access` is released.
 inline CUresult paged_operand(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
-                              vmm::Access& access) {
+                              vmm::Access& access, const char* api = "") {
   vmm::Pager* pager = Runtime::get().pager();
-  return pager == nullptr ? CUDA_SUCCESS : pager->prepare_range(address, bytes, stream, per_thread, access);
+  return pager == nullptr ? CUDA_SUCCESS
+                          : pager->prepare_range(address, bytes, stream, per_thread, access, vmm::Operation{api});
 }
 
-// Host bytes on their way to the device: pointers into paged memory among
-// them pin their targets (a kernel may follow them, unseen by any hook).
-inline CUresult pin_uploaded_pointers(const void* host, std::size_t bytes) {
-  vmm::Pager* pager = Runtime::get().pager();
-  return pager == nullptr ? CUDA_SUCCESS : pager->pin_uploaded_pointers(host, bytes);
+// Host bytes on their way to [destination, destination + bytes): pointers
+// into paged memory among them make it a table a kernel may follow, unseen
+// by any hook; a launch that points into it brings them in (PointerTables).
+inline void register_upload(std::uint64_t destination, const void* host, std::size_t bytes) {
+  if (vmm::Pager* pager = Runtime::get().pager()) pager->pointer_tables().uploaded(destination, host, bytes);
+}
+
+// Device bytes a copy or memset rewrites: a table wholly inside is gone.
+inline void register_overwrite(std::uint64_t address, std::uint64_t bytes) {
+  if (vmm::Pager* pager = Runtime::get().pager()) pager->pointer_tables().overwritten(address, bytes);
 }
 
 // A free: forwards, and on success refunds what the allocation was charged.
@@ -95,9 +143,23 @@ CUresult charged_free(HookId api, AllocationKind kind, std::uint64_t key, Free&&
 
 }  // namespace vgpumem::interpose
 
+// Defines the exported hook `name` with parameters `params` (a
+// parenthesised list) whose names are `args` (also parenthesised); the body
+// follows the macro, as a function body:
+//   VGPUMEM_HOOK_DEFINE(cuMemFree_v2, (CUdeviceptr dptr), (dptr)) { ... }
+// The body runs inside hook_boundary; `args` also forward the call as is.
+#define VGPUMEM_HOOK_DEFINE(name, params, args)                                                 \
+  static CUresult vgpumem_hook_body_##name params;                                              \
+  extern "C" CUresult name params {                                                             \
+    return ::vgpumem::interpose::hook_boundary<::vgpumem::interpose::HookId::name>(             \
+        [&]() -> CUresult { return vgpumem_hook_body_##name args; },                            \
+        [&]() -> CUresult { return REAL(name) args; });                                         \
+  }                                                                                             \
+  static CUresult vgpumem_hook_body_##name params
+
 // A hook with no policy yet: count the call and forward it.
-#define VGPUMEM_FORWARDING_HOOK(name, params, args)                                 \
-  extern "C" CUresult name params {                                                 \
-    ::vgpumem::Runtime::get().count(::vgpumem::interpose::HookId::name);            \
-    return REAL(name) args;                                                         \
+#define VGPUMEM_FORWARDING_HOOK(name, params, args)                      \
+  VGPUMEM_HOOK_DEFINE(name, params, args) {                              \
+    ::vgpumem::Runtime::get().count(::vgpumem::interpose::HookId::name); \
+    return REAL(name) args;                                              \
   }

@@ -38,7 +38,7 @@ std::uint64_t array_bytes(std::size_t width, std::size_t height, std::size_t dep
 
 }  // namespace
 
-extern "C" CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+VGPUMEM_HOOK_DEFINE(cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytesize), (dptr, bytesize)) {
   Runtime::get().count(HookId::cuMemAlloc_v2);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAlloc_v2)(dptr, bytesize);
   const int device = current_device();
@@ -51,7 +51,7 @@ extern "C" CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
       [&] { REAL(cuMemFree_v2)(*dptr); });
 }
 
-extern "C" CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize) {
+VGPUMEM_HOOK_DEFINE(cuMemAlloc, (unsigned int* dptr, unsigned int bytesize), (dptr, bytesize)) {
   Runtime::get().count(HookId::cuMemAlloc);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAlloc)(dptr, bytesize);
   return charged_allocation(
@@ -60,8 +60,9 @@ extern "C" CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize) {
       [&] { REAL(cuMemFree)(*dptr); });
 }
 
-extern "C" CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
-                                       unsigned int element_size) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocPitch_v2,
+                    (CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element_size),
+                    (dptr, pitch, width, height, element_size)) {
   Runtime::get().count(HookId::cuMemAllocPitch_v2);
   if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
     return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size);
@@ -92,8 +93,9 @@ extern "C" CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t 
   return result;
 }
 
-extern "C" CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int width, unsigned int height,
-                                    unsigned int element_size) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocPitch,
+                    (unsigned int* dptr, unsigned int* pitch, unsigned int width, unsigned int height, unsigned int element_size),
+                    (dptr, pitch, width, height, element_size)) {
   Runtime::get().count(HookId::cuMemAllocPitch);
   if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
     return REAL(cuMemAllocPitch)(dptr, pitch, width, height, element_size);
@@ -106,7 +108,9 @@ extern "C" CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, uns
       [&] { return std::uint64_t{*dptr}; }, [&] { REAL(cuMemFree)(*dptr); });
 }
 
-extern "C" CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocManaged,
+                    (CUdeviceptr* dptr, size_t bytesize, unsigned int flags),
+                    (dptr, bytesize, flags)) {
   Runtime::get().count(HookId::cuMemAllocManaged);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocManaged)(dptr, bytesize, flags);
   // Managed memory can migrate anywhere, but it is device memory the process
@@ -117,7 +121,7 @@ extern "C" CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsign
       [&] { REAL(cuMemFree_v2)(*dptr); });
 }
 
-extern "C" CUresult cuMemFree_v2(CUdeviceptr dptr) {
+VGPUMEM_HOOK_DEFINE(cuMemFree_v2, (CUdeviceptr dptr), (dptr)) {
   Runtime::get().count(HookId::cuMemFree_v2);
   if (vmm::Pager* pager = Runtime::get().pager()) {
     CUresult result = CUDA_SUCCESS;
@@ -129,7 +133,7 @@ extern "C" CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return charged_free(HookId::cuMemFree_v2, AllocationKind::device, dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
 }
 
-extern "C" CUresult cuMemFree(unsigned int dptr) {
+VGPUMEM_HOOK_DEFINE(cuMemFree, (unsigned int dptr), (dptr)) {
   Runtime::get().count(HookId::cuMemFree);
   return charged_free(HookId::cuMemFree, AllocationKind::device_v1, dptr, [&] { return REAL(cuMemFree)(dptr); });
 }
@@ -158,7 +162,7 @@ CUresult paged_free_async(HookId api, CUdeviceptr dptr, CUstream stream, bool pe
 
 }  // namespace
 
-extern "C" CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytesize, CUstream stream), (dptr, bytesize, stream)) {
   Runtime::get().count(HookId::cuMemAllocAsync);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync)(dptr, bytesize, stream);
   if (vmm::Pager* pager = pager_for_stream_ordered(stream_device(), stream, false)) {
@@ -170,7 +174,9 @@ extern "C" CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream
       [&] { REAL(cuMemFreeAsync)(*dptr, stream); });
 }
 
-extern "C" CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocAsync_ptsz,
+                    (CUdeviceptr* dptr, size_t bytesize, CUstream stream),
+                    (dptr, bytesize, stream)) {
   Runtime::get().count(HookId::cuMemAllocAsync_ptsz);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, stream);
   if (vmm::Pager* pager = pager_for_stream_ordered(stream_device(), stream, true)) {
@@ -203,7 +209,9 @@ CUresult allocate_from_pool(HookId api, CUdeviceptr* dptr, size_t bytesize, CUme
 
 }  // namespace
 
-extern "C" CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocFromPoolAsync,
+                    (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),
+                    (dptr, bytesize, pool, stream)) {
   Runtime::get().count(HookId::cuMemAllocFromPoolAsync);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream);
   return allocate_from_pool(
@@ -212,8 +220,9 @@ extern "C" CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, 
       [&](CUdeviceptr p) { REAL(cuMemFreeAsync)(p, stream); });
 }
 
-extern "C" CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                                 CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocFromPoolAsync_ptsz,
+                    (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),
+                    (dptr, bytesize, pool, stream)) {
   Runtime::get().count(HookId::cuMemAllocFromPoolAsync_ptsz);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream);
   return allocate_from_pool(
@@ -223,42 +232,44 @@ extern "C" CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes
 }
 
 // The pools the program holds, so the pager knows which it may serve.
-extern "C" CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+VGPUMEM_HOOK_DEFINE(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* props), (pool, props)) {
   Runtime::get().count(HookId::cuMemPoolCreate);
   const CUresult result = REAL(cuMemPoolCreate)(pool, props);
   if (result == CUDA_SUCCESS && pool != nullptr && props != nullptr) Runtime::get().pools().created(*pool, *props);
   return result;
 }
 
-extern "C" CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+VGPUMEM_HOOK_DEFINE(cuMemPoolDestroy, (CUmemoryPool pool), (pool)) {
   Runtime::get().count(HookId::cuMemPoolDestroy);
   const CUresult result = REAL(cuMemPoolDestroy)(pool);
   if (result == CUDA_SUCCESS) Runtime::get().pools().destroyed(pool);
   return result;
 }
 
-extern "C" CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+VGPUMEM_HOOK_DEFINE(cuMemPoolSetAccess,
+                    (CUmemoryPool pool, const CUmemAccessDesc* map, size_t count),
+                    (pool, map, count)) {
   Runtime::get().count(HookId::cuMemPoolSetAccess);
   const CUresult result = REAL(cuMemPoolSetAccess)(pool, map, count);
   if (result == CUDA_SUCCESS) Runtime::get().pools().access_set(pool, map, count);
   return result;
 }
 
-extern "C" CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
+VGPUMEM_HOOK_DEFINE(cuDeviceGetDefaultMemPool, (CUmemoryPool* pool, CUdevice device), (pool, device)) {
   Runtime::get().count(HookId::cuDeviceGetDefaultMemPool);
   const CUresult result = REAL(cuDeviceGetDefaultMemPool)(pool, device);
   if (result == CUDA_SUCCESS && pool != nullptr) Runtime::get().pools().saw_device_pool(*pool, device);
   return result;
 }
 
-extern "C" CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice device) {
+VGPUMEM_HOOK_DEFINE(cuDeviceGetMemPool, (CUmemoryPool* pool, CUdevice device), (pool, device)) {
   Runtime::get().count(HookId::cuDeviceGetMemPool);
   const CUresult result = REAL(cuDeviceGetMemPool)(pool, device);
   if (result == CUDA_SUCCESS && pool != nullptr) Runtime::get().pools().saw_device_pool(*pool, device);
   return result;
 }
 
-extern "C" CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, stream)) {
   Runtime::get().count(HookId::cuMemFreeAsync);
   bool handled = false;
   const CUresult paged = paged_free_async(HookId::cuMemFreeAsync, dptr, stream, false, &handled);
@@ -267,7 +278,7 @@ extern "C" CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
                       [&] { return REAL(cuMemFreeAsync)(dptr, stream); });
 }
 
-extern "C" CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream), (dptr, stream)) {
   Runtime::get().count(HookId::cuMemFreeAsync_ptsz);
   bool handled = false;
   const CUresult paged = paged_free_async(HookId::cuMemFreeAsync_ptsz, dptr, stream, true, &handled);
@@ -276,7 +287,7 @@ extern "C" CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
                       [&] { return REAL(cuMemFreeAsync_ptsz)(dptr, stream); });
 }
 
-extern "C" CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
+VGPUMEM_HOOK_DEFINE(cuArrayCreate_v2, (CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc), (array, desc)) {
   Runtime::get().count(HookId::cuArrayCreate_v2);
   if (array == nullptr || desc == nullptr) return REAL(cuArrayCreate_v2)(array, desc);
   const std::uint64_t bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
@@ -286,7 +297,7 @@ extern "C" CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR
       [&] { REAL(cuArrayDestroy)(*array); });
 }
 
-extern "C" CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
+VGPUMEM_HOOK_DEFINE(cuArray3DCreate_v2, (CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc), (array, desc)) {
   Runtime::get().count(HookId::cuArray3DCreate_v2);
   if (array == nullptr || desc == nullptr) return REAL(cuArray3DCreate_v2)(array, desc);
   const std::uint64_t bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
@@ -296,8 +307,9 @@ extern "C" CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRI
       [&] { return reinterpret_cast<std::uint64_t>(*array); }, [&] { REAL(cuArrayDestroy)(*array); });
 }
 
-extern "C" CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc,
-                                           unsigned int levels) {
+VGPUMEM_HOOK_DEFINE(cuMipmappedArrayCreate,
+                    (CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels),
+                    (array, desc, levels)) {
   Runtime::get().count(HookId::cuMipmappedArrayCreate);
   if (array == nullptr || desc == nullptr) return REAL(cuMipmappedArrayCreate)(array, desc, levels);
   // Each level halves every dimension; sum them.
@@ -315,13 +327,13 @@ extern "C" CUresult cuMipmappedArrayCreate(CUmipmappedArray* array, const CUDA_A
       [&] { return reinterpret_cast<std::uint64_t>(*array); }, [&] { REAL(cuMipmappedArrayDestroy)(*array); });
 }
 
-extern "C" CUresult cuArrayDestroy(CUarray array) {
+VGPUMEM_HOOK_DEFINE(cuArrayDestroy, (CUarray array), (array)) {
   Runtime::get().count(HookId::cuArrayDestroy);
   return charged_free(HookId::cuArrayDestroy, AllocationKind::array, reinterpret_cast<std::uint64_t>(array),
                       [&] { return REAL(cuArrayDestroy)(array); });
 }
 
-extern "C" CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
+VGPUMEM_HOOK_DEFINE(cuMipmappedArrayDestroy, (CUmipmappedArray array), (array)) {
   Runtime::get().count(HookId::cuMipmappedArrayDestroy);
   return charged_free(HookId::cuMipmappedArrayDestroy, AllocationKind::array, reinterpret_cast<std::uint64_t>(array),
                       [&] { return REAL(cuMipmappedArrayDestroy)(array); });

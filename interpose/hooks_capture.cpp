@@ -34,32 +34,33 @@ CUresult end(HookId id, End&& real_end) {
 
 }  // namespace
 
-extern "C" CUresult cuStreamBeginCapture(CUstream s) {
+VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture, (CUstream s), (s)) {
   return begin(HookId::cuStreamBeginCapture, [&] { return REAL(cuStreamBeginCapture)(s); });
 }
-extern "C" CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture_ptsz, (CUstream s), (s)) {
   return begin(HookId::cuStreamBeginCapture_ptsz, [&] { return REAL(cuStreamBeginCapture_ptsz)(s); });
 }
-extern "C" CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode mode), (s, mode)) {
   return begin(HookId::cuStreamBeginCapture_v2, [&] { return REAL(cuStreamBeginCapture_v2)(s, mode); });
 }
-extern "C" CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode mode), (s, mode)) {
   return begin(HookId::cuStreamBeginCapture_v2_ptsz, [&] { return REAL(cuStreamBeginCapture_v2_ptsz)(s, mode); });
 }
-extern "C" CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode* dependencies,
-                                                const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode) {
+VGPUMEM_HOOK_DEFINE(cuStreamBeginCaptureToGraph,
+                    (CUstream s, CUgraph graph, const CUgraphNode* dependencies, const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode),
+                    (s, graph, dependencies, edges, count, mode)) {
   return begin(HookId::cuStreamBeginCaptureToGraph,
                [&] { return REAL(cuStreamBeginCaptureToGraph)(s, graph, dependencies, edges, count, mode); });
 }
-extern "C" CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph graph, const CUgraphNode* dependencies,
-                                                     const CUgraphEdgeData* edges, size_t count,
-                                                     CUstreamCaptureMode mode) {
+VGPUMEM_HOOK_DEFINE(cuStreamBeginCaptureToGraph_ptsz,
+                    (CUstream s, CUgraph graph, const CUgraphNode* dependencies, const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode),
+                    (s, graph, dependencies, edges, count, mode)) {
   return begin(HookId::cuStreamBeginCaptureToGraph_ptsz,
                [&] { return REAL(cuStreamBeginCaptureToGraph_ptsz)(s, graph, dependencies, edges, count, mode); });
 }
-extern "C" CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+VGPUMEM_HOOK_DEFINE(cuStreamEndCapture, (CUstream s, CUgraph* graph), (s, graph)) {
   return end(HookId::cuStreamEndCapture, [&] { return REAL(cuStreamEndCapture)(s, graph); });
 }
-extern "C" CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
+VGPUMEM_HOOK_DEFINE(cuStreamEndCapture_ptsz, (CUstream s, CUgraph* graph), (s, graph)) {
   return end(HookId::cuStreamEndCapture_ptsz, [&] { return REAL(cuStreamEndCapture_ptsz)(s, graph); });
 }

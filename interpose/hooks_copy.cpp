@@ -18,20 +18,20 @@ CUresult copy_with_operands(HookId id, std::uint64_t a, std::uint64_t a_bytes, s
                             CUstream stream, bool per_thread, Copy&& copy) {
   Runtime::get().count(id);
   vmm::Access access;
-  if (CUresult r = paged_operand(a, a_bytes, stream, per_thread, access)) return r;
-  if (CUresult r = paged_operand(b, b_bytes, stream, per_thread, access)) return r;
+  if (CUresult r = paged_operand(a, a_bytes, stream, per_thread, access, api_name(id))) return r;
+  if (CUresult r = paged_operand(b, b_bytes, stream, per_thread, access, api_name(id))) return r;
   return copy();
 }
 
 }  // namespace
 
 // Unified copies: either side may be device memory.
-#define VGPUMEM_UNIFIED_COPY(name, per_thread)                                                                 \
-  extern "C" CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t n) {                                       \
+#define VGPUMEM_UNIFIED_COPY(name, per_thread)                                                                        \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) {                            \
     return copy_with_operands(HookId::name, dst, n, src, n, nullptr, per_thread, [&] { return REAL(name)(dst, src, n); }); \
   }
-#define VGPUMEM_UNIFIED_COPY_ASYNC(name, per_thread)                                                           \
-  extern "C" CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {                           \
+#define VGPUMEM_UNIFIED_COPY_ASYNC(name, per_thread)                                                                  \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s)) {             \
     return copy_with_operands(HookId::name, dst, n, src, n, s, per_thread, [&] { return REAL(name)(dst, src, n, s); }); \
   }
 VGPUMEM_UNIFIED_COPY(cuMemcpy, kLegacy)
@@ -43,16 +43,16 @@ VGPUMEM_UNIFIED_COPY(cuMemcpyDtoD_v2_ptds, kPerThread)
 VGPUMEM_UNIFIED_COPY_ASYNC(cuMemcpyDtoDAsync_v2, kLegacy)
 VGPUMEM_UNIFIED_COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, kPerThread)
 
-// Host to device: the destination is the device operand, and a small upload
-// may be a table of pointers a kernel will follow (pin_uploaded_pointers).
-#define VGPUMEM_TO_DEVICE(name, per_thread)                                                                    \
-  extern "C" CUresult name(CUdeviceptr dst, const void* src, size_t n) {                                       \
-    if (CUresult r = pin_uploaded_pointers(src, n)) return r;                                                  \
+// Host to device: the destination is the device operand, and the upload may
+// be a table of pointers a kernel will follow (register_upload).
+#define VGPUMEM_TO_DEVICE(name, per_thread)                                                                           \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, const void* src, size_t n), (dst, src, n)) {                            \
+    register_upload(dst, src, n);                                                                                     \
     return copy_with_operands(HookId::name, dst, n, 0, 0, nullptr, per_thread, [&] { return REAL(name)(dst, src, n); }); \
   }
-#define VGPUMEM_TO_DEVICE_ASYNC(name, per_thread)                                                              \
-  extern "C" CUresult name(CUdeviceptr dst, const void* src, size_t n, CUstream s) {                           \
-    if (CUresult r = pin_uploaded_pointers(src, n)) return r;                                                  \
+#define VGPUMEM_TO_DEVICE_ASYNC(name, per_thread)                                                                     \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, const void* src, size_t n, CUstream s), (dst, src, n, s)) {             \
+    register_upload(dst, src, n);                                                                                     \
     return copy_with_operands(HookId::name, dst, n, 0, 0, s, per_thread, [&] { return REAL(name)(dst, src, n, s); }); \
   }
 VGPUMEM_TO_DEVICE(cuMemcpyHtoD_v2, kLegacy)
@@ -61,12 +61,12 @@ VGPUMEM_TO_DEVICE_ASYNC(cuMemcpyHtoDAsync_v2, kLegacy)
 VGPUMEM_TO_DEVICE_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, kPerThread)
 
 // Device to host: the source is the device operand.
-#define VGPUMEM_TO_HOST(name, per_thread)                                                                      \
-  extern "C" CUresult name(void* dst, CUdeviceptr src, size_t n) {                                             \
+#define VGPUMEM_TO_HOST(name, per_thread)                                                                             \
+  VGPUMEM_HOOK_DEFINE(name, (void* dst, CUdeviceptr src, size_t n), (dst, src, n)) {                                  \
     return copy_with_operands(HookId::name, src, n, 0, 0, nullptr, per_thread, [&] { return REAL(name)(dst, src, n); }); \
   }
-#define VGPUMEM_TO_HOST_ASYNC(name, per_thread)                                                                \
-  extern "C" CUresult name(void* dst, CUdeviceptr src, size_t n, CUstream s) {                                 \
+#define VGPUMEM_TO_HOST_ASYNC(name, per_thread)                                                                       \
+  VGPUMEM_HOOK_DEFINE(name, (void* dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s)) {                   \
     return copy_with_operands(HookId::name, src, n, 0, 0, s, per_thread, [&] { return REAL(name)(dst, src, n, s); }); \
   }
 VGPUMEM_TO_HOST(cuMemcpyDtoH_v2, kLegacy)
@@ -75,15 +75,17 @@ VGPUMEM_TO_HOST_ASYNC(cuMemcpyDtoHAsync_v2, kLegacy)
 VGPUMEM_TO_HOST_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, kPerThread)
 
 // Memsets: `n` elements of `type`.
-#define VGPUMEM_MEMSET(name, type, per_thread)                                                                 \
-  extern "C" CUresult name(CUdeviceptr dst, type value, size_t n) {                                            \
-    return copy_with_operands(HookId::name, dst, n * sizeof(type), 0, 0, nullptr, per_thread,                  \
-                              [&] { return REAL(name)(dst, value, n); });                                      \
+#define VGPUMEM_MEMSET(name, type, per_thread)                                                                        \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, type value, size_t n), (dst, value, n)) {                               \
+    register_overwrite(dst, n * sizeof(type));                                                                        \
+    return copy_with_operands(HookId::name, dst, n * sizeof(type), 0, 0, nullptr, per_thread,                         \
+                              [&] { return REAL(name)(dst, value, n); });                                             \
   }
-#define VGPUMEM_MEMSET_ASYNC(name, type, per_thread)                                                           \
-  extern "C" CUresult name(CUdeviceptr dst, type value, size_t n, CUstream s) {                                \
-    return copy_with_operands(HookId::name, dst, n * sizeof(type), 0, 0, s, per_thread,                        \
-                              [&] { return REAL(name)(dst, value, n, s); });                                   \
+#define VGPUMEM_MEMSET_ASYNC(name, type, per_thread)                                                                  \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, type value, size_t n, CUstream s), (dst, value, n, s)) {                \
+    register_overwrite(dst, n * sizeof(type));                                                                        \
+    return copy_with_operands(HookId::name, dst, n * sizeof(type), 0, 0, s, per_thread,                               \
+                              [&] { return REAL(name)(dst, value, n, s); });                                          \
   }
 VGPUMEM_MEMSET(cuMemsetD8_v2, unsigned char, kLegacy)
 VGPUMEM_MEMSET(cuMemsetD8_v2_ptds, unsigned char, kPerThread)
@@ -142,21 +144,21 @@ std::uint64_t rows_bytes(std::size_t pitch, std::size_t width, std::size_t heigh
 
 }  // namespace
 
-#define VGPUMEM_COPY_2D(name, per_thread)                                                                      \
-  extern "C" CUresult name(const CUDA_MEMCPY2D* c) {                                                           \
-    return copy_2d(HookId::name, c, nullptr, per_thread, [&] { return REAL(name)(c); });                       \
+#define VGPUMEM_COPY_2D(name, per_thread)                                                                             \
+  VGPUMEM_HOOK_DEFINE(name, (const CUDA_MEMCPY2D* c), (c)) {                                                          \
+    return copy_2d(HookId::name, c, nullptr, per_thread, [&] { return REAL(name)(c); });                              \
   }
-#define VGPUMEM_COPY_2D_ASYNC(name, per_thread)                                                                \
-  extern "C" CUresult name(const CUDA_MEMCPY2D* c, CUstream s) {                                               \
-    return copy_2d(HookId::name, c, s, per_thread, [&] { return REAL(name)(c, s); });                          \
+#define VGPUMEM_COPY_2D_ASYNC(name, per_thread)                                                                       \
+  VGPUMEM_HOOK_DEFINE(name, (const CUDA_MEMCPY2D* c, CUstream s), (c, s)) {                                           \
+    return copy_2d(HookId::name, c, s, per_thread, [&] { return REAL(name)(c, s); });                                 \
   }
-#define VGPUMEM_COPY_3D(name, per_thread)                                                                      \
-  extern "C" CUresult name(const CUDA_MEMCPY3D* c) {                                                           \
-    return copy_3d(HookId::name, c, nullptr, per_thread, [&] { return REAL(name)(c); });                       \
+#define VGPUMEM_COPY_3D(name, per_thread)                                                                             \
+  VGPUMEM_HOOK_DEFINE(name, (const CUDA_MEMCPY3D* c), (c)) {                                                          \
+    return copy_3d(HookId::name, c, nullptr, per_thread, [&] { return REAL(name)(c); });                              \
   }
-#define VGPUMEM_COPY_3D_ASYNC(name, per_thread)                                                                \
-  extern "C" CUresult name(const CUDA_MEMCPY3D* c, CUstream s) {                                               \
-    return copy_3d(HookId::name, c, s, per_thread, [&] { return REAL(name)(c, s); });                          \
+#define VGPUMEM_COPY_3D_ASYNC(name, per_thread)                                                                       \
+  VGPUMEM_HOOK_DEFINE(name, (const CUDA_MEMCPY3D* c, CUstream s), (c, s)) {                                           \
+    return copy_3d(HookId::name, c, s, per_thread, [&] { return REAL(name)(c, s); });                                 \
   }
 VGPUMEM_COPY_2D(cuMemcpy2D_v2, kLegacy)
 VGPUMEM_COPY_2D(cuMemcpy2D_v2_ptds, kPerThread)
@@ -174,15 +176,15 @@ VGPUMEM_MEMSET(cuMemsetD16_v2_ptds, unsigned short, kPerThread)
 VGPUMEM_MEMSET_ASYNC(cuMemsetD16Async, unsigned short, kLegacy)
 VGPUMEM_MEMSET_ASYNC(cuMemsetD16Async_ptsz, unsigned short, kPerThread)
 
-#define VGPUMEM_MEMSET_2D(name, type, per_thread)                                                              \
-  extern "C" CUresult name(CUdeviceptr dst, size_t pitch, type value, size_t width, size_t height) {           \
-    return copy_with_operands(HookId::name, dst, rows_bytes(pitch, width, height, sizeof(type)), 0, 0, nullptr, \
-                              per_thread, [&] { return REAL(name)(dst, pitch, value, width, height); });        \
+#define VGPUMEM_MEMSET_2D(name, type, per_thread)                                                                     \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, size_t pitch, type value, size_t width, size_t height), (dst, pitch, value, width, height)) { \
+    return copy_with_operands(HookId::name, dst, rows_bytes(pitch, width, height, sizeof(type)), 0, 0, nullptr,       \
+                              per_thread, [&] { return REAL(name)(dst, pitch, value, width, height); });              \
   }
-#define VGPUMEM_MEMSET_2D_ASYNC(name, type, per_thread)                                                        \
-  extern "C" CUresult name(CUdeviceptr dst, size_t pitch, type value, size_t width, size_t height, CUstream s) { \
-    return copy_with_operands(HookId::name, dst, rows_bytes(pitch, width, height, sizeof(type)), 0, 0, s,       \
-                              per_thread, [&] { return REAL(name)(dst, pitch, value, width, height, s); });     \
+#define VGPUMEM_MEMSET_2D_ASYNC(name, type, per_thread)                                                               \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, size_t pitch, type value, size_t width, size_t height, CUstream s), (dst, pitch, value, width, height, s)) { \
+    return copy_with_operands(HookId::name, dst, rows_bytes(pitch, width, height, sizeof(type)), 0, 0, s,             \
+                              per_thread, [&] { return REAL(name)(dst, pitch, value, width, height, s); });           \
   }
 VGPUMEM_MEMSET_2D(cuMemsetD2D8_v2, unsigned char, kLegacy)
 VGPUMEM_MEMSET_2D(cuMemsetD2D8_v2_ptds, unsigned char, kPerThread)

@@ -7,9 +7,22 @@ using namespace vgpumem::interpose;
 
 namespace {
 
+// Pinned host memory a kernel may read directly, as NCCL's work FIFO is
+// read: with paging on, the pointer tables know it (a launch pointing into
+// it has it scanned).
 void track_host(HookId api, CUresult result, void* pointer, std::size_t bytes) {
   if (result == CUDA_SUCCESS && pointer != nullptr) {
     Runtime::get().accounting().commit_host(reinterpret_cast<std::uint64_t>(pointer), bytes, api_name(api));
+    if (vmm::Pager* pager = Runtime::get().pager()) {
+      pager->pointer_tables().host_pinned(reinterpret_cast<std::uint64_t>(pointer), bytes);
+    }
+  }
+}
+
+// Forgotten by the tables before the real call: no launch scans it once it may be gone.
+void forget_host_table(void* pointer) {
+  if (vmm::Pager* pager = Runtime::get().pager()) {
+    pager->pointer_tables().host_released(reinterpret_cast<std::uint64_t>(pointer));
   }
 }
 
@@ -22,33 +35,35 @@ CUresult untrack_host(HookId api, CUresult result, void* pointer) {
 
 }  // namespace
 
-extern "C" CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
+VGPUMEM_HOOK_DEFINE(cuMemHostAlloc, (void** pp, size_t bytesize, unsigned int flags), (pp, bytesize, flags)) {
   Runtime::get().count(HookId::cuMemHostAlloc);
   const CUresult result = REAL(cuMemHostAlloc)(pp, bytesize, flags);
   track_host(HookId::cuMemHostAlloc, result, pp ? *pp : nullptr, bytesize);
   return result;
 }
 
-extern "C" CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+VGPUMEM_HOOK_DEFINE(cuMemAllocHost_v2, (void** pp, size_t bytesize), (pp, bytesize)) {
   Runtime::get().count(HookId::cuMemAllocHost_v2);
   const CUresult result = REAL(cuMemAllocHost_v2)(pp, bytesize);
   track_host(HookId::cuMemAllocHost_v2, result, pp ? *pp : nullptr, bytesize);
   return result;
 }
 
-extern "C" CUresult cuMemFreeHost(void* p) {
+VGPUMEM_HOOK_DEFINE(cuMemFreeHost, (void* p), (p)) {
   Runtime::get().count(HookId::cuMemFreeHost);
+  forget_host_table(p);
   return untrack_host(HookId::cuMemFreeHost, REAL(cuMemFreeHost)(p), p);
 }
 
-extern "C" CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int flags) {
+VGPUMEM_HOOK_DEFINE(cuMemHostRegister_v2, (void* p, size_t bytesize, unsigned int flags), (p, bytesize, flags)) {
   Runtime::get().count(HookId::cuMemHostRegister_v2);
   const CUresult result = REAL(cuMemHostRegister_v2)(p, bytesize, flags);
   track_host(HookId::cuMemHostRegister_v2, result, p, bytesize);
   return result;
 }
 
-extern "C" CUresult cuMemHostUnregister(void* p) {
+VGPUMEM_HOOK_DEFINE(cuMemHostUnregister, (void* p), (p)) {
   Runtime::get().count(HookId::cuMemHostUnregister);
+  forget_host_table(p);
   return untrack_host(HookId::cuMemHostUnregister, REAL(cuMemHostUnregister)(p), p);
 }

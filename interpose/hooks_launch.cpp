@@ -3,6 +3,7 @@
 // the argument words are scanned for paged memory first, and everything they
 // point into is made resident (and held so) before the launch is enqueued.
 #include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "interpose/hook_support.h"
@@ -16,6 +17,40 @@ namespace {
 constexpr bool kLegacy = false, kPerThread = true;
 constexpr std::size_t kWordsOnStack = 512;  // 4 KiB of parameters; larger ones are scanned into the heap
 
+// Parameters over kWordsOnStack words are scanned into a buffer the thread
+// keeps: PyTorch's foreach kernels pass 32 KiB at every launch.
+thread_local std::vector<std::uint64_t> t_words;
+
+// A kernel whose parameters the driver cannot describe may touch any paged
+// memory of its device: all of it is made resident (or the launch is out of
+// memory), and the kernel is counted in the trace's launch audit.
+CUresult prepare_unscannable(vmm::Pager& pager, vmm::LaunchArgs::Kernel* kernel, CUfunction f, CUstream stream,
+                             bool per_thread, vmm::Access& access, const vmm::Operation& op) {
+  if (kernel != nullptr && kernel->unscannable.fetch_add(1, std::memory_order_relaxed) == 0) {
+    VGPUMEM_LOG_WARN("the driver cannot describe the parameters of kernel {}: each of its launches makes all paged "
+                     "memory of its device resident first",
+                     kernel->name);
+  } else if (kernel == nullptr) {
+    VGPUMEM_LOG_DEBUG("kernel {}: parameters unreadable", static_cast<const void*>(f));
+  }
+  return pager.prepare_everything(current_device(), stream, per_thread, access, op);
+}
+
+// A TMA tensor map among the parameters names memory no word of them does:
+// the range each map the shim saw encoded describes is made resident too.
+CUresult prepare_tensor_maps(vmm::Pager& pager, const vmm::TensorMaps& maps, const vmm::LaunchArgs::Scan& scan,
+                             void** params, void** extra, const std::uint64_t* words, CUstream stream,
+                             bool per_thread, vmm::Access& access, const vmm::Operation& op) {
+  CUresult result = CUDA_SUCCESS;
+  maps.find_in_launch(scan.kernel != nullptr ? &scan.kernel->sizes : nullptr, params, extra, words, scan.count,
+                      [&](const vmm::TensorMapRange& range) {
+                        if (result == CUDA_SUCCESS) {
+                          result = pager.prepare_range(range.address, range.bytes, stream, per_thread, access, op);
+                        }
+                      });
+  return result;
+}
+
 template <typename Launch>
 CUresult paged_launch(HookId id, CUfunction f, CUstream stream, bool per_thread, void** params, void** extra,
                       Launch&& launch) {
@@ -25,73 +60,83 @@ CUresult paged_launch(HookId id, CUfunction f, CUstream stream, bool per_thread,
   if (pager == nullptr) return launch();
   std::uint64_t stack_words[kWordsOnStack];
   std::uint64_t* words = stack_words;
-  std::size_t count = runtime.launch_args().scan(f, params, extra, stack_words, kWordsOnStack);
-  std::vector<std::uint64_t> heap_words;
-  if (count == vmm::LaunchArgs::kUnknownLayout) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      VGPUMEM_LOG_WARN("the driver cannot describe the parameters of kernel {}: its arguments are not scanned, and "
-                       "paged memory it uses may be on the host", static_cast<const void*>(f));
-    }
-    count = 0;
-  } else if (count > kWordsOnStack) {
-    heap_words.resize(count);
-    runtime.launch_args().scan(f, params, extra, heap_words.data(), count);
-    words = heap_words.data();
+  vmm::LaunchArgs::Scan scan = runtime.launch_args().scan(f, params, extra, stack_words, kWordsOnStack);
+  if (scan.readable && scan.count > kWordsOnStack) {
+    if (t_words.size() < scan.count) t_words.resize(scan.count);
+    scan = runtime.launch_args().scan(f, params, extra, t_words.data(), t_words.size());
+    words = t_words.data();
   }
   vmm::Access access;
-  if (const CUresult result = pager->prepare(words, count, stream, per_thread, access)) return result;
+  const vmm::Operation op{api_name(id), f};
+  if (!scan.readable) {
+    if (const CUresult result = prepare_unscannable(*pager, scan.kernel, f, stream, per_thread, access, op)) {
+      return result;
+    }
+    return launch();
+  }
+  if (const CUresult result = pager->prepare(words, scan.count, stream, per_thread, access, op)) return result;
+  if (const CUresult result = prepare_tensor_maps(*pager, runtime.tensor_maps(), scan, params, extra, words, stream,
+                                                  per_thread, access, op)) {
+    return result;
+  }
+  if (access.size() == 0 && scan.kernel != nullptr) {
+    scan.kernel->without_paged_words.fetch_add(1, std::memory_order_relaxed);
+  }
   return launch();
 }
 
 }  // namespace
 
-extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                   unsigned int by, unsigned int bz, unsigned int shared, CUstream stream,
-                                   void** params, void** extra) {
+VGPUMEM_HOOK_DEFINE(cuLaunchKernel,
+                    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra),
+                    (f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)) {
   return paged_launch(HookId::cuLaunchKernel, f, stream, kLegacy, params, extra,
                       [&] { return REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); });
 }
 
-extern "C" CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                                        CUstream stream, void** params, void** extra) {
+VGPUMEM_HOOK_DEFINE(cuLaunchKernel_ptsz,
+                    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, void** extra),
+                    (f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)) {
   return paged_launch(HookId::cuLaunchKernel_ptsz, f, stream, kPerThread, params, extra,
                       [&] { return REAL(cuLaunchKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra); });
 }
 
-extern "C" CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+VGPUMEM_HOOK_DEFINE(cuLaunchKernelEx,
+                    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra),
+                    (config, f, params, extra)) {
   return paged_launch(HookId::cuLaunchKernelEx, f, config ? config->hStream : nullptr, kLegacy, params, extra,
                       [&] { return REAL(cuLaunchKernelEx)(config, f, params, extra); });
 }
 
-extern "C" CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+VGPUMEM_HOOK_DEFINE(cuLaunchKernelEx_ptsz,
+                    (const CUlaunchConfig* config, CUfunction f, void** params, void** extra),
+                    (config, f, params, extra)) {
   return paged_launch(HookId::cuLaunchKernelEx_ptsz, f, config ? config->hStream : nullptr, kPerThread, params, extra,
                       [&] { return REAL(cuLaunchKernelEx_ptsz)(config, f, params, extra); });
 }
 
-extern "C" CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                              unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                                              CUstream stream, void** params) {
+VGPUMEM_HOOK_DEFINE(cuLaunchCooperativeKernel,
+                    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params),
+                    (f, gx, gy, gz, bx, by, bz, shared, stream, params)) {
   return paged_launch(HookId::cuLaunchCooperativeKernel, f, stream, kLegacy, params, nullptr,
                       [&] { return REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, shared, stream, params); });
 }
 
-extern "C" CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                                   unsigned int bx, unsigned int by, unsigned int bz,
-                                                   unsigned int shared, CUstream stream, void** params) {
+VGPUMEM_HOOK_DEFINE(cuLaunchCooperativeKernel_ptsz,
+                    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params),
+                    (f, gx, gy, gz, bx, by, bz, shared, stream, params)) {
   return paged_launch(HookId::cuLaunchCooperativeKernel_ptsz, f, stream, kPerThread, params, nullptr, [&] {
     return REAL(cuLaunchCooperativeKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shared, stream, params);
   });
 }
 
 // A graph launch replays kernels the shim never sees one by one.
-extern "C" CUresult cuGraphLaunch(CUgraphExec graph, CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuGraphLaunch, (CUgraphExec graph, CUstream stream), (graph, stream)) {
   Runtime::get().on_launch(HookId::cuGraphLaunch, graph, stream);
   return REAL(cuGraphLaunch)(graph, stream);
 }
 
-extern "C" CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) {
+VGPUMEM_HOOK_DEFINE(cuGraphLaunch_ptsz, (CUgraphExec graph, CUstream stream), (graph, stream)) {
   Runtime::get().on_launch(HookId::cuGraphLaunch_ptsz, graph, stream);
   return REAL(cuGraphLaunch_ptsz)(graph, stream);
 }

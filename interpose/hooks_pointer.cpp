@@ -48,7 +48,7 @@ bool answer_range(CUpointer_attribute attribute, void* data, const PagedRange& r
 
 }  // namespace
 
-extern "C" CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
+VGPUMEM_HOOK_DEFINE(cuMemGetAddressRange_v2, (CUdeviceptr* base, size_t* size, CUdeviceptr dptr), (base, size, dptr)) {
   Runtime::get().count(HookId::cuMemGetAddressRange_v2);
   PagedRange range;
   switch (paged_range(dptr, &range)) {
@@ -64,7 +64,9 @@ extern "C" CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUd
   return CUDA_SUCCESS;
 }
 
-extern "C" CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+VGPUMEM_HOOK_DEFINE(cuPointerGetAttribute,
+                    (void* data, CUpointer_attribute attribute, CUdeviceptr ptr),
+                    (data, attribute, ptr)) {
   Runtime::get().count(HookId::cuPointerGetAttribute);
   PagedRange range;
   switch (paged_range(ptr, &range)) {
@@ -80,8 +82,9 @@ extern "C" CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
   return REAL(cuPointerGetAttribute)(data, attribute, ptr);
 }
 
-extern "C" CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute* attributes, void** data,
-                                           CUdeviceptr ptr) {
+VGPUMEM_HOOK_DEFINE(cuPointerGetAttributes,
+                    (unsigned count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr),
+                    (count, attributes, data, ptr)) {
   Runtime::get().count(HookId::cuPointerGetAttributes);
   PagedRange range;
   const Paged paged = paged_range(ptr, &range);

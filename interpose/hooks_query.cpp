@@ -10,7 +10,7 @@ using namespace vgpumem::interpose;
 // total = the cap (or the device, if smaller); free = what the cap still
 // allows, never more than the device really has free. Clamped, never an
 // error, and either output may be NULL.
-extern "C" CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+VGPUMEM_HOOK_DEFINE(cuMemGetInfo_v2, (size_t* free_bytes, size_t* total_bytes), (free_bytes, total_bytes)) {
   Runtime& runtime = Runtime::get();
   runtime.count(HookId::cuMemGetInfo_v2);
   std::size_t real_free = 0;
@@ -35,7 +35,7 @@ extern "C" CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   return result;
 }
 
-extern "C" CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
+VGPUMEM_HOOK_DEFINE(cuDeviceTotalMem_v2, (size_t* bytes, CUdevice device), (bytes, device)) {
   Runtime& runtime = Runtime::get();
   runtime.count(HookId::cuDeviceTotalMem_v2);
   const CUresult result = REAL(cuDeviceTotalMem_v2)(bytes, device);

@@ -11,8 +11,9 @@
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 
-extern "C" CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                                unsigned long long flags) {
+VGPUMEM_HOOK_DEFINE(cuMemCreate,
+                    (CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags),
+                    (handle, size, prop, flags)) {
   Runtime::get().count(HookId::cuMemCreate);
   if (handle == nullptr || prop == nullptr || size == 0) return REAL(cuMemCreate)(handle, size, prop, flags);
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -50,7 +51,7 @@ vmm::Pager* pager_of_reservation(CUdeviceptr address) {
 
 }  // namespace
 
-extern "C" CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+VGPUMEM_HOOK_DEFINE(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle)) {
   Runtime::get().count(HookId::cuMemRelease);
   if (vmm::Pager* pager = pager_of_handle(handle)) {
     const CUresult result = pager->release_handle(handle);
@@ -67,7 +68,7 @@ extern "C" CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   return result;
 }
 
-extern "C" CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+VGPUMEM_HOOK_DEFINE(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr), (handle, addr)) {
   Runtime::get().count(HookId::cuMemRetainAllocationHandle);
   if (vmm::Pager* pager = pager_of_reservation(reinterpret_cast<CUdeviceptr>(addr))) {
     if (handle != nullptr && pager->retain_handle(reinterpret_cast<CUdeviceptr>(addr), handle)) return CUDA_SUCCESS;
@@ -81,8 +82,9 @@ extern "C" CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* ha
   return result;
 }
 
-extern "C" CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
-                                                           CUmemGenericAllocationHandle handle) {
+VGPUMEM_HOOK_DEFINE(cuMemGetAllocationPropertiesFromHandle,
+                    (CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle),
+                    (prop, handle)) {
   Runtime::get().count(HookId::cuMemGetAllocationPropertiesFromHandle);
   if (vmm::Pager* pager = pager_of_handle(handle)) return pager->handle_properties(handle, prop);
   return REAL(cuMemGetAllocationPropertiesFromHandle)(prop, handle);
@@ -90,8 +92,9 @@ extern "C" CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* 
 
 // Reserving address space costs no memory. The pager covers the program's
 // reservations, so handles mapped in them are paged.
-extern "C" CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                                        unsigned long long flags) {
+VGPUMEM_HOOK_DEFINE(cuMemAddressReserve,
+                    (CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags),
+                    (ptr, size, alignment, addr, flags)) {
   Runtime::get().count(HookId::cuMemAddressReserve);
   const CUresult result = REAL(cuMemAddressReserve)(ptr, size, alignment, addr, flags);
   if (result != CUDA_SUCCESS || ptr == nullptr) return result;
@@ -99,14 +102,15 @@ extern "C" CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t al
   return result;
 }
 
-extern "C" CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+VGPUMEM_HOOK_DEFINE(cuMemAddressFree, (CUdeviceptr ptr, size_t size), (ptr, size)) {
   Runtime::get().count(HookId::cuMemAddressFree);
   if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->free_program_reservation(ptr, size);
   return REAL(cuMemAddressFree)(ptr, size);
 }
 
-extern "C" CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                             unsigned long long flags) {
+VGPUMEM_HOOK_DEFINE(cuMemMap,
+                    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags),
+                    (ptr, size, offset, handle, flags)) {
   Runtime::get().count(HookId::cuMemMap);
   if (vmm::Pager* pager = pager_of_handle(handle)) return pager->map_handle(ptr, size, offset, handle, flags);
   vmm::Pager* pager = pager_of_reservation(ptr);
@@ -119,13 +123,15 @@ extern "C" CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
   return result;
 }
 
-extern "C" CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+VGPUMEM_HOOK_DEFINE(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size)) {
   Runtime::get().count(HookId::cuMemUnmap);
   if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->unmap_program_range(ptr, size);
   return REAL(cuMemUnmap)(ptr, size);
 }
 
-extern "C" CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+VGPUMEM_HOOK_DEFINE(cuMemSetAccess,
+                    (CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count),
+                    (ptr, size, desc, count)) {
   Runtime::get().count(HookId::cuMemSetAccess);
   if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->set_program_access(ptr, size, desc, count);
   return REAL(cuMemSetAccess)(ptr, size, desc, count);
@@ -133,8 +139,9 @@ extern "C" CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
 
 // An export needs the driver's own handle: a virtual one becomes one real
 // allocation first, pinned resident for good (another process uses it unseen).
-extern "C" CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
-                                                 CUmemAllocationHandleType type, unsigned long long flags) {
+VGPUMEM_HOOK_DEFINE(cuMemExportToShareableHandle,
+                    (void* shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type, unsigned long long flags),
+                    (shareable, handle, type, flags)) {
   Runtime::get().count(HookId::cuMemExportToShareableHandle);
   if (vmm::Pager* pager = pager_of_handle(handle)) {
     CUmemGenericAllocationHandle real = 0;
@@ -153,7 +160,7 @@ VGPUMEM_FORWARDING_HOOK(cuMemImportFromShareableHandle,
 // refuses legacy IPC on virtual-memory allocations (research: cuda-facts §3),
 // and every paged allocation is one: the program gets the driver's error,
 // and the log says what to do about it.
-extern "C" CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+VGPUMEM_HOOK_DEFINE(cuIpcGetMemHandle, (CUipcMemHandle* handle, CUdeviceptr dptr), (handle, dptr)) {
   Runtime::get().count(HookId::cuIpcGetMemHandle);
   vmm::Pager* pager = Runtime::get().pager();
   if (pager == nullptr || !pager->owns(dptr)) return REAL(cuIpcGetMemHandle)(handle, dptr);

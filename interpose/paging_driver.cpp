@@ -49,9 +49,18 @@ const vmm::DriverOps* paging_driver_ops() {
     bind(o.context_synchronize, "cuCtxSynchronize");
     bind(o.context_get_current, "cuCtxGetCurrent");
     bind(o.context_set_current, "cuCtxSetCurrent");
+    bind(o.context_push, "cuCtxPushCurrent_v2");
+    bind(o.context_pop, "cuCtxPopCurrent_v2");
+    bind(o.context_get_device, "cuCtxGetDevice");
+    bind(o.primary_context_retain, "cuDevicePrimaryCtxRetain");
+    bind(o.stream_get_context, "cuStreamGetCtx");
+    bind(o.stream_synchronize, "cuStreamSynchronize");
+    bind(o.launch_host_function, "cuLaunchHostFunc");
     bind(o.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
     bind(o.func_param_info, "cuFuncGetParamInfo");
     bind(o.kernel_param_info, "cuKernelGetParamInfo");
+    bind(o.func_get_name, "cuFuncGetName");
+    bind(o.kernel_get_name, "cuKernelGetName");
     return o;
   }();
   // Every call the pager makes must exist; otherwise paging stays off.
@@ -66,7 +75,10 @@ const vmm::DriverOps* paging_driver_ops() {
       reinterpret_cast<const void*>(ops.event_destroy),     reinterpret_cast<const void*>(ops.context_synchronize),
       reinterpret_cast<const void*>(ops.func_param_info),   reinterpret_cast<const void*>(ops.stream_is_capturing),
       reinterpret_cast<const void*>(ops.exchange_capture_mode), reinterpret_cast<const void*>(ops.context_get_current),
-      reinterpret_cast<const void*>(ops.context_set_current)};
+      reinterpret_cast<const void*>(ops.context_set_current),   reinterpret_cast<const void*>(ops.context_push),
+      reinterpret_cast<const void*>(ops.context_pop),           reinterpret_cast<const void*>(ops.context_get_device),
+      reinterpret_cast<const void*>(ops.primary_context_retain), reinterpret_cast<const void*>(ops.stream_get_context),
+      reinterpret_cast<const void*>(ops.stream_synchronize),    reinterpret_cast<const void*>(ops.launch_host_function)};
   for (const void* fn : required) {
     if (fn == nullptr) return nullptr;
   }

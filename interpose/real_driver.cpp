@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "shim/lifecycle.h"
 #include "shim/log.h"
@@ -13,7 +12,6 @@ namespace {
 
 std::atomic<RealDriver*> g_driver{nullptr};
 std::atomic<bool> g_load_failed{false};
-std::mutex g_load_mutex;
 thread_local bool t_loading = false;
 
 }  // namespace
@@ -22,25 +20,39 @@ bool loading_driver_on_this_thread() { return t_loading; }
 
 RealDriver* RealDriver::get_if_loaded() { return g_driver.load(std::memory_order_acquire); }
 
+// No lock of ours is held across dlopen. dlopen takes the loader's lock, and
+// a hook may first run inside a library constructor, where the loader's lock
+// is already held: had a mutex of ours been held across dlopen by another
+// thread, each would wait for the other. Instead every thread that finds the
+// driver missing loads it itself (dlopen of an object already loaded only
+// takes another reference), the first to finish publishes its RealDriver, and
+// the others drop theirs (dlclose gives their reference back).
 RealDriver* RealDriver::get() {
   if (RealDriver* driver = g_driver.load(std::memory_order_acquire)) return driver;
   if (g_load_failed.load(std::memory_order_relaxed) || t_loading) return nullptr;
 
-  std::lock_guard lock(g_load_mutex);
-  if (RealDriver* driver = g_driver.load(std::memory_order_acquire)) return driver;
-  if (g_load_failed.load(std::memory_order_relaxed)) return nullptr;
-
-  // Leaked on purpose: hooks may run during exit, after static destructors.
+  // Leaked on purpose once published: hooks may run during exit, after static
+  // destructors.
   auto* driver = new RealDriver();
-  t_loading = true;
-  const bool ok = driver->load(process_config().driver_path.c_str());
-  t_loading = false;
+  bool ok = false;
+  {
+    struct Loading {
+      Loading() { t_loading = true; }
+      ~Loading() { t_loading = false; }
+    } loading;
+    ok = driver->load(process_config().driver_path.c_str());
+  }
   if (!ok) {
     delete driver;
     g_load_failed.store(true, std::memory_order_relaxed);
-    return nullptr;
+    return g_driver.load(std::memory_order_acquire);  // another thread may have loaded it after all
   }
-  g_driver.store(driver, std::memory_order_release);
+  RealDriver* expected = nullptr;
+  if (!g_driver.compare_exchange_strong(expected, driver, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    dlclose(driver->handle_);
+    delete driver;
+    return expected;
+  }
   return driver;
 }
 

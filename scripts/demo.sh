@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVGPUMEM_WERROR=ON >/dev/null
 cmake --build build -j"$(nproc 2>/dev/null || echo 2)" --target vgpumem vgpumem_cli vgpusim mlp_trainer >/dev/null
 exec build/bin/vgpumem demo "$@"

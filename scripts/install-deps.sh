@@ -3,8 +3,10 @@
 # The CUDA toolkit is expected at /usr/local/cuda (only its headers are used).
 set -euo pipefail
 
+# clang: CI builds with Clang 14 beside GCC 12. python3-venv: the wheel is
+# checked in a fresh virtual environment of Debian's python3 (/usr/bin/python3).
 packages=(build-essential cmake libspdlog-dev libfmt-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev binutils)
+          libgtest-dev libgmock-dev libbenchmark-dev binutils clang python3 python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do

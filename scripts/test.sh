@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Sets up and runs the whole test suite:
-#   build/       RelWithDebInfo, every test
-#   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, every test
-#   build-tsan/  ThreadSanitizer, the tests labelled "concurrency"
+# Sets up and runs the whole test suite. Every build treats warnings as errors.
+#   build/                GCC, RelWithDebInfo, every test
+#   build-clang-release/  Clang, Release (what users build), every test; then from
+#                         it, one check each (scripts/check-install.sh):
+#                         `cmake --install` into a scratch prefix and the demo
+#                         from there; the wheel in a scratch virtual environment
+#                         and one `vgpumem run` from it
+#   build-asan/           AddressSanitizer + UndefinedBehaviorSanitizer, every test
+#   build-tsan/           ThreadSanitizer, the tests labelled "concurrency" (it builds
+#                         only their programs: target concurrency_tests)
 # Usage: scripts/test.sh [--quick]   (--quick: the plain build only)
+# The last line sums every test and check: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,39 +24,63 @@ total_passed=0
 total_failed=0
 status=0
 
+# run_build DIR LABEL TARGET [cmake options...]: LABEL picks the ctest tests
+# to run (empty: all), TARGET what to build (empty: all).
 run_build() {
-  local dir=$1 label=$2
-  shift 2
+  local dir=$1 label=$2 target=$3
+  shift 3
   echo "=== $dir: configure and build"
-  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1; then
-    cat "$dir.configure.log"; echo "=== $dir: configure FAILED"; status=1; total_failed=$((total_failed + 1)); return
+  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVGPUMEM_WERROR=ON "$@" >"$dir.configure.log" 2>&1; then
+    cat "$dir.configure.log"; echo "=== $dir: configure FAILED"; status=1; total_failed=$((total_failed + 1)); return 1
   fi
-  if ! cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1; then
+  if ! cmake --build "$dir" -j"$jobs" ${target:+--target "$target"} >"$dir.build.log" 2>&1; then
     grep -E "error|Error" "$dir.build.log" | head -40; echo "=== $dir: build FAILED"; status=1
-    total_failed=$((total_failed + 1)); return
+    total_failed=$((total_failed + 1)); return 1
   fi
   echo "=== $dir: test${label:+ (label $label)}"
   local args=(--test-dir "$dir" --output-on-failure -j"$jobs" --timeout 300)
   [[ -n "$label" ]] && args+=(-L "$label")
-  ctest "${args[@]}" 2>&1 | tee "$dir.test.log" | grep -vE "^ +[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed"
+  ctest "${args[@]}" 2>&1 | tee "$dir.test.log" | grep -vE "^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed|^ +Start +[0-9]+: "
   local rc=${PIPESTATUS[0]}
   local line passed failed
   line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$dir.test.log" | tail -1)
   failed=$(sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
   total=$(sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\2/' <<<"$line")
   if [[ -z "$line" ]]; then
-    echo "=== $dir: ctest ran no tests"; status=1; total_failed=$((total_failed + 1)); return
+    echo "=== $dir: ctest ran no tests"; status=1; total_failed=$((total_failed + 1)); return 0
   fi
   passed=$((total - failed))
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
   [[ $rc -ne 0 || $failed -ne 0 ]] && status=1
+  return 0  # built; a failed test is counted above
 }
 
-run_build build ""
+# One check that is not a ctest test: counted as one test passed or failed.
+run_check() {
+  local name=$1 log=$2
+  shift 2
+  echo "=== $name"
+  if "$@" >"$log" 2>&1; then
+    tail -1 "$log"; total_passed=$((total_passed + 1))
+  else
+    cat "$log"; echo "=== $name: FAILED"; status=1; total_failed=$((total_failed + 1))
+  fi
+}
+
+run_build build "" ""
 if [[ $quick -eq 0 ]]; then
-  run_build build-asan "" -DVGPUMEM_SANITIZE=address -DVGPUMEM_BUILD_BENCHMARKS=OFF
-  run_build build-tsan concurrency -DVGPUMEM_SANITIZE=thread -DVGPUMEM_BUILD_BENCHMARKS=OFF
+  if run_build build-clang-release "" "" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++; then
+    run_check "install: cmake --install, then the demo from the install tree" build-clang-release.install.log \
+      scripts/check-install.sh build-clang-release prefix
+    run_check "wheel: pip install into a fresh virtual environment, then vgpumem run" build-clang-release.wheel.log \
+      scripts/check-install.sh build-clang-release wheel
+  else
+    echo "=== install and wheel checks: not run, build-clang-release did not build"; status=1
+    total_failed=$((total_failed + 2))
+  fi
+  run_build build-asan "" "" -DVGPUMEM_SANITIZE=address -DVGPUMEM_BUILD_BENCHMARKS=OFF
+  run_build build-tsan concurrency concurrency_tests -DVGPUMEM_SANITIZE=thread -DVGPUMEM_BUILD_BENCHMARKS=OFF
 fi
 
 echo "${total_passed} passed, ${total_failed} failed"

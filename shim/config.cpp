@@ -36,6 +36,9 @@ constexpr std::string_view kPathForms = "a file path; %p is replaced by the proc
 constexpr std::string_view kCountForms = "a positive integer, e.g. 1000000";
 constexpr std::string_view kDriverForms = "a path or soname of the CUDA driver library, e.g. libcuda.so.1";
 constexpr std::string_view kPolicyForms = "one of off, lru";
+constexpr std::string_view kCheckForms = "one of fast, strict, torture";
+constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
+constexpr std::uint64_t kMaxGraceOperations = 65536;
 
 // ---------------------------------------------------------------------------
 // Parsing results that carry the reason for a rejection. An empty `problem`
@@ -202,6 +205,18 @@ Checked<std::uint64_t> check_positive_count(std::string_view text) {
   return Checked<std::uint64_t>{count, {}};
 }
 
+// A count that may be 0, at most `most`.
+Checked<std::uint64_t> check_count_up_to(std::string_view text, std::uint64_t most) {
+  std::string_view rest = text;
+  const Checked<Decimal> number = take_decimal(rest);
+  if (!number.value || !rest.empty() || !number.value->fraction.empty()) {
+    return rejected<std::uint64_t>(number.problem);
+  }
+  const std::optional<std::uint64_t> count = parse_digits(number.value->whole);
+  if (!count || *count > most) return rejected<std::uint64_t>("too large");
+  return Checked<std::uint64_t>{count, {}};
+}
+
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
@@ -241,6 +256,20 @@ constexpr Variable kVariables[] = {
        const std::optional<Policy> policy = parse_policy(v);
        if (!policy) return v.empty() ? "the value is empty" : "";
        c.policy = *policy;
+       return kAccepted;
+     }},
+    {"VGPUMEM_CHECK", kCheckForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       const std::optional<vmm::CheckMode> mode = parse_check_mode(v);
+       if (!mode) return v.empty() ? "the value is empty" : "";
+       c.check = *mode;
+       return kAccepted;
+     }},
+    {"VGPUMEM_GRACE_LAUNCHES", kGraceForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       std::uint64_t operations = 0;
+       if (Verdict problem = store(check_count_up_to(v, kMaxGraceOperations), operations)) return problem;
+       c.grace_operations = static_cast<std::uint32_t>(operations);
        return kAccepted;
      }},
     {"VGPUMEM_HOST_LIMIT", kSizeForms,
@@ -520,6 +549,22 @@ std::string_view to_string(Policy policy) {
   switch (policy) {
     case Policy::off: return "off";
     case Policy::lru: return "lru";
+  }
+  return "?";
+}
+
+std::optional<vmm::CheckMode> parse_check_mode(std::string_view text) {
+  for (const vmm::CheckMode mode : {vmm::CheckMode::fast, vmm::CheckMode::strict, vmm::CheckMode::torture}) {
+    if (equals_ignoring_case(text, to_string(mode))) return mode;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(vmm::CheckMode mode) {
+  switch (mode) {
+    case vmm::CheckMode::fast: return "fast";
+    case vmm::CheckMode::strict: return "strict";
+    case vmm::CheckMode::torture: return "torture";
   }
   return "?";
 }

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "vmm/check_mode.h"
+
 namespace vgpumem {
 
 // A memory cap: absent, an absolute number of bytes, or a share of the device.
@@ -44,6 +46,8 @@ struct Config {
   std::string driver_path = "libcuda.so.1";    // VGPUMEM_DRIVER: the real driver to load
   Policy policy = Policy::off;             // VGPUMEM_POLICY; default lru when any limit is set
   std::optional<std::uint64_t> host_limit; // VGPUMEM_HOST_LIMIT: pinned host bytes; unset = no cap
+  vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
+  std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)
 
   // VGPUMEM_LIMIT_<device> if set, else VGPUMEM_LIMIT.
   const MemoryLimit& limit_for(int device) const;
@@ -82,6 +86,8 @@ std::optional<LogLevel> parse_log_level(std::string_view text);
 std::string_view to_string(LogLevel level);
 std::optional<Policy> parse_policy(std::string_view text);
 std::string_view to_string(Policy policy);
+std::optional<vmm::CheckMode> parse_check_mode(std::string_view text);
+std::string_view to_string(vmm::CheckMode mode);
 // Every VGPUMEM_* variable the shim reads, VGPUMEM_LIMIT_<i> written so.
 const std::vector<std::string_view>& known_variables();
 std::string expand_pid(std::string_view path, int pid);

@@ -1,9 +1,13 @@
 #include "shim/log.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/dist_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -14,12 +18,34 @@ namespace {
 
 constexpr const char* kPattern = "[vgpumem %P] %^%l%$: %v";
 
+// stderr through write(2), under this sink's own mutex. spdlog's console
+// sinks share one process-wide mutex, which a forked child could inherit
+// locked; a child's logger (below) gets fresh sinks and so fresh mutexes.
+class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(message, line);
+    const char* data = line.data();
+    std::size_t left = line.size();
+    while (left > 0) {
+      const ssize_t n = ::write(STDERR_FILENO, data, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      data += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  }
+  void flush_() override {}
+};
+
 // The logger writes through one dist_sink whose children init_logging swaps
 // under the dist_sink's own lock: callers keep a stable logger reference while
 // the destination changes.
 struct ProcessLogger {
   std::shared_ptr<spdlog::sinks::dist_sink_mt> destination = std::make_shared<spdlog::sinks::dist_sink_mt>();
   spdlog::logger logger{"vgpumem", destination};
+  std::string file;  // the log file in use, empty for stderr
 
   ProcessLogger() {
     destination->set_sinks({stderr_sink()});
@@ -27,7 +53,7 @@ struct ProcessLogger {
     logger.flush_on(spdlog::level::warn);
   }
 
-  static spdlog::sink_ptr stderr_sink() { return with_pattern(std::make_shared<spdlog::sinks::stderr_color_sink_mt>()); }
+  static spdlog::sink_ptr stderr_sink() { return with_pattern(std::make_shared<StderrSink>()); }
 
   static spdlog::sink_ptr with_pattern(spdlog::sink_ptr sink) {
     sink->set_pattern(kPattern);
@@ -35,11 +61,53 @@ struct ProcessLogger {
   }
 };
 
+// Never destroyed: threads of the program may still log while static
+// destructors run at exit. Replaced (the old one leaked) in a forked child.
+std::atomic<ProcessLogger*> g_logger{nullptr};
+
+// The file sink for `path` in append mode, or null with the reason in `why`.
+spdlog::sink_ptr open_file_sink(const std::string& path, std::string& why) {
+  try {
+    return ProcessLogger::with_pattern(std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false));
+  } catch (const spdlog::spdlog_ex& error) {
+    const int saved_errno = errno;
+    why = saved_errno != 0 ? std::strerror(saved_errno) : error.what();
+    return nullptr;
+  }
+}
+
+// In a child after fork(): only the forking thread exists, and another of the
+// parent's threads may have been inside a sink, holding its mutex. The child
+// logs through a new logger with new sinks (same destination and level); the
+// parent's is abandoned, untouched.
+void renew_logger_in_child() {
+  ProcessLogger* parent = g_logger.load(std::memory_order_acquire);
+  if (parent == nullptr) return;
+  try {
+    auto* child = new ProcessLogger;
+    child->logger.set_level(parent->logger.level());
+    if (!parent->file.empty()) {
+      std::string why;
+      if (spdlog::sink_ptr sink = open_file_sink(parent->file, why)) {
+        child->destination->set_sinks({sink});
+        child->file = parent->file;
+      }
+    }
+    g_logger.store(child, std::memory_order_release);
+  } catch (...) {
+    // Out of memory in the child: keep the parent's logger.
+  }
+}
+
 ProcessLogger& process_logger() {
-  // Never destroyed: threads of the program may still log while static
-  // destructors run at exit.
-  static ProcessLogger* const instance = new ProcessLogger;
-  return *instance;
+  if (ProcessLogger* logger = g_logger.load(std::memory_order_acquire)) return *logger;
+  static const bool created = [] {
+    g_logger.store(new ProcessLogger, std::memory_order_release);
+    pthread_atfork(nullptr, nullptr, &renew_logger_in_child);
+    return true;
+  }();
+  static_cast<void>(created);
+  return *g_logger.load(std::memory_order_acquire);
 }
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
@@ -55,17 +123,6 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
   return spdlog::level::warn;
 }
 
-// The file sink for `path` in append mode, or null with the reason in `why`.
-spdlog::sink_ptr open_file_sink(const std::string& path, std::string& why) {
-  try {
-    return ProcessLogger::with_pattern(std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false));
-  } catch (const spdlog::spdlog_ex& error) {
-    const int saved_errno = errno;
-    why = saved_errno != 0 ? std::strerror(saved_errno) : error.what();
-    return nullptr;
-  }
-}
-
 }  // namespace
 
 void init_logging(const Config& config) {
@@ -78,6 +135,7 @@ void init_logging(const Config& config) {
       if (!sink) failed_file = config.log_file;
     }
     state.destination->set_sinks({sink ? sink : ProcessLogger::stderr_sink()});
+    state.file = sink ? config.log_file : std::string();
     state.logger.set_level(to_spdlog(config.log_level));
     if (!failed_file.empty()) {
       state.logger.warn("cannot open log file {}: {}; logging to stderr", failed_file, why);
@@ -88,5 +146,16 @@ void init_logging(const Config& config) {
 }
 
 spdlog::logger& logger() { return process_logger().logger; }
+
+void write_stderr_line(const char* text) noexcept {
+  std::size_t left = std::strlen(text);
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
 
 }  // namespace vgpumem

@@ -1,5 +1,6 @@
 // Logging through spdlog, quiet by default (warnings and errors only).
-// Lines go to stderr or VGPUMEM_LOG_FILE, prefixed "[vgpumem pid]".
+// Lines go to stderr or VGPUMEM_LOG_FILE, prefixed "[vgpumem pid]". A child
+// forked while another thread was logging logs through a fresh logger.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -14,6 +15,10 @@ namespace vgpumem {
 void init_logging(const Config& config);
 
 spdlog::logger& logger();
+
+// Writes `text` to stderr with write(2): no lock, no allocation. For the
+// paths where logging itself may fail (out of memory).
+void write_stderr_line(const char* text) noexcept;
 
 }  // namespace vgpumem
 

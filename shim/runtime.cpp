@@ -17,9 +17,25 @@
 #include "shim/log.h"
 
 namespace vgpumem {
+
+std::atomic<bool> g_passes_through{false};
+
 namespace {
 
 std::atomic<Runtime*> g_runtime{nullptr};
+std::atomic<trace::Recorder*> g_recorder{nullptr};
+
+// In a child after fork(): the recorder's mutexes may have been held by
+// threads that are gone. The child records into a fresh state.
+void reset_recorder_in_child() {
+  if (trace::Recorder* recorder = g_recorder.load(std::memory_order_acquire)) {
+    try {
+      recorder->reset_after_fork();
+    } catch (...) {
+      // Out of memory in the child: it records nothing more.
+    }
+  }
+}
 
 // Whether PYTORCH_CUDA_ALLOC_CONF ("key:value,key:value") turns on
 // expandable segments, which map memory with the program's own VMM calls,
@@ -36,9 +52,15 @@ bool pytorch_expandable_segments() {
 }  // namespace
 
 trace::Recorder& process_recorder() {
-  // Leaked on purpose: hooks can run during exit, after static destructors.
-  static trace::Recorder* recorder = new trace::Recorder(process_config().trace_max_events);
-  return *recorder;
+  if (trace::Recorder* recorder = g_recorder.load(std::memory_order_acquire)) return *recorder;
+  static const bool created = [] {
+    // Leaked on purpose: hooks can run during exit, after static destructors.
+    g_recorder.store(new trace::Recorder(process_config().trace_max_events), std::memory_order_release);
+    pthread_atfork(nullptr, nullptr, &reset_recorder_in_child);
+    return true;
+  }();
+  static_cast<void>(created);
+  return *g_recorder.load(std::memory_order_acquire);
 }
 
 void note_lookup(trace::LookupPath path, std::string_view name, int version, std::uint64_t flags, bool hooked) {
@@ -73,6 +95,10 @@ Runtime::Runtime(const Config& config)
       paging_wanted_(config.policy == Policy::lru && config.any_limit()) {}
 
 vmm::Pager* Runtime::create_pager() {
+  // Load the driver first, outside the once below: loading takes the loader's
+  // lock, and a thread waiting for this once may hold that lock already (a
+  // hook called from a library constructor).
+  static_cast<void>(interpose::RealDriver::get());
   static std::once_flag once;
   std::call_once(once, [this] {
     const vmm::DriverOps* driver = interpose::paging_driver_ops();
@@ -83,9 +109,11 @@ vmm::Pager* Runtime::create_pager() {
     }
     vmm::PagerOptions options;
     options.host_limit = config_.host_limit;
+    options.check = config_.check;
+    options.grace_operations = config_.grace_operations;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
     pager_.store(new vmm::Pager(*driver, accounting_.ledger(), recorder_, options), std::memory_order_release);
-    VGPUMEM_LOG_INFO("paging on (policy lru, host limit {})",
+    VGPUMEM_LOG_INFO("paging on (policy lru, check {}, host limit {})", to_string(config_.check),
                      config_.host_limit ? format_bytes(*config_.host_limit) : std::string("none"));
     if (pytorch_expandable_segments()) {
       VGPUMEM_LOG_WARN("PYTORCH_CUDA_ALLOC_CONF turns on expandable segments: PyTorch then maps its memory handle "
@@ -113,6 +141,13 @@ std::uint64_t Runtime::cap_for_device(int device) const {
 }
 
 nlohmann::json Runtime::summary() const {
+  if (forked_child_.load(std::memory_order_relaxed)) {
+    // A child forked after CUDA use passes every call through: the
+    // accounting and the pager are the parent's, copied mid-flight (their
+    // locks may have been held by another of the parent's threads), and
+    // not the child's to report.
+    return {{"pid", ::getpid()}, {"forked_child", true}, {"calls_by_api", nlohmann::json::object()}};
+  }
   nlohmann::json calls = nlohmann::json::object();
   for (std::size_t i = 0; i < interpose::kHookCount; ++i) {
     const std::uint64_t n = calls_[i].load(std::memory_order_relaxed);
@@ -120,10 +155,12 @@ nlohmann::json Runtime::summary() const {
   }
   nlohmann::json summary = const_cast<vmm::Accounting&>(accounting_).summary();
   summary["calls_by_api"] = std::move(calls);
-  // A forked child's pager is the parent's, copied mid-flight (its lock may
-  // have been held by another of the parent's threads): not the child's to report.
-  vmm::Pager* pager = pager_.load(std::memory_order_acquire);
-  if (pager != nullptr && !forked_child_.load(std::memory_order_relaxed)) summary["paging"] = pager->summary();
+  if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) {
+    summary["paging"] = pager->summary();
+    summary["paging"]["check"] = to_string(config_.check);
+    summary["paging"]["launch_audit"] = launch_args_->audit();
+    summary["paging"]["tensor_maps"] = {{"remembered", tensor_maps_.size()}, {"found_in_launches", tensor_maps_.found()}};
+  }
   summary["pid"] = ::getpid();
   return summary;
 }
@@ -135,7 +172,12 @@ void Runtime::write_trace() {
     // %p was expanded with the parent's pid at load; expand it again, and
     // never write over the parent's file when the pattern has no %p.
     path = expand_pid(config_.trace_path_pattern, ::getpid());
-    if (path == config_.trace_path) path += "." + std::to_string(::getpid());
+    if (path == config_.trace_path) {
+      // Two appends, not `"." + std::to_string(pid)`: GCC 12 at -O3 reports
+      // that concatenation as an overlapping memcpy (-Wrestrict, a false positive).
+      path += '.';
+      path += std::to_string(::getpid());
+    }
   }
   std::string error;
   if (!recorder_.write(path, summary(), &error)) {
@@ -148,18 +190,27 @@ void Runtime::write_trace() {
 void Runtime::at_exit() {
   Runtime* runtime = get_if_created();
   if (runtime == nullptr) return;
-  // Before the driver's own teardown (library destructors run after atexit
-  // handlers): the reclaimer must not be inside a driver call then.
-  if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->stop_reclaimer();
-  runtime->write_trace();
+  try {
+    // Before the driver's own teardown (library destructors run after atexit
+    // handlers): the reclaimer must not be inside a driver call then.
+    if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->stop_reclaimer();
+    runtime->write_trace();
+  } catch (...) {
+    // exit() is a C frame too: nothing may unwind into it.
+    write_stderr_line("[vgpumem] error: the trace could not be written at exit (out of memory)\n");
+  }
 }
 
 void Runtime::after_fork_in_child() {
-  // The child starts with no events of its own; if it uses CUDA and traces,
-  // it writes next to the parent's file, never over it.
+  // From here on every hook passes straight through to the driver
+  // (g_passes_through). The child's own calls are not counted; if it
+  // traces, it writes its own events (look-ups) next to the parent's file,
+  // never over it. The recorder and the logger renew themselves in the child
+  // through handlers of their own.
+  g_passes_through.store(true, std::memory_order_relaxed);
   if (Runtime* runtime = get_if_created()) {
     runtime->forked_child_.store(true, std::memory_order_relaxed);
-    runtime->recorder_.reset_after_fork();
+    for (auto& calls : runtime->calls_) calls.store(0, std::memory_order_relaxed);
     if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->abandon_reclaimer_after_fork();
   }
 }

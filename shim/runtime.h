@@ -19,8 +19,17 @@
 #include "vmm/launch_args.h"
 #include "vmm/pager.h"
 #include "vmm/pool_registry.h"
+#include "vmm/tensor_maps.h"
 
 namespace vgpumem {
+
+// True in a process forked after the runtime existed: such a child cannot use
+// its parent's CUDA state, and the shim's locks may have been held, at the
+// fork, by parent threads that do not exist in it. Every hook then passes its
+// call straight to the driver (interpose/hook_support.h), touching no lock of
+// the shim's. One relaxed load on every hook.
+extern std::atomic<bool> g_passes_through;
+inline bool passes_through() { return g_passes_through.load(std::memory_order_relaxed); }
 
 class Runtime {
  public:
@@ -36,6 +45,9 @@ class Runtime {
   void count(interpose::HookId id) {
     calls_[static_cast<std::size_t>(id)].fetch_add(1, std::memory_order_relaxed);
   }
+  std::uint64_t calls(interpose::HookId id) const {
+    return calls_[static_cast<std::size_t>(id)].load(std::memory_order_relaxed);
+  }
   // The launch path: count, and trace when asked. Allocates nothing.
   void on_launch(interpose::HookId id, const void* function, const void* stream) {
     count(id);
@@ -50,6 +62,8 @@ class Runtime {
     if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) return pager;
     return create_pager();
   }
+  // The pager if it was made already; never makes one.
+  vmm::Pager* pager_if_created() const { return pager_.load(std::memory_order_acquire); }
   vmm::Pager* pager_for(int device) {
     vmm::Pager* pager = this->pager();
     return pager != nullptr && device >= 0 && accounting_.capped(device) ? pager : nullptr;
@@ -58,6 +72,8 @@ class Runtime {
   vmm::PoolRegistry& pools() { return pools_; }
   // Kernel parameter layouts (valid once pager() is non-null).
   vmm::LaunchArgs& launch_args() { return *launch_args_; }
+  // The TMA tensor maps the program encoded (remembered while paging is on).
+  vmm::TensorMaps& tensor_maps() { return tensor_maps_; }
 
   nlohmann::json summary() const;
   // Writes the trace now (also done at exit when VGPUMEM_TRACE is set).
@@ -80,10 +96,12 @@ class Runtime {
   std::atomic<vmm::Pager*> pager_{nullptr};
   vmm::LaunchArgs* launch_args_ = nullptr;
   vmm::PoolRegistry pools_;
+  vmm::TensorMaps tensor_maps_;
 };
 
 // The recorder of this process. It exists before the runtime does: dlsym and
-// cuGetProcAddress look-ups are recorded from the first one.
+// cuGetProcAddress look-ups are recorded from the first one. A forked child
+// starts a fresh one (trace::Recorder::reset_after_fork).
 trace::Recorder& process_recorder();
 
 // Records a look-up of a driver entry point (for the trace summary and the

@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vgpumem_version.h"
+
 namespace vgpumem::trace {
 
 std::uint64_t now_ns() {
@@ -365,7 +367,7 @@ void Recorder::record_lookup(LookupPath path, std::string_view name, int version
 }
 
 nlohmann::json Recorder::to_json(const nlohmann::json& summary_extra) const {
-  nlohmann::json summary = {{"version", 1}};
+  nlohmann::json summary = {{"version", 1}, {"vgpumem_version", kVersion}};
   std::uint64_t launches = 0;
   nlohmann::json by_entry_point = nlohmann::json::object();
 

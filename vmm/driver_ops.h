@@ -33,9 +33,18 @@ struct DriverOps {
   CUresult (*context_synchronize)() = nullptr;
   CUresult (*context_get_current)(CUcontext*) = nullptr;
   CUresult (*context_set_current)(CUcontext) = nullptr;
+  CUresult (*context_push)(CUcontext) = nullptr;
+  CUresult (*context_pop)(CUcontext*) = nullptr;
+  CUresult (*context_get_device)(CUdevice*) = nullptr;     // of the current context
+  CUresult (*primary_context_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*stream_get_context)(CUstream, CUcontext*) = nullptr;
+  CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*launch_host_function)(CUstream, CUhostFn, void*) = nullptr;
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
   CUresult (*func_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
   CUresult (*kernel_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
+  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;  // optional: kernels are named in logs
+  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;  // optional
 };
 
 }  // namespace vgpumem::vmm

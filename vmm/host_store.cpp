@@ -4,11 +4,23 @@
 
 namespace vgpumem::vmm {
 
-void* HostStore::take(std::uint64_t bytes, CUresult* error) {
+void* HostStore::take(std::uint64_t bytes, int device, CUresult* error) {
   *error = CUDA_SUCCESS;
-  if (auto it = free_.find(bytes); it != free_.end()) {
-    void* buffer = it->second;
-    free_.erase(it);
+  const auto [first, last] = free_.equal_range(bytes);
+  auto chosen = last;
+  for (auto it = first; it != last; ++it) {
+    if (it->second.read_by == kIdle || it->second.read_by == device) {
+      chosen = it;
+      break;
+    }
+  }
+  if (chosen == last && first != last) {
+    drain(first->second.read_by);  // read by another device's copy stream: done first
+    chosen = first;
+  }
+  if (chosen != last) {
+    void* buffer = chosen->second.buffer;
+    free_.erase(chosen);
     return buffer;
   }
   // Room under the limit, made by unpinning buffers of other sizes if need be.
@@ -45,13 +57,23 @@ void HostStore::add_spare(void* buffer, std::uint64_t bytes) {
   pinned_ += bytes;
   peak_ = std::max(peak_, pinned_);
   ++pinned_ahead_;
-  free_.emplace(bytes, buffer);
+  free_.emplace(bytes, Free{buffer, kIdle});
+}
+
+// Every buffer that device's copy stream read is idle once it is drained.
+void HostStore::drain(int device) {
+  if (device == kIdle) return;
+  if (drain_) drain_(device);
+  for (auto& [bytes, entry] : free_) {
+    if (entry.read_by == device) entry.read_by = kIdle;
+  }
 }
 
 bool HostStore::release_one_free() {
   if (free_.empty()) return false;
   auto largest = std::prev(free_.end());
-  driver_.host_free(largest->second);
+  drain(largest->second.read_by);  // never unpinned under a copy
+  driver_.host_free(largest->second.buffer);
   pinned_ -= largest->first;
   free_.erase(largest);
   return true;

@@ -5,9 +5,17 @@
 // it ahead (spare_wanted, then add_spare), so a run of offloads of one size
 // pins on the launch path once. Guarded by the pager's lock; the pinning
 // itself in between runs without it.
+//
+// A buffer given back while a copy stream may still read it (a fetch's copy
+// to the device) remembers that stream's device: an offload on the same
+// device may take it at once, its copy ordered after the read on the same
+// stream; another device's copy stream is not ordered after it, so such a
+// buffer serves another device only once its own device's copy stream is
+// drained (`drain`).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -17,12 +25,19 @@ namespace vgpumem::vmm {
 
 class HostStore {
  public:
-  HostStore(const DriverOps& driver, std::optional<std::uint64_t> limit) : driver_(driver), limit_(limit) {}
+  static constexpr int kIdle = -1;  // no copy stream reads the buffer any more
 
-  // A pinned buffer of `bytes`, or nullptr when the limit or the driver
-  // refuses (`error` says which).
-  void* take(std::uint64_t bytes, CUresult* error);
-  void give_back(void* buffer, std::uint64_t bytes) { free_.emplace(bytes, buffer); }
+  // `drain(device)`: waits until every copy on `device`'s copy stream is done.
+  HostStore(const DriverOps& driver, std::optional<std::uint64_t> limit, std::function<void(int)> drain = {})
+      : driver_(driver), limit_(limit), drain_(std::move(drain)) {}
+
+  // A pinned buffer of `bytes` for a copy on `device`'s copy stream, or
+  // nullptr when the limit or the driver refuses (`error` says which).
+  void* take(std::uint64_t bytes, int device, CUresult* error);
+  // `read_by`: the device whose copy stream may still read it, or kIdle.
+  void give_back(void* buffer, std::uint64_t bytes, int read_by = kIdle) {
+    free_.emplace(bytes, Free{buffer, read_by});
+  }
 
   // The size of a buffer worth pinning ahead, if any: the size last pinned
   // on demand, when none of it is free and the limit has room for two.
@@ -36,11 +51,17 @@ class HostStore {
   std::uint64_t pinned_peak() const { return peak_; }
 
  private:
+  struct Free {
+    void* buffer;
+    int read_by;
+  };
   bool release_one_free();
+  void drain(int device);
 
   const DriverOps& driver_;
   std::optional<std::uint64_t> limit_;
-  std::multimap<std::uint64_t, void*> free_;  // bytes -> buffer
+  std::function<void(int)> drain_;
+  std::multimap<std::uint64_t, Free> free_;  // bytes -> buffer
   std::uint64_t pinned_ = 0, peak_ = 0;
   std::uint64_t last_on_demand_ = 0;  // size of the last buffer take() had to pin
   std::uint64_t pinned_ahead_ = 0;    // buffers add_spare kept, counted

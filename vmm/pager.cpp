@@ -8,6 +8,7 @@
 
 #include "shim/log.h"
 #include "trace/recorder.h"
+#include "vmm/context_scope.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
@@ -17,37 +18,22 @@ namespace {
 constexpr std::uint64_t kAllStreams = ~std::uint64_t{0};
 constexpr std::uint64_t kAllocationAlignment = 512;
 constexpr std::uint64_t kMinimumArenaBytes = std::uint64_t{4} << 30;
-constexpr std::size_t kMaxStallTimers = 4096;  // stalls timed at once; beyond, counted only
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
-
-// The stream as the driver's legacy entry points name it.
-CUstream canonical(CUstream stream, bool per_thread) {
-  return stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
-}
 
 }  // namespace
 
 
-// ---- Access ------------------------------------------------------------------------------
-
-void Access::release() {
-  for (std::size_t i = 0; i < count_; ++i) units_[i]->launching.fetch_sub(1, std::memory_order_release);
-  count_ = 0;
-  if (lock_.owns_lock()) lock_.unlock();
-}
-
-bool Access::holds(const Unit* unit) const {
-  for (std::size_t i = 0; i < count_; ++i) {
-    if (units_[i] == unit) return true;
-  }
-  return false;
-}
-
 // ---- construction ------------------------------------------------------------------------
 
 Pager::Pager(const DriverOps& driver, CapLedger& ledger, trace::Recorder& recorder, PagerOptions options)
-    : driver_(driver), ledger_(ledger), recorder_(recorder), options_(options), host_(driver, options.host_limit) {
+    : driver_(driver),
+      ledger_(ledger),
+      recorder_(recorder),
+      options_(options),
+      streams_(driver),
+      grace_(options.grace_operations),
+      host_(driver, options.host_limit, [this](int device) { drain_copy_stream(device_state(device)); }) {
   if (options_.reclaimer && driver_.context_set_current != nullptr) {
     reclaimer_ = std::make_unique<Reclaimer>([this] { reclaim(); });
   }
@@ -73,107 +59,7 @@ Pager::DeviceState& Pager::device_state(int device) {
   return *slot;
 }
 
-// ---- the launch path -----------------------------------------------------------------------
-
-// The LRU clock: every thread advances the shared window on one launch in
-// 16 and reads it on the others, so launches from many threads do not all
-// write one cache line; the launch's place in its thread's window is the low
-// bits, so one thread's order is exact (ties would make the victim choice
-// arbitrary among everything used in the same window).
-std::uint64_t Pager::next_tick() {
-  thread_local std::uint32_t launches = 0;
-  const std::uint32_t place = ++launches & 15;
-  const std::uint64_t window = place == 0 ? tick_.fetch_add(1, std::memory_order_relaxed) + 1
-                                          : tick_.load(std::memory_order_relaxed);
-  return (window << 4) | place;
-}
-
-// Records that `unit` is used on the stream of `bit` at `tick`, writing only
-// what changes (the unit's line is shared by every thread that uses it).
-void Pager::note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick) {
-  if ((unit->used_by.load(std::memory_order_relaxed) & bit) == 0) {
-    unit->used_by.fetch_or(bit, std::memory_order_release);
-  }
-  if (unit->last_use.load(std::memory_order_relaxed) != tick) unit->last_use.store(tick, std::memory_order_relaxed);
-}
-
-bool Pager::fast_path(Unit* unit, std::uint64_t bit) const {
-  return unit->state.load(std::memory_order_seq_cst) == Residency::resident &&
-         (unit->ready_for.load(std::memory_order_acquire) & bit) != 0;
-}
-
-CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread,
-                        Access& access) {
-  if (capture_open() && capturing(canonical(stream, per_thread))) return pin_for_life(words, count, LifetimePin::captured);
-  const std::uint64_t bit = streams_.bit_for(stream, per_thread);
-  const std::uint64_t tick = next_tick();
-  Unit* touched[Access::kInline];
-  std::size_t n = 0;
-  bool overflow = false;
-  const GranuleIndex::Window window = index_.window();
-  for (std::size_t i = 0; i < count; ++i) {
-    Unit* unit = index_.lookup(window, words[i]);
-    if (unit == nullptr || std::find(touched, touched + n, unit) != touched + n) continue;
-    if (n == Access::kInline) {
-      overflow = true;
-      break;
-    }
-    touched[n++] = unit;
-  }
-  if (n == 0) return CUDA_SUCCESS;
-
-  if (!overflow && !access.lock_.owns_lock() && access.count_ + n <= Access::kInline) {
-    const std::size_t start = access.count_;  // what an earlier operand holds stays held
-    bool slow = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      touched[i]->launching.fetch_add(1, std::memory_order_seq_cst);
-      access.units_[access.count_++] = touched[i];
-      slow = slow || !fast_path(touched[i], bit);
-    }
-    if (!slow) {
-      for (std::size_t i = 0; i < n; ++i) note_use(touched[i], bit, tick);
-      return CUDA_SUCCESS;
-    }
-    for (std::size_t i = start; i < access.count_; ++i) access.units_[i]->launching.fetch_sub(1, std::memory_order_release);
-    access.count_ = start;
-    const std::uint64_t started = trace::now_ns();
-    std::lock_guard lock(mutex_);
-    RelaxedCaptureMode relaxed(driver_, capture_open());
-    const CUresult result = prepare_slow(touched, n, stream, bit, per_thread);
-    slow_path_ns_.fetch_add(trace::now_ns() - started, std::memory_order_relaxed);
-    if (result != CUDA_SUCCESS) return result;
-    // prepare_slow pinned them; record the use while still locked.
-    for (std::size_t i = 0; i < n; ++i) access.units_[access.count_++] = touched[i];
-    for (std::size_t i = 0; i < n; ++i) note_use(touched[i], bit, tick);
-    return CUDA_SUCCESS;
-  }
-
-  // More units than the inline set: hold the lock until the work is enqueued.
-  std::unique_lock<std::mutex> lock;
-  if (!access.lock_.owns_lock()) lock = std::unique_lock(mutex_);
-  RelaxedCaptureMode relaxed(driver_, capture_open());
-  reap_saved_units(false);
-  for (std::size_t i = 0; i < count; ++i) {
-    Unit* unit = index_.lookup(words[i]);
-    if (unit == nullptr || unit->retired) continue;
-    if (const CUresult result = make_resident(unit, canonical(stream, per_thread), bit); result != CUDA_SUCCESS) {
-      return result;
-    }
-    note_use(unit, bit, tick);
-  }
-  if (lock.owns_lock()) access.lock_ = std::move(lock);
-  return CUDA_SUCCESS;
-}
-
-bool Pager::capturing(CUstream stream) const {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return driver_.stream_is_capturing != nullptr && driver_.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
-         status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-bool Pager::stream_capturing(CUstream stream, bool per_thread) const {
-  return capturing(canonical(stream, per_thread));
-}
+// ---- pins for life -----------------------------------------------------------------------
 
 CUresult Pager::make_resident_now(Unit* unit) {
   if (unit->state.load() == Residency::on_host) {
@@ -203,9 +89,21 @@ CUresult Pager::pin_for_life(const std::uint64_t* words, std::size_t count, Life
   return CUDA_SUCCESS;
 }
 
+// Units an operation holds, on a capturing stream (pin_for_life's reason).
+CUresult Pager::pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, true);
+  reap_saved_units(false);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (units[i]->retired) continue;
+    if (const CUresult result = pin_unit_for_life(units[i], why); result != CUDA_SUCCESS) return result;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
   static constexpr const char* kBecause[kLifetimePinReasons] = {
-      "a captured graph uses it", "it was exported by cuIpcGetMemHandle", "its address was copied to the device",
+      "a captured graph uses it", "it was exported by cuIpcGetMemHandle",
       "the program gave another device access to it", "the program exported its handle"};
   const auto bit = static_cast<std::uint8_t>(why);
   const int reason = std::countr_zero(bit);
@@ -230,98 +128,6 @@ void Pager::unpin_for_life(std::uint64_t address, LifetimePin why) {
   if (unit == nullptr || unit->retired || (unit->lifetime_pins.load() & bit) == 0) return;
   if (unit->lifetime_pins.fetch_and(static_cast<std::uint8_t>(~bit)) == bit) --unit->pins;
   lifetime_pinned_bytes_[std::countr_zero(bit)].fetch_sub(unit->bytes, std::memory_order_relaxed);
-}
-
-CUresult Pager::pin_uploaded_pointers(const void* host, std::size_t bytes) {
-  if (host == nullptr || bytes < sizeof(std::uint64_t) || bytes > kPointerTableBytes) return CUDA_SUCCESS;
-  constexpr auto kReferenced = static_cast<std::uint8_t>(LifetimePin::referenced);
-  // The host buffer may be unaligned: words are read at 8-byte offsets from its start.
-  const auto* bytes_in = static_cast<const unsigned char*>(host);
-  std::uint64_t found[Access::kInline];
-  std::size_t count = 0;
-  const GranuleIndex::Window window = index_.window();
-  for (std::size_t at = 0; at + sizeof(std::uint64_t) <= bytes; at += sizeof(std::uint64_t)) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, bytes_in + at, sizeof word);
-    const Unit* unit = index_.lookup(window, word);
-    if (unit == nullptr || (unit->lifetime_pins.load(std::memory_order_acquire) & kReferenced) != 0) continue;
-    found[count++] = word;
-    if (count == Access::kInline) {
-      if (const CUresult result = pin_for_life(found, count, LifetimePin::referenced)) return result;
-      count = 0;
-    }
-  }
-  return count == 0 ? CUDA_SUCCESS : pin_for_life(found, count, LifetimePin::referenced);
-}
-
-CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
-                              Access& access) {
-  // One word per distinct unit the range touches, granule by granule.
-  std::uint64_t words[Access::kInline];
-  std::size_t count = 0;
-  std::vector<std::uint64_t> more;  // a range over more units than that (rare): the slow path anyway
-  const Unit* previous = nullptr;
-  const std::uint64_t end = address + bytes;
-  for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
-    const Unit* unit = index_.lookup(at);
-    if (unit == nullptr || unit == previous) continue;
-    previous = unit;
-    if (count < Access::kInline) {
-      words[count++] = at;
-    } else {
-      more.push_back(at);
-    }
-  }
-  if (count == 0) return CUDA_SUCCESS;
-  if (more.empty()) return prepare(words, count, stream, per_thread, access);
-  more.insert(more.begin(), words, words + count);
-  return prepare(more.data(), more.size(), stream, per_thread, access);
-}
-
-CUresult Pager::prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,
-                             bool per_thread) {
-  reap_saved_units(false);
-  for (std::size_t i = 0; i < count; ++i) {
-    Unit* unit = units[i];
-    if (unit->retired) continue;
-    const CUresult result = make_resident(unit, canonical(stream, per_thread), bit);
-    if (result != CUDA_SUCCESS) {
-      for (std::size_t j = 0; j < i; ++j) units[j]->launching.fetch_sub(1, std::memory_order_release);
-      return result;
-    }
-    // Held from here, so making the next one resident cannot offload this one.
-    unit->launching.fetch_add(1, std::memory_order_seq_cst);
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult Pager::make_resident(Unit* unit, CUstream stream, std::uint64_t bit) {
-  if (unit->state.load() == Residency::on_host) {
-    if (const CUresult result = fetch(unit); result != CUDA_SUCCESS) return result;
-  }
-  if (unit->ready == nullptr || (unit->ready_for.load() & bit) != 0) return CUDA_SUCCESS;
-  if (driver_.event_query(unit->ready) == CUDA_SUCCESS) {
-    set_ready(unit, nullptr);
-    return CUDA_SUCCESS;
-  }
-  // The stream's time at the wait, for the stall's length (time_stall).
-  CUevent reached = nullptr;
-  if (driver_.event_elapsed != nullptr && stall_timers_.size() < kMaxStallTimers &&
-      (driver_.event_create(&reached, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS ||
-       driver_.event_record(reached, stream) != CUDA_SUCCESS)) {
-    if (reached != nullptr) driver_.event_destroy(reached);
-    reached = nullptr;
-  }
-  if (const CUresult result = driver_.stream_wait_event(stream, unit->ready, 0); result != CUDA_SUCCESS) {
-    if (reached != nullptr) driver_.event_destroy(reached);
-    return result;
-  }
-  stalls_.fetch_add(1, std::memory_order_relaxed);  // this work waits for the unit to arrive
-  if (reached != nullptr) time_stall(stream, reached);
-  // The per-thread default stream is a different stream on every thread: it
-  // never counts as having waited.
-  if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
-  return CUDA_SUCCESS;
 }
 
 void Pager::time_stall(CUstream stream, CUevent reached) {
@@ -378,34 +184,62 @@ CUresult Pager::record_on_copy_stream(DeviceState& state, CUevent* event) {
   return result;
 }
 
+// The copy stream (in the pager's context of the unit's device) waits for
+// everything each stream that used the unit has enqueued so far: an event is
+// recorded on each, in that stream's own context.
 CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
   const std::uint64_t users = unit->used_by.load(std::memory_order_acquire);
   bool synchronise = (users & StreamRegistry::kUnnamedBit) != 0;
   for (unsigned bit = 0; bit < StreamRegistry::kNamed && !synchronise; ++bit) {
     if ((users & (std::uint64_t{1} << bit)) == 0) continue;
+    const StreamRegistry::Named user = streams_.named(bit);
+    if (user.context == nullptr) continue;  // retired: its work was waited for when it went
+    ContextScope in(driver_, user.context);
     // An event recorded on a capturing stream would become part of the
     // graph: a unit a capture may still use stays where it is.
-    if (capture_open() && capturing(streams_.stream_of(bit))) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (capture_open() && capturing(user.stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     CUevent done = nullptr;
     if (driver_.event_create(&done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
       synchronise = true;
       break;
     }
-    // A stream the program destroyed cannot be recorded on; its work is
-    // waited for the heavy way.
-    if (driver_.event_record(done, streams_.stream_of(bit)) != CUDA_SUCCESS ||
+    if (driver_.event_record(done, user.stream) != CUDA_SUCCESS ||
         driver_.stream_wait_event(state.copy_stream, done, 0) != CUDA_SUCCESS) {
       synchronise = true;
     }
     driver_.event_destroy(done);
   }
   if (!synchronise) return CUDA_SUCCESS;
-  if (capture_open()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // cuCtxSynchronize would end the capture
+  if (capture_open()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // a synchronisation would end the capture
   context_syncs_.fetch_add(1, std::memory_order_relaxed);
-  return driver_.context_synchronize();
+  return synchronize_device(unit->device);
+}
+
+// Every context the device's work may have run in: those the stream
+// registry saw there, and the pager's own. Never "the current context",
+// which may be another device's.
+CUresult Pager::synchronize_device(int device) {
+  CUresult result = CUDA_SUCCESS;
+  const auto synchronize = [&](CUcontext context) {
+    ContextScope in(driver_, context);
+    if (const CUresult r = driver_.context_synchronize(); r != CUDA_SUCCESS && result == CUDA_SUCCESS) result = r;
+  };
+  streams_.for_each_context(device, synchronize);
+  if (auto it = devices_.find(device); it != devices_.end() && it->second->context != nullptr) {
+    synchronize(it->second->context);
+  }
+  return result;
+}
+
+// The pager's own copies on `state`'s device are done (a fallback where an
+// event could not be had).
+void Pager::drain_copy_stream(DeviceState& state) {
+  ContextScope in(driver_, state.context);
+  if (state.copy_stream != nullptr) driver_.stream_synchronize(state.copy_stream);
 }
 
 CUresult Pager::offload(DeviceState& state, Unit* unit) {
+  ContextScope in(driver_, state.context);
   Residency expected = Residency::resident;
   if (!unit->state.compare_exchange_strong(expected, Residency::moving_out)) return CUDA_ERROR_ILLEGAL_STATE;
   // A launch that checked the unit before the exchange above is still
@@ -415,7 +249,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
     return CUDA_ERROR_NOT_READY;
   }
   CUresult result = CUDA_SUCCESS;
-  void* host = host_.take(unit->bytes, &result);
+  void* host = host_.take(unit->bytes, unit->device, &result);
   if (host == nullptr || (result = order_after_users(state, unit)) != CUDA_SUCCESS ||
       (result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS) {
     if (host != nullptr) host_.give_back(host, unit->bytes);
@@ -426,10 +260,13 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   }
   CUevent saved = nullptr;
   if ((result = record_on_copy_stream(state, &saved)) != CUDA_SUCCESS) {
-    // Without an event, wait for the copy right here.
-    driver_.context_synchronize();
+    drain_copy_stream(state);  // without an event, wait for the copy right here
   }
-  return_chunks(state, &unit->chunks);  // reused at once; the range stays mapped until the save completes
+  // Fast: the chunks serve the next owner at once (its work is ordered after
+  // the copy stream); the range stays mapped on them until the save
+  // completes. Strict: they stay the unit's until its range is unmapped, so
+  // nothing can reach another buffer's bytes through it.
+  if (options_.check == CheckMode::fast) return_chunks(state, &unit->chunks);
   unit->host = host;
   unit->saved = saved;
   unit->unmap_pending = true;
@@ -452,43 +289,53 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
 }
 
 bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
-  // Least recently used first; a unit a launch is holding is skipped. The
-  // first candidate almost always goes, so a heap: linear to build, and a
+  // Least recently used first; a unit a launch is holding is skipped, and
+  // one in its grace (LaunchGrace) goes only after every other. The first
+  // candidate almost always goes, so a heap: linear to build, and a
   // logarithmic pop for each one that cannot. Launches keep writing
   // `last_use` meanwhile: the heap orders a snapshot of it.
+  constexpr std::uint64_t kGraced = std::uint64_t{1} << 63;  // ticks never reach it
   auto& candidates = state.victims;  // reused: no allocation once grown
   candidates.clear();
   for (const auto& unit : state.units) {
     if (unit.get() != keep && !unit->retired && unit->pins == 0 &&
         unit->state.load() == Residency::resident && unit->launching.load() == 0) {
-      candidates.emplace_back(unit->last_use.load(std::memory_order_relaxed), unit.get());
+      const std::uint64_t graced = grace_.protects(*unit) ? kGraced : 0;
+      candidates.emplace_back(unit->last_use.load(std::memory_order_relaxed) | graced, unit.get());
     }
   }
   const auto more_recent = [](const auto& a, const auto& b) { return a.first > b.first; };
   std::make_heap(candidates.begin(), candidates.end(), more_recent);
   while (!candidates.empty()) {
     std::pop_heap(candidates.begin(), candidates.end(), more_recent);
-    Unit* oldest = candidates.back().second;
+    const auto [key, oldest] = candidates.back();
     candidates.pop_back();
-    if (offload(state, oldest) == CUDA_SUCCESS) return true;
+    if (offload(state, oldest) == CUDA_SUCCESS) {
+      if ((key & kGraced) != 0) grace_evictions_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
   }
   return false;
 }
 
 // Unmaps the first `count` chunks of the unit's range (each mapped on its own).
-void Pager::unmap_chunks(const Unit* unit, std::size_t count) { unmap_chunk_run(unit->address, count); }
+bool Pager::unmap_chunks(const Unit* unit, std::size_t count) { return unmap_chunk_run(unit->address, count); }
 
 // Unmaps `count` chunks mapped one after another from `address`. The whole
 // run in one call where the driver takes it: an unmap costs about the same
 // for 2 MiB as for 64 MiB (gpu-facts §8.6), and the reclaimer does this
 // under the pager's lock. Chunk by chunk otherwise.
-void Pager::unmap_chunk_run(std::uint64_t address, std::size_t count) {
+bool Pager::unmap_chunk_run(std::uint64_t address, std::size_t count) {
   if (count > 1 && whole_range_unmap_) {
-    if (driver_.unmap(address, count * kChunkBytes) == CUDA_SUCCESS) return;
+    if (driver_.unmap(address, count * kChunkBytes) == CUDA_SUCCESS) return true;
     whole_range_unmap_ = false;  // this driver wants one call per mapping
     VGPUMEM_LOG_DEBUG("the driver refused one unmap over {} mappings; unmapping chunk by chunk from now on", count);
   }
-  for (std::size_t i = 0; i < count; ++i) driver_.unmap(address + i * kChunkBytes, kChunkBytes);
+  bool unmapped = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    unmapped = driver_.unmap(address + i * kChunkBytes, kChunkBytes) == CUDA_SUCCESS && unmapped;
+  }
+  return unmapped;
 }
 
 void Pager::return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks) {
@@ -497,15 +344,38 @@ void Pager::return_chunks(DeviceState& state, std::vector<CUmemGenericAllocation
 }
 
 void Pager::finish_unmap(Unit* unit, bool wait) {
+  ContextScope in(driver_, device_state(unit->device).context);
   if (unit->saved != nullptr) {
     if (wait) driver_.event_synchronize(unit->saved);
     driver_.event_destroy(unit->saved);
     unit->saved = nullptr;
   }
-  unmap_chunks(unit, unit->bytes / kChunkBytes);
-  unmap_aliases(unit);
-  unit->chunks.clear();
   unit->unmap_pending = false;
+  const bool home = unmap_chunks(unit, unit->bytes / kChunkBytes);
+  if (!(unmap_aliases(unit) && home)) {
+    // Still mapped somewhere: its next fetch unmaps again before it maps
+    // (repair_stale_mapping). Its bytes are safe on the host meanwhile, and
+    // in strict mode its chunks stay its own.
+    unit->stale_mapping = true;
+    VGPUMEM_LOG_WARN("the driver refused to unmap {} at {:#x} after its offload; retried when it comes back",
+                     format_bytes(unit->bytes), unit->seen_at());
+    return;
+  }
+  return_chunks(device_state(unit->device), &unit->chunks);  // kept until now in strict mode
+}
+
+// An unmap the driver refused after an offload, tried again chunk by chunk
+// (a chunk it did unmap the first time refuses now, harmlessly): mapping the
+// range anew shows whether it is free.
+void Pager::repair_stale_mapping(DeviceState& state, Unit* unit) {
+  ContextScope in(driver_, state.context);
+  unmap_chunk_run(unit->address, unit->bytes / kChunkBytes);
+  for (Alias& alias : unit->aliases) {
+    if (alias.mapped) unmap_chunk_run(alias.address, alias.bytes / kChunkBytes);
+    alias.mapped = false;
+  }
+  unit->stale_mapping = false;
+  return_chunks(state, &unit->chunks);
 }
 
 // A unit whose range is still mapped after its offload: wait for the copy
@@ -516,10 +386,25 @@ void Pager::unmap_now(Unit* unit) {
   finish_unmap(unit, true);
 }
 
+// Strict mode: an offloaded unit keeps its chunks until its range is
+// unmapped. When the pool runs dry, the oldest save on the device is waited
+// for and its range unmapped, which gives its chunks back. False if none is
+// pending there (in fast mode, never: their chunks went back at once).
+bool Pager::unmap_oldest_save(DeviceState& state) {
+  for (Unit* unit : saved_units_) {
+    if (unit->device == state.pool.device() && !unit->chunks.empty()) {
+      unmap_now(unit);
+      return true;
+    }
+  }
+  return false;
+}
+
 void Pager::reap_saved_units(bool wait) {
   reap_freed_allocations();
   if (!reclaimer_) reap_stall_timers();  // with one, the reclaimer reads them (time_stalls)
   auto done = [&](Unit* unit) {
+    ContextScope in(driver_, device_state(unit->device).context);  // its save is on that device's copy stream
     if (!wait && unit->saved != nullptr && driver_.event_query(unit->saved) != CUDA_SUCCESS) return false;
     finish_unmap(unit, wait);
     return true;
@@ -535,6 +420,7 @@ CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* k
       chunks->push_back(*chunk);
       continue;
     }
+    if (error == CUDA_ERROR_OUT_OF_MEMORY && unmap_oldest_save(state)) continue;  // strict: its chunks come back
     if (error != CUDA_ERROR_OUT_OF_MEMORY || !offload_lru(state, keep)) {
       return_chunks(state, chunks);
       ooms_.fetch_add(1, std::memory_order_relaxed);
@@ -569,7 +455,10 @@ CUresult Pager::map_chunks(Unit* unit) {
 
 CUresult Pager::fetch(Unit* unit) {
   DeviceState& state = device_state(unit->device);
+  if (const CUresult result = ready_device(unit->device); result != CUDA_SUCCESS) return result;
+  ContextScope in(driver_, state.context);
   unmap_now(unit);  // wanted back before its offload was reaped: its range must be free first
+  if (unit->stale_mapping) repair_stale_mapping(state, unit);
   std::vector<CUmemGenericAllocationHandle> chunks;
   if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks); result != CUDA_SUCCESS) {
     return result;
@@ -590,7 +479,7 @@ CUresult Pager::fetch(Unit* unit) {
     VGPUMEM_LOG_WARN("cannot bring {} at {:#x} back to the device: error {}; it stays on the host",
                      format_bytes(unit->bytes), unit->seen_at(), static_cast<int>(result));
     if (mapped) {
-      driver_.context_synchronize();  // nothing may still be copying into the chunks
+      drain_copy_stream(state);  // nothing may still be copying into the chunks
       unmap_chunks(unit, unit->chunks.size());
       unmap_aliases(unit);
     }
@@ -598,8 +487,9 @@ CUresult Pager::fetch(Unit* unit) {
     ooms_.fetch_add(1, std::memory_order_relaxed);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  // Later offloads into this buffer are ordered after this copy on the copy stream.
-  host_.give_back(unit->host, unit->bytes);
+  // The copy above may still read the buffer: an offload on this device is
+  // ordered after it on the same copy stream; another device's waits (HostStore).
+  host_.give_back(unit->host, unit->bytes, unit->device);
   unit->host = nullptr;
   unit->used_by.store(0);
   set_ready(unit, ready);
@@ -666,9 +556,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   }
   // Chunks freed by an offload still in flight: the first user waits for it.
   CUevent ready = nullptr;
-  if (!saved_units_.empty() && record_on_copy_stream(state, &ready) != CUDA_SUCCESS) {
-    driver_.context_synchronize();
-  }
+  if (!saved_units_.empty() && record_on_copy_stream(state, &ready) != CUDA_SUCCESS) drain_copy_stream(state);
   set_ready(unit, ready);
   state.resident_bytes += bytes;
   trace_resident(device, state);
@@ -710,12 +598,18 @@ CUresult Pager::ready_device(int device) {
   }
   DeviceState& state = device_state(device);
   if (state.copy_stream != nullptr) return CUDA_SUCCESS;
-  if (const CUresult result = driver_.stream_create(&state.copy_stream, CU_STREAM_NON_BLOCKING);
-      result != CUDA_SUCCESS) {
-    return result;
+  // The device's primary context, whatever context the caller has current
+  // (a pool of device 1 used with device 0 current, a thread with none):
+  // the pager's copy stream, events and chunks live there, and it outlives
+  // any context the program creates and destroys.
+  if (state.context == nullptr &&
+      (driver_.primary_context_retain == nullptr ||
+       driver_.primary_context_retain(&state.context, device) != CUDA_SUCCESS)) {
+    state.context = nullptr;
+    if (driver_.context_get_current != nullptr) driver_.context_get_current(&state.context);
   }
-  if (driver_.context_get_current != nullptr) driver_.context_get_current(&state.context);
-  return CUDA_SUCCESS;
+  ContextScope in(driver_, state.context);
+  return driver_.stream_create(&state.copy_stream, CU_STREAM_NON_BLOCKING);
 }
 
 CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
@@ -723,6 +617,7 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (const CUresult result = ready_device(device); result != CUDA_SUCCESS) return result;
   DeviceState& state = device_state(device);
+  ContextScope in(driver_, state.context);
   reap_saved_units(false);
   Unit* unit = nullptr;
   std::uint64_t address = 0;
@@ -743,13 +638,14 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
     address = unit->address;
   }
   ++unit->live;
-  allocations_[address] = AllocationInfo{unit, bytes};
+  allocations_[address] = AllocationInfo{unit, bytes, false, next_serial_++};
   *out = address;
   return CUDA_SUCCESS;
 }
 
 void Pager::release_unit(Unit* unit) {
   DeviceState& state = device_state(unit->device);
+  ContextScope in(driver_, state.context);
   unmap_now(unit);
   // A copy bringing it in may still be writing its chunks: they are reused next.
   if (unit->ready != nullptr) driver_.event_synchronize(unit->ready);
@@ -817,8 +713,17 @@ bool Pager::free(CUdeviceptr address, CUresult* result) {
     *result = CUDA_ERROR_INVALID_VALUE;
     return true;
   }
+  reap_freed_allocations();  // frees a graph has reached, or owed since a capture closed
+  if (capture_open()) {
+    // Synchronising now would end the program's capture: the memory is
+    // released once no capture is open (reap_freed_allocations).
+    it->second.freeing = true;
+    frees_after_capture_.push_back(address);
+    *result = CUDA_SUCCESS;
+    return true;
+  }
   // cuMemFree synchronises: the work that may still use the memory is done.
-  if ((*result = driver_.context_synchronize()) != CUDA_SUCCESS) return true;
+  if ((*result = synchronize_device(it->second.unit->device)) != CUDA_SUCCESS) return true;
   release_allocation(it);
   return true;
 }
@@ -827,6 +732,7 @@ void Pager::release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator
   Unit* unit = it->second.unit;
   const std::uint64_t offset = it->first - unit->address;
   const std::uint64_t size = round_up(it->second.bytes, kAllocationAlignment);
+  tables_.overwritten(it->first, size);  // tables in it name nothing now
   allocations_.erase(it);
   if (--unit->live == 0) {
     release_unit(unit);
@@ -882,9 +788,22 @@ bool Pager::free_async(CUdeviceptr address, CUstream stream, bool per_thread, CU
     *result = CUDA_ERROR_INVALID_VALUE;
     return true;
   }
+  const CUstream named = canonical(stream, per_thread);
+  if (capture_open() && capturing(named)) {
+    // On a capturing stream the free happens when the graph runs: an event
+    // recorded here would only be captured (and a query of it answers
+    // "done" at once). A host node in the graph says when it is reached.
+    std::unique_ptr<GraphFree> note(new GraphFree{this, address, it->second.serial});  // kept as long as the pager
+    if ((*result = driver_.launch_host_function(named, &Pager::graph_reached_free, note.get())) != CUDA_SUCCESS) {
+      return true;
+    }
+    graph_free_notes_.push_back(std::move(note));
+    it->second.freeing = true;
+    return true;
+  }
   CUevent done = nullptr;
   if ((*result = driver_.event_create(&done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) return true;
-  if ((*result = driver_.event_record(done, canonical(stream, per_thread))) != CUDA_SUCCESS) {
+  if ((*result = driver_.event_record(done, named)) != CUDA_SUCCESS) {
     driver_.event_destroy(done);
     return true;
   }
@@ -902,6 +821,34 @@ void Pager::reap_freed_allocations() {
     return true;
   };
   pending_frees_.erase(std::remove_if(pending_frees_.begin(), pending_frees_.end(), reached), pending_frees_.end());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> graph_frees;
+  {
+    std::lock_guard lock(graph_frees_mutex_);
+    graph_frees.swap(graph_frees_reached_);
+  }
+  for (const auto& [address, serial] : graph_frees) {
+    // The graph ran past its free node: nothing of its own uses the memory.
+    if (auto it = allocations_.find(address); it != allocations_.end() && it->second.serial == serial) {
+      release_allocation(it);
+    }
+  }
+  if (!frees_after_capture_.empty() && !capture_open()) {
+    std::vector<std::uint64_t> frees;
+    frees.swap(frees_after_capture_);
+    for (std::uint64_t address : frees) {
+      auto it = allocations_.find(address);
+      if (it == allocations_.end()) continue;
+      synchronize_device(it->second.unit->device);  // cuMemFree's own wait, owed since the capture
+      release_allocation(it);
+    }
+  }
+}
+
+void CUDA_CB Pager::graph_reached_free(void* note) {
+  auto* free = static_cast<GraphFree*>(note);
+  if (free->reached.exchange(true)) return;  // a later launch of the same graph
+  std::lock_guard lock(free->pager->graph_frees_mutex_);
+  free->pager->graph_frees_reached_.emplace_back(free->address, free->serial);
 }
 
 // ---- pins and room -----------------------------------------------------------------------
@@ -930,13 +877,85 @@ bool Pager::make_room(int device, std::uint64_t bytes) {
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (devices_.count(device) == 0) return false;
   DeviceState& state = device_state(device);
+  ContextScope in(driver_, state.context);
   state.spares_wanted = false;  // the room is the program's now: the reclaimer must not take it back
+  // A free chunk may still be mapped where an offload in flight reads it:
+  // released then, its pages stay until that unmap, and the room is not
+  // there yet. Every save is waited for and its range unmapped first.
+  reap_saved_units(true);
   std::uint64_t released = state.pool.release_free(bytes);
   while (released < bytes && offload_lru(state, nullptr)) {
     reap_saved_units(true);  // the chunks are released, not reused: their saves must be done
     released += state.pool.release_free(bytes - released);
   }
   return released >= bytes;
+}
+
+// ---- streams and contexts the program destroys ---------------------------------------------
+
+// No unit remembers `bits` any more: a stream that gets one next starts clean
+// (it must wait for units still arriving, and it never used any).
+void Pager::forget_stream_bits(std::uint64_t bits) {
+  for (auto& [device, state] : devices_) {
+    for (const auto& unit : state->units) {
+      unit->used_by.fetch_and(~bits, std::memory_order_acq_rel);
+      unit->ready_for.fetch_and(~bits, std::memory_order_acq_rel);
+    }
+  }
+}
+
+void Pager::stream_destroyed(CUstream stream) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  const std::uint64_t bit = streams_.find(stream);
+  if (bit == 0) return;
+  {
+    // What it enqueued may still use units that name it: done before its
+    // bit can name another stream (cuStreamDestroy itself does not wait).
+    ContextScope in(driver_, streams_.named(static_cast<unsigned>(std::countr_zero(bit))).context);
+    driver_.stream_synchronize(stream);
+  }
+  forget_stream_bits(bit);
+  streams_.retire_stream(stream);
+}
+
+void Pager::context_destroyed(CUcontext context) {
+  std::lock_guard lock(mutex_);
+  RelaxedCaptureMode relaxed(driver_, capture_open());
+  {
+    ContextScope in(driver_, context);
+    driver_.context_synchronize();
+  }
+  reap_saved_units(false);
+  for (auto& [device, state] : devices_) {
+    if (state->context == context) retire_device_context(*state);
+  }
+  forget_stream_bits(streams_.retire_context(context));
+}
+
+void Pager::primary_context_reset(int device) {
+  CUcontext primary = nullptr;
+  if (driver_.primary_context_retain == nullptr || driver_.primary_context_retain(&primary, device) != CUDA_SUCCESS) {
+    return;
+  }
+  context_destroyed(primary);
+}
+
+// The pager's work in a context about to go: every copy waited for, every
+// event resolved and destroyed, the copy stream too; ready_device makes new
+// ones in the device's primary context on its next use.
+void Pager::retire_device_context(DeviceState& state) {
+  reap_saved_units(true);
+  drain_copy_stream(state);
+  ContextScope in(driver_, state.context);
+  for (const auto& unit : state.units) {
+    if (unit->ready != nullptr) set_ready(unit.get(), nullptr);  // arrived: its copy stream is drained
+  }
+  if (state.reclaim_mark != nullptr) driver_.event_destroy(state.reclaim_mark);
+  state.reclaim_mark = nullptr;
+  // The stream goes with the context; the pager's handle to it must not outlive it.
+  state.copy_stream = nullptr;
+  state.context = nullptr;
 }
 
 // ---- the reclaimer -------------------------------------------------------------------------
@@ -954,6 +973,7 @@ void Pager::reclaim() {
   create_chunks_ahead();
   pin_host_ahead();
   time_stalls();  // last: it waits for the program's streams
+  reclaimer_passes_.fetch_add(1, std::memory_order_release);
 }
 
 // Takes the stall timers over and waits, without the lock, for each wait on
@@ -1109,14 +1129,15 @@ nlohmann::json Pager::summary() const {
           {"bytes_offloaded", bytes_offloaded_.load()},
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},
+          {"grace", {{"operations", grace_.operations()}, {"evictions_inside", grace_evictions_.load()}}},
           {"stalled_operations", stalls_.load()},
           {"stall_ns", stall_ns_.load()},
           {"stalls_being_timed", stall_timers_.size()},
           {"capture_pinned_bytes", lifetime_pinned_bytes_[0].load()},
           {"ipc_pinned_bytes", lifetime_pinned_bytes_[1].load()},
-          {"pointer_table_pinned_bytes", lifetime_pinned_bytes_[2].load()},
-          {"peer_shared_pinned_bytes", lifetime_pinned_bytes_[3].load()},
-          {"handle_exported_pinned_bytes", lifetime_pinned_bytes_[4].load()},
+          {"peer_shared_pinned_bytes", lifetime_pinned_bytes_[2].load()},
+          {"handle_exported_pinned_bytes", lifetime_pinned_bytes_[3].load()},
+          {"pointer_tables", tables_.summary()},
           {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},
           {"program_handles", {{"live", handles_.size()},
@@ -1127,6 +1148,7 @@ nlohmann::json Pager::summary() const {
           {"ooms", ooms_.load()},
           {"unmaps_pending", saved_units_.size()},
           {"reclaimer", {{"running", reclaimer_ != nullptr},
+                         {"passes", reclaimer_passes_.load()},
                          {"unmaps", reclaimer_unmaps_.load()},
                          {"chunks_created_ahead", chunks_created_ahead_.load()},
                          {"host_buffers_pinned_ahead", host_.pinned_ahead()}}},

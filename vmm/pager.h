@@ -29,12 +29,16 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "vmm/access.h"
 #include "vmm/address_arena.h"
 #include "vmm/cap_ledger.h"
+#include "vmm/check_mode.h"
 #include "vmm/chunk_pool.h"
 #include "vmm/driver_ops.h"
 #include "vmm/granule_index.h"
+#include "vmm/launch_grace.h"
 #include "vmm/host_store.h"
+#include "vmm/pointer_tables.h"
 #include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
 #include "vmm/unit.h"
@@ -45,34 +49,14 @@ class Recorder;
 
 namespace vgpumem::vmm {
 
-class Pager;
-
-// The units one launch or copy touches, held resident until it is enqueued.
-class Access {
- public:
-  Access() = default;
-  ~Access() { release(); }
-  Access(const Access&) = delete;
-  Access& operator=(const Access&) = delete;
-  void release();
-
- private:
-  friend class Pager;
-  static constexpr std::size_t kInline = 32;
-  bool holds(const Unit* unit) const;
-  Unit* units_[kInline] = {};
-  std::size_t count_ = 0;
-  // More units than fit: the pager stays locked until release, so nothing
-  // is evicted under the launch.
-  std::unique_lock<std::mutex> lock_;
-};
-
 struct PagerOptions {
   std::uint64_t arena_bytes = std::uint64_t{1} << 40;  // address space for paged allocations
   std::optional<std::uint64_t> host_limit;             // VGPUMEM_HOST_LIMIT
   std::uint64_t slab_max_bytes = 1024 * 1024;           // allocations up to this size are packed into 2 MiB slabs
   bool reclaimer = true;         // a background thread unmaps, creates chunks and pins ahead
   std::size_t spare_chunks = 8;  // free chunks the reclaimer keeps ready while the cap has room
+  CheckMode check = CheckMode::fast;
+  std::uint32_t grace_operations = 8;  // VGPUMEM_GRACE_LAUNCHES: K of LaunchGrace; 0 turns it off
 };
 
 class Pager {
@@ -103,10 +87,17 @@ class Pager {
   // Makes every unit that one of `words` points into resident for work about
   // to be enqueued on `stream` (`per_thread`: the caller used a _ptsz/_ptds
   // entry point), and holds them so in `access` until the work is enqueued.
-  CUresult prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread, Access& access);
+  // What an earlier call put in `access` stays held with them: all of it
+  // must be resident at once. CUDA_ERROR_OUT_OF_MEMORY (logged, naming `op`)
+  // when it cannot all be, and then nothing is enqueued on `stream`.
+  CUresult prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread, Access& access,
+                   const Operation& op = {});
   // The same for one operand range of a copy or memset.
   CUresult prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
-                         Access& access);
+                         Access& access, const Operation& op = {});
+  // The same for every live unit of `device`: a launch whose arguments
+  // cannot be read may touch any of them.
+  CUresult prepare_everything(int device, CUstream stream, bool per_thread, Access& access, const Operation& op);
 
   // Stream capture: while one is open, work on a capturing stream pins what it
   // touches resident for good (a graph replays it later, unseen), and the
@@ -125,12 +116,9 @@ class Pager {
   CUresult pin_for_life(const std::uint64_t* words, std::size_t count, LifetimePin why);
   // Drops that pin again (an export that failed).
   void unpin_for_life(std::uint64_t address, LifetimePin why);
-  // Host bytes about to be copied to the device: every 8-byte-aligned word
-  // that points into a paged unit pins that unit for life (LifetimePin::
-  // referenced), because a kernel may follow the stored pointer, unseen.
-  // Scans only uploads up to kPointerTableBytes; lock-free unless it finds one.
-  static constexpr std::size_t kPointerTableBytes = 64 * 1024;
-  CUresult pin_uploaded_pointers(const void* host, std::size_t bytes);
+  // Uploads, memsets and pinned host buffers the hooks report: the tables a
+  // launch's words may lead to, followed one level by prepare().
+  PointerTables& pointer_tables() { return tables_; }
 
   // Keeps the unit holding `address` resident until unpin (memory the
   // scanner cannot follow). Returns false if the address is not paged, and
@@ -194,6 +182,15 @@ class Pager {
   // copied in, pinned resident for good (LifetimePin::exported).
   CUresult real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAllocationHandle* out);
 
+  // ---- Streams and contexts the program destroys (called before the real
+  // call, while they still exist): their work is waited for, and their
+  // stream bits are free for new streams.
+  void stream_destroyed(CUstream stream);
+  void context_destroyed(CUcontext context);
+  // cuDevicePrimaryCtxReset: the pager's own copy stream and events there
+  // go too, and are made again on the device's next use.
+  void primary_context_reset(int device);
+
   // Ends the reclaimer thread (at process exit, before the driver goes).
   void stop_reclaimer();
   // In a forked child the thread does not exist: forget it without touching
@@ -218,22 +215,46 @@ class Pager {
   struct AllocationInfo {
     Unit* unit;
     std::uint64_t bytes;
-    bool freeing = false;  // a stream-ordered free is pending
+    bool freeing = false;     // a free is pending (stream-ordered, or until a capture closes)
+    std::uint64_t serial = 0;  // tells this allocation from a later one at the same address
   };
+  // A free a captured graph performs when it runs (a host node the pager
+  // adds to the capture): its callback may run once per launch of the graph,
+  // on the driver's thread, so it only queues the allocation, once.
+  struct GraphFree {
+    Pager* pager;
+    std::uint64_t address, serial;
+    std::atomic<bool> reached{false};
+  };
+  static void CUDA_CB graph_reached_free(void* note);
   struct ProgramHandle {
     Unit* unit;
     CUmemAllocationProp prop;
     std::uint32_t references = 1;  // cuMemCreate and each retain; cuMemRelease drops one
   };
 
+  // The stream as the driver's legacy entry points name it.
+  static CUstream canonical(CUstream stream, bool per_thread) {
+    return stream == nullptr && per_thread ? CU_STREAM_PER_THREAD : stream;
+  }
+  static constexpr std::size_t kMaxStallTimers = 4096;  // stalls timed at once; beyond, counted only
+
   DeviceState& device_state(int device);
   CUresult reserve_arena();
   bool fast_path(Unit* unit, std::uint64_t bit) const;
   std::uint64_t next_tick();
   static void note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick);
-  CUresult make_resident(Unit* unit, CUstream stream, std::uint64_t bit);
-  CUresult prepare_slow(Unit* const* units, std::size_t count, CUstream stream, std::uint64_t bit,
-                        bool per_thread);
+  void follow_tables(const GranuleIndex::Window& window, const std::uint64_t* words, std::size_t count,
+                     Access& access);
+  CUresult settle(Access& access, std::size_t from, CUstream stream, bool per_thread, const Operation& op);
+  CUresult make_held_resident(Access& access, std::size_t from, CUstream stream, std::uint64_t bit,
+                              const Operation& op);
+  CUresult refuse_unfit(Access& access, const Operation& op);
+  CUresult bring_in(Unit* unit, const Operation& op);
+  CUresult order_stream(Unit* unit, CUstream stream, std::uint64_t bit);
+  void offload_all_unheld();
+  std::string operation_name(const Operation& op) const;
+  CUresult pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why);
   bool capturing(CUstream stream) const;
   CUresult make_resident_now(Unit* unit);
 
@@ -251,7 +272,12 @@ class Pager {
   bool offload_lru(DeviceState& state, const Unit* keep);
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
+  CUresult synchronize_device(int device);
+  void forget_stream_bits(std::uint64_t bits);
+  void retire_device_context(DeviceState& state);
+  void drain_copy_stream(DeviceState& state);
   void reap_saved_units(bool wait);
+  bool unmap_oldest_save(DeviceState& state);
   void time_stall(CUstream stream, CUevent reached);
   void reap_stall_timers();
   void reap_freed_allocations();
@@ -264,15 +290,16 @@ class Pager {
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
   bool admits(int device, std::uint64_t bytes) const;
   void release_unit(Unit* unit);
-  void unmap_chunks(const Unit* unit, std::size_t count);
-  void unmap_chunk_run(std::uint64_t address, std::size_t count);
+  bool unmap_chunks(const Unit* unit, std::size_t count);
+  bool unmap_chunk_run(std::uint64_t address, std::size_t count);
+  void repair_stale_mapping(DeviceState& state, Unit* unit);
   CUresult map_aliases(Unit* unit);
-  void unmap_aliases(Unit* unit);
+  bool unmap_aliases(Unit* unit);
   CUresult map_alias(const Unit* unit, Alias& alias);
-  void unmap_alias(const Unit* unit, Alias& alias);
+  bool unmap_alias(const Unit* unit, Alias& alias);
   CUresult ready_device(int device);
   CUresult pin_unit_for_life(Unit* unit, LifetimePin why);
-  CUresult materialize(Unit* unit, const CUmemAllocationProp& prop);
+  CUresult materialize(Unit* unit, const CUmemAllocationProp& prop, std::unique_lock<std::mutex>& lock);
   ProgramHandle* program_handle(CUmemGenericAllocationHandle handle);
   Unit* alias_ending_at(std::uint64_t address) const;
   Unit* alias_starting_at(std::uint64_t address) const;
@@ -302,8 +329,11 @@ class Pager {
   const PagerOptions options_;
 
   GranuleIndex index_;
+  PointerTables tables_{index_};
   StreamRegistry streams_;
   std::atomic<std::uint64_t> tick_{1};
+  LaunchGrace grace_;
+  std::atomic<std::uint64_t> grace_evictions_{0};  // victims taken inside their grace: nothing else could go
 
   mutable std::mutex mutex_;
   bool arena_ready_ = false;
@@ -322,6 +352,11 @@ class Pager {
     CUevent done;  // recorded on the freeing stream
   };
   std::vector<PendingFree> pending_frees_;               // stream-ordered frees not yet reached
+  std::vector<std::uint64_t> frees_after_capture_;      // cuMemFree while a capture was open
+  std::uint64_t next_serial_ = 1;
+  std::vector<std::unique_ptr<GraphFree>> graph_free_notes_;  // kept while a graph may still reach them
+  std::mutex graph_frees_mutex_;  // never the pager's: a callback must not wait for a lock held across a sync
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> graph_frees_reached_;  // (address, serial)
   std::uint64_t stored_bytes_ = 0;                       // all live units, resident or not
   std::uint64_t largest_unit_ = 0;
 
@@ -339,7 +374,7 @@ class Pager {
   std::vector<StallTimer> stall_timers_;        // under the lock; read by the reclaimer (time_stalls)
   std::atomic<std::uint64_t> stall_ns_{0};
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
-  std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0};
+  std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0}, reclaimer_passes_{0};
   bool pin_ahead_ = true;  // the reclaimer's own: false after the host refused a buffer
   bool whole_range_unmap_ = true;  // under the lock: one cuMemUnmap over a unit's chunks (unmap_chunks)
 

@@ -17,6 +17,7 @@
 #include "shim/log.h"
 #include "trace/recorder.h"
 #include "vmm/pager.h"
+#include "vmm/context_scope.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
@@ -52,6 +53,7 @@ CUresult Pager::create_handle(int device, std::uint64_t bytes, const CUmemAlloca
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (const CUresult result = ready_device(device); result != CUDA_SUCCESS) return result;
+  ContextScope in(driver_, device_state(device).context);
   reap_saved_units(false);
   Unit* unit = new_unit(device, bytes, false);
   if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -146,18 +148,18 @@ CUresult Pager::map_aliases(Unit* unit) {
   return CUDA_SUCCESS;
 }
 
-void Pager::unmap_alias(const Unit* unit, Alias& alias) {
-  if (!alias.mapped) return;
-  alias.mapped = false;
-  if (unit->real != 0) {
-    driver_.unmap(alias.address, alias.bytes);  // one mapping of the real handle
-  } else {
-    unmap_chunk_run(alias.address, alias.bytes / kChunkBytes);
-  }
+bool Pager::unmap_alias(const Unit* unit, Alias& alias) {
+  if (!alias.mapped) return true;
+  const bool unmapped = unit->real != 0 ? driver_.unmap(alias.address, alias.bytes) == CUDA_SUCCESS  // the real handle
+                                        : unmap_chunk_run(alias.address, alias.bytes / kChunkBytes);
+  alias.mapped = !unmapped;
+  return unmapped;
 }
 
-void Pager::unmap_aliases(Unit* unit) {
-  for (Alias& alias : unit->aliases) unmap_alias(unit, alias);
+bool Pager::unmap_aliases(Unit* unit) {
+  bool unmapped = true;
+  for (Alias& alias : unit->aliases) unmapped = unmap_alias(unit, alias) && unmapped;
+  return unmapped;
 }
 
 bool Pager::holds_any(std::uint64_t address, std::uint64_t bytes) const {
@@ -169,7 +171,7 @@ bool Pager::holds_any(std::uint64_t address, std::uint64_t bytes) const {
 
 CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint64_t offset,
                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   ProgramHandle* program = program_handle(handle);
   if (program == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -180,7 +182,9 @@ CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint
   const bool pageable = flags == 0 && chunk_aligned(address) && chunk_aligned(bytes) && chunk_aligned(offset) && indexed;
   if (!pageable && unit->real == 0) {
     // Mapped where the pager cannot follow it: one real allocation from now on.
-    if (const CUresult result = materialize(unit, program->prop); result != CUDA_SUCCESS) return result;
+    if (const CUresult result = materialize(unit, program->prop, lock); result != CUDA_SUCCESS) return result;
+    // The lock was let go while launches holding the unit finished.
+    if (program_handle(handle) != program || holds_any(address, bytes)) return CUDA_ERROR_INVALID_VALUE;
   }
   Alias alias{address, bytes, offset, CU_MEM_ACCESS_FLAGS_PROT_NONE, false};
   // Next to another mapping: both stay resident while they touch (the
@@ -399,12 +403,13 @@ CUresult Pager::set_program_access(std::uint64_t address, std::uint64_t bytes, c
 // ---- export ------------------------------------------------------------------------------
 
 CUresult Pager::real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAllocationHandle* out) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   ProgramHandle* program = program_handle(handle);
   if (program == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (program->unit->real == 0) {
-    if (const CUresult result = materialize(program->unit, program->prop); result != CUDA_SUCCESS) return result;
+    if (const CUresult result = materialize(program->unit, program->prop, lock); result != CUDA_SUCCESS) return result;
+    if ((program = program_handle(handle)) == nullptr) return CUDA_ERROR_INVALID_VALUE;  // released meanwhile
   }
   *out = program->unit->real;
   return CUDA_SUCCESS;
@@ -417,23 +422,32 @@ CUresult Pager::real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAll
 // every alias, and the bytes come back. It never moves again. Synchronous:
 // an export, or a mapping the pager cannot follow, is rare and not on any
 // launch path.
-CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop) {
+CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop, std::unique_lock<std::mutex>& lock) {
   if (capture_open()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // it synchronises the context
   DeviceState& state = device_state(unit->device);
   if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;
-  // Launches take the slow path, which waits for this under the lock; one
-  // already past its check is let through to its enqueue first.
+  // No offload may take it from here on. Operations that hold it are let
+  // through to their enqueue first, with the lock let go: one may need the
+  // lock for another unit it names, while holding this one. Their work is
+  // done before the bytes are read (the context is synchronised below).
   unit->state.store(Residency::moving_out);
-  while (unit->launching.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  while (unit->launching.load(std::memory_order_seq_cst) != 0) {
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+  if (unit->retired) return CUDA_ERROR_INVALID_VALUE;  // released meanwhile
+  if (unit->real != 0) return CUDA_SUCCESS;             // made real meanwhile, by another caller
   const auto resident_again = [unit] { unit->state.store(Residency::resident); };
-  CUresult result = driver_.context_synchronize();  // nothing of the program's still uses the chunks
-  void* host = result == CUDA_SUCCESS ? host_.take(unit->bytes, &result) : nullptr;
+  ContextScope in(driver_, state.context);
+  CUresult result = synchronize_device(unit->device);  // nothing of the program's still uses the chunks
+  void* host = result == CUDA_SUCCESS ? host_.take(unit->bytes, unit->device, &result) : nullptr;
   if (host == nullptr) {
     resident_again();
     return result == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : result;
   }
   if ((result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS ||
-      (result = driver_.context_synchronize()) != CUDA_SUCCESS) {
+      (result = driver_.stream_synchronize(state.copy_stream)) != CUDA_SUCCESS) {
     host_.give_back(host, unit->bytes);
     resident_again();
     return result;
@@ -456,19 +470,31 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop) {
     driver_.release(real);
   }
   if (result != CUDA_SUCCESS) {
-    // Back on chunks, as it was.
+    // Back on chunks, as it was; or, if even that fails, on the host, where
+    // its bytes are: a later operation brings it back like any offloaded unit.
     if (charged) ledger_.refund(unit->device, unit->bytes);
     CUresult restored = take_chunks(state, chunks, unit, &unit->chunks);
-    if (restored == CUDA_SUCCESS) restored = map_chunks(unit);
-    if (restored == CUDA_SUCCESS) {
+    const bool mapped = restored == CUDA_SUCCESS && (restored = map_chunks(unit)) == CUDA_SUCCESS;
+    if (mapped) {
       restored = driver_.copy_to_device_async(unit->address, host, unit->bytes, state.copy_stream);
-      driver_.context_synchronize();
+      drain_copy_stream(state);
     }
-    resident_again();
-    host_.give_back(host, unit->bytes);
+    if (restored == CUDA_SUCCESS) {
+      resident_again();
+      host_.give_back(host, unit->bytes);
+    } else {
+      if (mapped) {
+        unmap_chunks(unit, unit->chunks.size());
+        unmap_aliases(unit);
+      }
+      return_chunks(state, &unit->chunks);
+      unit->host = host;  // the only copy of its bytes
+      state.resident_bytes -= unit->bytes;
+      unit->state.store(Residency::on_host);
+    }
     VGPUMEM_LOG_ERROR("cannot make the program's handle of {} one real allocation: error {}{}",
                       format_bytes(unit->bytes), static_cast<int>(result),
-                      restored == CUDA_SUCCESS ? "" : "; its bytes could not be put back either");
+                      restored == CUDA_SUCCESS ? "" : "; it waits on the host until it can come back");
     return result;
   }
   unit->real = real;
@@ -477,7 +503,7 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop) {
   if (result == CUDA_SUCCESS) {
     result = driver_.copy_to_device_async(unit->address, host, unit->bytes, state.copy_stream);
   }
-  if (result == CUDA_SUCCESS) result = driver_.context_synchronize();
+  if (result == CUDA_SUCCESS) result = driver_.stream_synchronize(state.copy_stream);
   host_.give_back(host, unit->bytes);
   for (Alias& alias : unit->aliases) {
     if (result != CUDA_SUCCESS) break;

@@ -1,8 +1,42 @@
 #include "vmm/reclaimer.h"
 
-namespace vgpumem::vmm {
+#include <pthread.h>
 
-Reclaimer::Reclaimer(std::function<void()> work) : work_(std::move(work)) { thread_ = std::thread([this] { run(); }); }
+#include <csignal>
+
+namespace vgpumem::vmm {
+namespace {
+
+// Blocks every asynchronous signal in the calling thread until destroyed,
+// leaving the synchronous ones (a fault in the thread itself) deliverable.
+class AsyncSignalsBlocked {
+ public:
+  AsyncSignalsBlocked() {
+    sigset_t blocked;
+    sigfillset(&blocked);
+    for (int synchronous : kSynchronousSignals) sigdelset(&blocked, synchronous);
+    pthread_sigmask(SIG_SETMASK, &blocked, &saved_);
+  }
+  ~AsyncSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  AsyncSignalsBlocked(const AsyncSignalsBlocked&) = delete;
+  AsyncSignalsBlocked& operator=(const AsyncSignalsBlocked&) = delete;
+
+ private:
+  static constexpr int kSynchronousSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+  sigset_t saved_;
+};
+
+}  // namespace
+
+// The thread is created with asynchronous signals blocked (a new thread
+// inherits its creator's mask), so it never takes a signal meant for the
+// program -- SIGINT, SIGTERM, SIGCHLD, a profiler's SIGPROF -- whose handler
+// expects one of the program's own threads, and it is never interrupted
+// inside a driver call it makes for the pager.
+Reclaimer::Reclaimer(std::function<void()> work) : work_(std::move(work)) {
+  AsyncSignalsBlocked blocked;
+  thread_ = std::thread([this] { run(); });
+}
 
 void Reclaimer::wake() {
   {
@@ -29,7 +63,12 @@ void Reclaimer::run() {
     if (stopping_) return;
     pending_ = false;
     lock.unlock();
-    work_();
+    try {
+      work_();
+    } catch (...) {
+      // Out of memory, say: this pass is given up, and the next wake-up
+      // tries again. An exception must not end the process from here.
+    }
     lock.lock();
   }
 }

@@ -5,7 +5,9 @@
 // woken, so an idle process costs nothing.
 //
 // The thread itself knows nothing of paging: it runs `work` once per wake-up
-// (wake-ups that arrive while it runs are folded into one more pass).
+// (wake-ups that arrive while it runs are folded into one more pass). It runs
+// with every asynchronous signal blocked, so signals sent to the process go
+// to the program's own threads; a pass that throws is dropped, never fatal.
 #pragma once
 
 #include <condition_variable>

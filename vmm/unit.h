@@ -30,11 +30,10 @@ enum class Residency : std::uint8_t { resident, moving_out, on_host };
 enum class LifetimePin : std::uint8_t {
   captured = 1,    // work captured into a CUDA graph uses it (the graph replays unseen)
   ipc = 2,         // handed to another process by cuIpcGetMemHandle
-  referenced = 4,  // its address was uploaded to the device (a pointer table)
-  shared = 8,      // the program's cuMemSetAccess gave another device access to its mapping
-  exported = 16,   // a handle of the program's exported as a shareable handle (one real handle now)
+  shared = 4,      // the program's cuMemSetAccess gave another device access to its mapping
+  exported = 8,    // a handle of the program's exported as a shareable handle (one real handle now)
 };
-inline constexpr int kLifetimePinReasons = 5;
+inline constexpr int kLifetimePinReasons = 4;
 
 // Where the program mapped one of its own handles (cuMemMap): the unit's
 // chunks are mapped there too while it is resident, with the access the
@@ -58,6 +57,8 @@ struct Unit {
   std::atomic<std::uint64_t> ready_for{~std::uint64_t{0}};  // stream bits that need not wait on `ready`
   std::atomic<std::uint64_t> used_by{0};    // stream bits that used it since it became resident
   std::atomic<std::uint64_t> last_use{0};   // launch tick, for LRU
+  std::atomic<std::uint32_t> tables{0};     // pointer tables registered in it (PointerTables)
+  std::atomic<std::uint64_t> grace_stamp{0};  // the stream and operation that last named it (LaunchGrace)
 
   // Under the pager's lock.
   std::uint32_t pins = 0;              // pinned resident (see Pager::pin)
@@ -68,8 +69,10 @@ struct Unit {
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion
   bool unmap_pending = false;
+  bool stale_mapping = false;          // an unmap after its offload was refused: retried before it maps again
   std::atomic<std::uint8_t> lifetime_pins{0};  // LifetimePin bits; any holds one of `pins`
   bool retired = false;                // freed; kept for reuse (a stale lookup may still hold it)
+  bool marked = false;                 // scratch for one pass that must count each unit once
 
   // A handle the program made with cuMemCreate (Pager::create_handle): the
   // unit's own range is the handle's home, and `aliases` are where the program

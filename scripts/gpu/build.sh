@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the GPU probes on the CPU machine (CUDA toolkit, no GPU needed):
 #   scripts/gpu/build.sh BUILD_DIR [SHIM_SO]
-# -> BUILD_DIR/gpu-probes/probe_{vmm,fault,bandwidth,capture,lookup,shim}
+# -> BUILD_DIR/gpu-probes/probe_{vmm,fault,bandwidth,capture,lookup,shim,paging,context}
 #    BUILD_DIR/lib/libvgpumem.so  (a stripped copy of SHIM_SO, default
 #    build/lib/libvgpumem.so, unless BUILD_DIR/lib/libvgpumem.so already exists
 #    and no SHIM_SO is given; a missing shim is reported, not fatal)
@@ -21,7 +21,7 @@ mkdir -p "$out" "$gen" "$B/lib"
 "$NVCC" -cubin -arch=sm_90 -O3 "$here/kernels.cu" -o "$gen/kernels.cubin"
 "$CUDA/bin/bin2c" --name kernels_cubin --const "$gen/kernels.cubin" > "$gen/kernels_cubin.h"
 
-for p in vmm fault bandwidth capture lookup shim paging; do
+for p in vmm fault bandwidth capture lookup shim paging context; do
   "$NVCC" -x c++ -O2 -std=c++17 -cudart none -Xcompiler=-static-libstdc++,-static-libgcc -I"$gen" -I"$here" "$here/probe_$p.cu" -o "$out/probe_$p" \
     -L"$CUDA/lib64/stubs" -lcuda -ldl -lpthread &
 done

@@ -19,6 +19,10 @@
 #     offloaded range), and of legacy IPC on it -> vmm_queries.json.
 #     probe_vmm double_mapping: one handle at two addresses and at an offset
 #     sees the same bytes; a POSIX-FD handle exports -> vmm_double_mapping.json.
+#  5. VGPUMEM_CHECK: probe_paging under strict and torture (identical digest,
+#     no fault), and compute-sanitizer on the torture run.
+#  6. probe_context (no shim): the driver's answer for an event recorded on
+#     another context's stream -> context.json.
 # Writes paging.txt (every RESULT line and a summary) and log.txt to $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +44,11 @@ run probe_shim_cap1g 300 env LD_PRELOAD=$S VGPUMEM_LIMIT=1GiB VGPUMEM_TRACE=$OUT
 run sanitizer_noshim 300 compute-sanitizer --tool memcheck "$P" 768 32 2
 # The shim is preloaded into compute-sanitizer, which passes it on to the program (as in run_training.sh).
 run sanitizer_shim_cap256m 400 env LD_PRELOAD=$S VGPUMEM_LIMIT=256MiB compute-sanitizer --tool memcheck "$P" 768 32 2
+run probe_shim_cap1g_strict 300 env LD_PRELOAD=$S VGPUMEM_LIMIT=1GiB VGPUMEM_CHECK=strict "$P" 3072 64 3
+run probe_shim_cap1g_torture 400 env LD_PRELOAD=$S VGPUMEM_LIMIT=1GiB VGPUMEM_CHECK=torture VGPUMEM_TRACE=$OUT/trace-probe-torture.json "$P" 3072 64 3
+run sanitizer_shim_cap256m_torture 400 env LD_PRELOAD=$S VGPUMEM_LIMIT=256MiB VGPUMEM_CHECK=torture compute-sanitizer --tool memcheck "$P" 768 32 2
+timeout -k 5 60 "$B/gpu-probes/probe_context" > "$OUT/context.json" 2>> "$LOG"
+echo "CONTEXT $(head -c 2000 "$OUT/context.json")" >> "$R"
 run torch_noshim 300 python3 "$here/torch_paging.py" noshim
 run torch_shim_cap4g 400 env LD_PRELOAD=$S VGPUMEM_LIMIT=4GiB VGPUMEM_TRACE=$OUT/trace-torch-paging.json python3 "$here/torch_paging.py" cap4g
 run torch_async_noshim 300 env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync python3 "$here/torch_paging.py" async_noshim
@@ -65,9 +74,12 @@ def same(a, b, keys):
 print("COMPARE", same("probe_noshim", "probe_shim_nocap", ["digest"]))
 print("COMPARE", same("probe_noshim", "probe_shim_cap1g", ["digest"]))
 print("COMPARE", same("sanitizer_noshim", "sanitizer_shim_cap256m", ["digest"]))
+print("COMPARE", same("probe_noshim", "probe_shim_cap1g_strict", ["digest"]))
+print("COMPARE", same("probe_noshim", "probe_shim_cap1g_torture", ["digest"]))
+print("COMPARE", same("sanitizer_noshim", "sanitizer_shim_cap256m_torture", ["digest"]))
 print("COMPARE", same("torch_noshim", "torch_shim_cap4g", ["ok", "loss", "params"]))
 print("COMPARE", same("torch_async_noshim", "torch_async_shim_cap4g", ["ok", "loss", "params"]))
-for name in ("trace-probe-paging.json", "trace-torch-paging.json", "trace-torch-async-paging.json",
+for name in ("trace-probe-paging.json", "trace-probe-torture.json", "trace-torch-paging.json", "trace-torch-async-paging.json",
              "trace-torch-es-paging.json"):
     path = os.path.join(out, name)
     if not os.path.exists(path):

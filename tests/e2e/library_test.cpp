@@ -72,10 +72,13 @@ TEST(Library, ExportsExactlyTheHookTableAndDlsym) {
 
 // Source guards: the library never calls glibc's dlsym directly (every
 // look-up goes through real_dlsym, which cannot recurse into our override),
-// and the only load-time constructor is the configuration check.
+// the only load-time constructor is the configuration check, and every hook
+// is defined through VGPUMEM_HOOK_DEFINE (hook_support.h), so none can let an
+// exception out or touch the shim's locks in a forked child.
 TEST(Library, SourcesFollowTheInterpositionRules) {
   const std::regex bare_dlsym(R"((^|[^_\w])dlsym\s*\()");
   const std::regex constructor(R"(__attribute__\s*\(\(\s*constructor)");
+  const std::regex unguarded_hook(R"(extern\s+"C"\s+CUresult\s+\w+\s*\()");
   for (const char* dir : {"interpose", "shim", "vmm", "trace", "scheduler", "cupti"}) {
     const std::filesystem::path root = std::filesystem::path(VGPUMEM_TEST_SOURCE_DIR) / dir;
     if (!std::filesystem::exists(root)) continue;
@@ -87,6 +90,8 @@ TEST(Library, SourcesFollowTheInterpositionRules) {
       text << in.rdbuf();
       const std::string source = text.str();
       EXPECT_FALSE(std::regex_search(source, bare_dlsym)) << file.path() << " calls dlsym() directly";
+      EXPECT_FALSE(std::regex_search(source, unguarded_hook))
+          << file.path() << " defines a hook without VGPUMEM_HOOK_DEFINE";
       if (file.path().filename() != "lifecycle.cpp") {
         EXPECT_FALSE(std::regex_search(source, constructor)) << file.path() << " has a load-time constructor";
       }

@@ -135,6 +135,41 @@ TEST_F(LookupTest, ForeignRtldNextStaysRelativeToTheCaller) {
   EXPECT_EQ(field(plain_->out, "rtld_next.value"), "2 marker 22");
 }
 
+// dlsym(RTLD_NEXT, driver name) is glibc's answer for the caller, with the
+// driver's function replaced by the hook. Search order: the program, the
+// shim, libnext_before_driver, libcuda, libnext_first, libnext_second,
+// libnext_after_driver (which defines a cuMemAlloc_v2 of its own).
+void expect_rtld_next_relative_to_the_caller(const std::string& out, const std::string& out_without_shim) {
+  // Before the driver: the next definition is the driver's, so the hook.
+  EXPECT_EQ(field(out, "rtld_next.driver.before"), at("cuMemAlloc_v2", kShim));
+  EXPECT_EQ(field(out_without_shim, "rtld_next.driver.before"), at("cuMemAlloc_v2", kDriver));
+  // After the driver: another library's definition, left alone (that library
+  // links the driver, which does not make it the driver).
+  EXPECT_EQ(field(out, "rtld_next.driver.between"), at("cuMemAlloc_v2", "libnext_after_driver.so"));
+  EXPECT_EQ(field(out_without_shim, "rtld_next.driver.between"), at("cuMemAlloc_v2", "libnext_after_driver.so"));
+  // Nothing after the caller defines it: NULL, as glibc says.
+  EXPECT_EQ(field(out, "rtld_next.driver.after"), "null -");
+  EXPECT_EQ(field(out_without_shim, "rtld_next.driver.after"), "null -");
+  // RTLD_DEFAULT: the first definition in the global scope -- the shim's.
+  EXPECT_EQ(field(out, "rtld_default.driver.after"), at("cuMemAlloc_v2", kShim));
+  EXPECT_EQ(field(out_without_shim, "rtld_default.driver.after"), at("cuMemAlloc_v2", kDriver));
+  EXPECT_EQ(field(out, "rtld_next.after_marker"), "33");
+}
+
+TEST_F(LookupTest, RtldNextForADriverNameIsRelativeToTheCaller) {
+  expect_rtld_next_relative_to_the_caller(preloaded_->out, plain_->out);
+}
+
+// The same before anything has made the shim load the driver: a driver
+// function is then recognised by what its object itself exports.
+TEST(LookupBeforeTheDriverLoads, RtldNextForADriverNameIsRelativeToTheCaller) {
+  const ProcessResult preloaded = run_process({program("lookup_paths"), "rtld_next"}, shim_environment());
+  const ProcessResult plain = run_process({program("lookup_paths"), "rtld_next"}, simulator_environment());
+  ASSERT_EQ(preloaded.exit_code, 0) << preloaded.out << preloaded.err;
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  expect_rtld_next_relative_to_the_caller(preloaded.out, plain.out);
+}
+
 TEST_F(LookupTest, NonDriverNamesPassThrough) {
   EXPECT_EQ(resolved("cudnn.dlsym.default.cudnnCreate"), "null -");
   EXPECT_EQ(resolved("cudnn.dlsym.default.cublasCreate_v2"), "null -");

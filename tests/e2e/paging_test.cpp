@@ -11,61 +11,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "paged_run.h"
 #include "process.h"
 
 namespace vgpumem::test {
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.good()) return nullptr;
-  return nlohmann::json::parse(in);
-}
-
-// A scratch file for the running test: tests run in parallel, each in its
-// own process, and must never share one.
-std::string scratch(const std::string& tag, const std::string& what) {
-  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  const std::string path = temp_path("paging-" + test + "-" + tag + "-" + what + ".json");
-  std::remove(path.c_str());  // never read a previous run's file
-  return path;
-}
-
-// A program run under the shim with cap `limit` (paging, the default), and
-// what the simulated driver and the shim reported.
-struct PagedRun {
-  ProcessResult process;
-  nlohmann::json simulator;
-  nlohmann::json trace;
-};
-
-PagedRun run_paged(const std::string& tag, const std::vector<std::string>& argv, const std::string& limit,
-                   const std::map<std::string, std::string>& extra_env = {}) {
-  const std::string report = scratch(tag, "sim"), trace = scratch(tag, "trace");
-  auto env = shim_environment();
-  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
-  env["VGPUSIM_REPORT"] = report;
-  env["VGPUMEM_LIMIT"] = limit;
-  env["VGPUMEM_TRACE"] = trace;
-  for (const auto& [name, value] : extra_env) env[name] = value;
-  PagedRun run;
-  run.process = run_process(argv, env);
-  run.simulator = read_json(report);
-  run.trace = read_json(trace);
-  return run;
-}
-
-// A probe's paged run ended as it must: exit 0 printing `ok_line`, no
-// illegal access, the simulator's own physical peak within `cap_bytes`, and a
-// trace written. Call through ASSERT_NO_FATAL_FAILURE.
-void expect_clean_probe_run(const PagedRun& run, const std::string& ok_line, std::uint64_t cap_bytes) {
-  ASSERT_EQ(run.process.exit_code, 0) << run.process.out << run.process.err;
-  EXPECT_NE(run.process.out.find(ok_line), std::string::npos) << run.process.out;
-  ASSERT_FALSE(run.simulator.is_null());
-  EXPECT_EQ(run.simulator["illegal_accesses"].get<int>(), 0) << run.simulator.dump();
-  EXPECT_LE(run.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), cap_bytes);
-  ASSERT_FALSE(run.trace.is_null());
-}
 
 struct Workload {
   const char* name;
@@ -85,8 +35,9 @@ struct Run {
   nlohmann::json trace;       // the shim's trace (with a cap)
 };
 
-Run train(const Workload& workload, const std::string& limit, const std::string& faults = "") {
-  const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit);
+Run train(const Workload& workload, const std::string& limit, const std::string& faults = "",
+          const std::string& check = "") {
+  const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit) + check;
   const std::string report = scratch(tag, "sim"), trace = scratch(tag, "trace");
   auto env = limit.empty() ? simulator_environment() : shim_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
@@ -96,6 +47,7 @@ Run train(const Workload& workload, const std::string& limit, const std::string&
     env["VGPUMEM_TRACE"] = trace;
   }
   if (!faults.empty()) env["VGPUSIM_FAULTS"] = faults;
+  if (!check.empty()) env["VGPUMEM_CHECK"] = check;
   std::vector<std::string> argv{program("mlp_trainer")};
   argv.insert(argv.end(), workload.args.begin(), workload.args.end());
   Run run;
@@ -109,12 +61,12 @@ Run train(const Workload& workload, const std::string& limit, const std::string&
   return run;
 }
 
-void expect_identical_under(const Workload& workload, double oversubscription) {
+void expect_identical_under(const Workload& workload, double oversubscription, const std::string& check = "") {
   const Run baseline = train(workload, "");
   ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
   ASSERT_NE(baseline.result, "");
   const auto cap = static_cast<std::uint64_t>(static_cast<double>(baseline.wanted) / oversubscription);
-  const Run paged = train(workload, std::to_string(cap));
+  const Run paged = train(workload, std::to_string(cap), "", check);
   ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
   EXPECT_EQ(paged.result, baseline.result) << "weights and loss must be bit-identical";
   ASSERT_FALSE(paged.simulator.is_null());
@@ -150,6 +102,10 @@ void expect_identical_under(const Workload& workload, double oversubscription) {
 TEST(Paging, TrainerAtOnePointTwoTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2); }
 TEST(Paging, TrainerAtThreeTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0); }
 TEST(Paging, TrainerAtTenTimesTheCapIsBitIdentical) { expect_identical_under(kTwentyLayers, 10.0); }
+// VGPUMEM_CHECK: chunks reused only once unmapped; everything else offloaded
+// before every operation. Any access outside the rules would fault.
+TEST(Paging, TrainerUnderStrictCheckingIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0, "strict"); }
+TEST(Paging, TrainerUnderTortureIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2, "torture"); }
 
 // The simulated driver refuses one call the pager makes: it logs and works
 // around it, and the trainer's result does not change.
@@ -177,16 +133,15 @@ TEST(PagingFaults, RefusedPinnedHostAllocationIsWorkedAround) {
 }
 
 // A kernel reads two buffers through a table of pointers the program
-// uploaded: no launch names them, so the upload itself pins them.
-TEST(Paging, BuffersReachedThroughAnUploadedPointerTableStayResident) {
+// uploaded: no launch names them, the launch that names the table holds them.
+TEST(Paging, BuffersReachedThroughAnUploadedPointerTableAreBroughtIn) {
   // Two 4 MiB targets, six 4 MiB others and a slab: 34 MiB under a 16 MiB cap.
   const PagedRun paged = run_paged("pointer_table", {program("pointer_probe"), "table"}, "16MiB",
                                    {{"VGPUMEM_LOG_LEVEL", "info"}});
   ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "table ok", 16ull << 20));
   const auto& paging = paged.trace["vgpumem"]["paging"];
   EXPECT_GT(paging["offloads"].get<int>(), 0) << "the others were paged";
-  EXPECT_EQ(paging["pointer_table_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
-  EXPECT_NE(paged.process.err.find("its address was copied to the device"), std::string::npos) << paged.process.err;
+  EXPECT_EQ(paging["pointer_tables"]["launches_followed"].get<int>(), 1) << paging.dump();
 }
 
 // Legacy IPC cannot share virtual memory: with paging the driver's error
@@ -302,6 +257,54 @@ TEST(Paging, AForkedChildExitsCleanlyWhilePagingRuns) {
   EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
 }
 
+// fork() while another thread is inside the shim holding the pager's lock
+// (the simulated driver parks the cuMemHostAlloc the pager makes under it for
+// an offload): the
+// child passes every CUDA call straight to the driver, so it allocates,
+// frees an inherited paged pointer, logs and exits -- its own trace written
+// next to the parent's -- instead of waiting forever on a lock whose owner
+// does not exist in it; the parent, once the parked call goes on, has every
+// byte. The probe checks that the lock really is held at the fork.
+TEST(PagingConcurrency, AChildForkedWhileAnotherThreadHoldsThePagersLockNeverWaitsForIt) {
+  const PagedRun paged =
+      run_paged("fork_held", {program("fork_probe"), "held"}, "12MiB", {{"ASAN_OPTIONS", "detect_leaks=0"}});
+  EXPECT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("fork ok"), std::string::npos) << paged.process.out;
+  const std::vector<std::string> child = lines_starting_with(paged.process.out, "fork child ");
+  ASSERT_EQ(child.size(), 1u) << paged.process.out;
+  // Its own allocation reached the driver and was freed; the inherited
+  // pointer is no allocation of the driver's (it is the parent's paged memory).
+  EXPECT_NE(child[0].find("alloc 0 free 0 free-inherited 1 info 0"), std::string::npos) << child[0];
+  const std::string child_pid = child[0].substr(11, child[0].find(':') - 11);
+  EXPECT_NE(paged.process.err.find("[vgpumem " + child_pid + "] warning: cuMemAlloc_v2 in a process forked after it "
+                                   "used CUDA: calls here go straight to the driver"),
+            std::string::npos)
+      << paged.process.err;
+  const nlohmann::json child_trace = read_json(scratch("fork_held", "trace") + "." + child_pid);
+  ASSERT_FALSE(child_trace.is_null()) << "the child wrote no trace";
+  EXPECT_EQ(child_trace["vgpumem"]["forked_child"], true);
+  ASSERT_FALSE(paged.trace.is_null());
+  EXPECT_FALSE(paged.trace["vgpumem"].contains("forked_child"));
+}
+
+// The same with the thread that holds the pager's lock also inside the
+// shim's logger at the fork (blocked writing to a full stderr pipe): the
+// child's own warning still comes out, through a logger of its own.
+TEST(PagingConcurrency, AChildForkedWhileAnotherThreadIsLoggingLogsThroughItsOwnLogger) {
+  const PagedRun paged = run_paged("fork_logging", {program("fork_probe"), "logging"}, "12MiB",
+                                   {{"ASAN_OPTIONS", "detect_leaks=0"}, {"VGPUMEM_LOG_LEVEL", "debug"}});
+  EXPECT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_NE(paged.process.out.find("fork ok"), std::string::npos) << paged.process.out;
+  const std::vector<std::string> child = lines_starting_with(paged.process.out, "fork child ");
+  ASSERT_EQ(child.size(), 1u) << paged.process.out;
+  const std::string child_pid = child[0].substr(11, child[0].find(':') - 11);
+  EXPECT_NE(paged.process.err.find("[vgpumem " + child_pid + "] warning: cuMemAlloc_v2 in a process forked after it "
+                                   "used CUDA"),
+            std::string::npos)
+      << paged.process.err;
+  EXPECT_NE(paged.process.err.find("debug: offloaded"), std::string::npos) << "the parent's line, once unblocked";
+}
+
 TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   auto env = simulator_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
@@ -314,6 +317,17 @@ TEST(Paging, MemoryACapturedGraphUsesStaysResident) {
   EXPECT_EQ(paged.trace["vgpumem"]["paging"]["capture_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
   EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
   EXPECT_NE(paged.process.err.find("a captured graph uses it"), std::string::npos) << "pinned, and said so";
+}
+
+// Frees while a capture is open: a stream-ordered free on the capturing
+// stream happens when the graph runs (never at once, as a query of a captured
+// event would say), and a cuMemFree is released once the capture has closed,
+// without a synchronisation that would end the capture.
+TEST(Paging, FreesDuringACaptureWaitForTheGraphAndForTheCaptureToClose) {
+  const PagedRun paged =
+      run_paged("capture-free", {program("capture_probe"), "free"}, "64MiB", {{"VGPUMEM_LOG_LEVEL", "info"}});
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "free ok", 64ull << 20));
+  EXPECT_EQ(paged.trace["vgpumem"]["paging"]["paged_allocations"].get<int>(), 0) << "every free was carried out";
 }
 
 TEST(Paging, MemGetInfoCountsPagedMemoryInUseNotTheChunksKeptForReuse) {
@@ -365,11 +379,11 @@ TEST(Paging, TooSmallACapForOneKernelIsACleanOutOfMemory) {
 // Thousands of random operations on four threads and their streams under a
 // cap a fraction of what they hold: every checksum and every final byte must
 // match the host mirror, with no illegal access.
-void stress(const std::string& ops, bool stream_ordered = false) {
+void stress(const std::string& ops, bool stream_ordered = false, const std::string& check = "fast") {
   const PagedRun run = run_paged(
-      stream_ordered ? "stress-async" : "stress",
+      std::string(stream_ordered ? "stress-async-" : "stress-") + check,
       {program("paging_stress"), "--threads", "4", "--ops", ops, "--seed", "7", "--async", stream_ordered ? "1" : "0"},
-      "24MiB");
+      "24MiB", {{"VGPUMEM_CHECK", check}});
   const ProcessResult& result = run.process;
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   const std::string summary = field(result.out, "STRESS");
@@ -387,6 +401,8 @@ void stress(const std::string& ops, bool stream_ordered = false) {
 
 TEST(PagingConcurrency, RandomStressOnFourThreadsKeepsEveryByte) { stress("600"); }
 TEST(PagingConcurrency, StreamOrderedAllocationsUnderStressKeepEveryByte) { stress("400", true); }
+TEST(PagingConcurrency, RandomStressUnderStrictCheckingKeepsEveryByte) { stress("600", false, "strict"); }
+TEST(PagingConcurrency, RandomStressUnderTortureKeepsEveryByte) { stress("200", false, "torture"); }
 
 }  // namespace
 }  // namespace vgpumem::test

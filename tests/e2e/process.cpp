@@ -1,5 +1,7 @@
 #include "process.h"
 
+#include "cap_watch.h"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -36,6 +38,7 @@ ProcessResult run_process(const std::vector<std::string>& argv,
     if (value) merged[key] = *value;
     else merged.erase(key);
   }
+  const CapWatch cap_watch(merged);
   std::vector<std::string> env_strings;
   for (const auto& [key, value] : merged) env_strings.push_back(key + "=" + value);
   std::vector<char*> envp;
@@ -70,6 +73,7 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   result.err = slurp(err_path);
   ::unlink(out_path.c_str());
   ::unlink(err_path.c_str());
+  cap_watch.check(args[0]);
   return result;
 }
 

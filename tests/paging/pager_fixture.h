@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,10 +31,19 @@ inline std::uint64_t physical_bytes_now() {
   return total - free;
 }
 
-// Polls `done` for up to five seconds of real time.
+// Whether the driver itself can read [address, address + bytes) now, with
+// no pager in between: true only while it is mapped. (A copy from an
+// unmapped range is refused when it is made, and poisons nothing.)
+inline bool mapped_now(CUdeviceptr address, std::uint64_t bytes) {
+  std::vector<unsigned char> data(bytes);
+  return cuMemcpyDtoH(data.data(), address, bytes) == CUDA_SUCCESS;
+}
+
+// Polls `done` for up to thirty seconds of real time (ThreadSanitizer and a
+// loaded two-core machine make a thread's next pass slow, not absent).
 template <typename Done>
 bool eventually(Done&& done) {
-  for (int i = 0; i < 5000; ++i) {
+  for (int i = 0; i < 30000; ++i) {
     if (done()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -48,12 +58,15 @@ class PagerTest : public ::testing::Test {
     ASSERT_EQ(cuDevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
     ASSERT_EQ(cuCtxSetCurrent(context), CUDA_SUCCESS);
   }
-  void make_pager(std::uint64_t cap, std::optional<std::uint64_t> host_limit = std::nullopt) {
+  // `adjust` changes the options further (check mode, reclaimer).
+  void make_pager(std::uint64_t cap, std::optional<std::uint64_t> host_limit = std::nullopt,
+                  const std::function<void(vmm::PagerOptions&)>& adjust = {}) {
     cap_ = cap;
     ledger_ = std::make_unique<vmm::CapLedger>([cap](int) { return cap; });
     vmm::PagerOptions options;
     options.arena_bytes = 64 * 1024 * kMiB;
     options.host_limit = host_limit;
+    if (adjust) adjust(options);
     pager_ = std::make_unique<vmm::Pager>(simulated_driver_ops(), *ledger_, recorder_, options);
     baseline_ = physical_bytes_now();
   }

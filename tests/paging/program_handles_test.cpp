@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -34,13 +37,6 @@ CUmemAccessDesc read_write() {
   access.location.id = 0;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   return access;
-}
-
-// Whether the driver itself can read [address, address + bytes) now, with
-// no pager in between: true only while it is mapped, that is resident.
-bool mapped_now(CUdeviceptr address, std::uint64_t bytes) {
-  std::vector<unsigned char> data(bytes);
-  return cuMemcpyDtoH(data.data(), address, bytes) == CUDA_SUCCESS;
 }
 
 class ProgramHandlesTest : public PagerTest {
@@ -126,8 +122,14 @@ TEST_F(ProgramHandlesTest, HandlesMappedSideBySideStayResidentWhileTheyTouch) {
   EXPECT_TRUE(holds(first, 4 * kMiB, 7));
   unmap_and_release(first, 4 * kMiB, a);
   CUresult result = CUDA_SUCCESS;
-  for (CUdeviceptr p : others) EXPECT_TRUE(pager_->free(p, &result));
-  for (CUdeviceptr p : more) EXPECT_TRUE(pager_->free(p, &result));
+  for (CUdeviceptr p : others) {
+    EXPECT_TRUE(pager_->free(p, &result));
+    EXPECT_EQ(result, CUDA_SUCCESS);
+  }
+  for (CUdeviceptr p : more) {
+    EXPECT_TRUE(pager_->free(p, &result));
+    EXPECT_EQ(result, CUDA_SUCCESS);
+  }
 }
 
 TEST_F(ProgramHandlesTest, AReleasedHandleLivesUntilItsLastMappingGoes) {
@@ -213,8 +215,55 @@ TEST_F(ProgramHandlesTest, AnExportedHandleBecomesOneRealAllocationPinnedResiden
   EXPECT_EQ(again, real) << "one real allocation, however often it is exported";
   unmap_and_release(reservation_, 4 * kMiB, handle);
   CUresult result = CUDA_SUCCESS;
-  for (CUdeviceptr p : others) EXPECT_TRUE(pager_->free(p, &result));
+  for (CUdeviceptr p : others) {
+    EXPECT_TRUE(pager_->free(p, &result));
+    EXPECT_EQ(result, CUDA_SUCCESS);
+  }
   EXPECT_EQ(ledger_->usage(0).counted, pager_->idle_chunk_bytes(0)) << "the real allocation was refunded";
+}
+
+// An export while a copy holds the handle's unit as one operand and needs
+// the pager's lock for its other: the export waits for the copy with the
+// lock let go (it once waited holding it, and both waited for ever).
+TEST_F(ProgramHandlesTest, AnExportWaitsForACopyHoldingTheHandleWithoutHoldingTheLock) {
+  make_pager(8 * kMiB);
+  reserve(16 * kMiB);
+  const CUmemGenericAllocationHandle handle = map_new(reservation_, 2 * kMiB);
+  ASSERT_NO_FATAL_FAILURE(write(reservation_, 2 * kMiB, 5));
+  std::vector<CUdeviceptr> others(4);
+  ASSERT_NO_FATAL_FAILURE(allocate_written(others, 2 * kMiB));  // the handle goes to the host
+  vmm::Access copy;
+  ASSERT_EQ(pager_->prepare_range(reservation_, 2 * kMiB, nullptr, false, copy), CUDA_SUCCESS);  // back, held
+  CUmemGenericAllocationHandle real = 0;
+  CUcontext context = nullptr;
+  ASSERT_EQ(cuCtxGetCurrent(&context), CUDA_SUCCESS);
+  std::thread exporter([&] {
+    EXPECT_EQ(cuCtxSetCurrent(context), CUDA_SUCCESS);
+    EXPECT_EQ(pager_->real_handle(handle, &real), CUDA_SUCCESS);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the export is waiting for the hold
+  // The copy's other operand: the first buffer went to the host when the
+  // handle came back, so this takes the slow path, under the lock.
+  auto second = std::async(std::launch::async, [&] {
+    EXPECT_EQ(cuCtxSetCurrent(context), CUDA_SUCCESS);
+    return pager_->prepare_range(others[0], 2 * kMiB, nullptr, false, copy);
+  });
+  if (second.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "the copy's second operand never got the lock: deadlocked against the export";
+    std::_Exit(1);  // the threads cannot be unwound
+  }
+  EXPECT_EQ(second.get(), CUDA_SUCCESS);
+  copy.release();  // the copy is enqueued
+  exporter.join();
+  EXPECT_FALSE(vmm::Pager::is_virtual(real));
+  EXPECT_TRUE(holds(reservation_, 2 * kMiB, 5));
+  expect_held(others, 2 * kMiB);
+  unmap_and_release(reservation_, 2 * kMiB, handle);
+  CUresult result = CUDA_SUCCESS;
+  for (CUdeviceptr p : others) {
+    EXPECT_TRUE(pager_->free(p, &result));
+    EXPECT_EQ(result, CUDA_SUCCESS);
+  }
 }
 
 TEST_F(ProgramHandlesTest, AMappingAtAnOffsetIntoTheHandleSeesThoseBytes) {
@@ -245,7 +294,10 @@ TEST_F(ProgramHandlesTest, AMappingAtAnOffsetIntoTheHandleSeesThoseBytes) {
   EXPECT_EQ(pager_->unmap_program_range(reservation_ + 16 * kMiB, 2 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(pager_->release_handle(handle), CUDA_SUCCESS);
   CUresult result = CUDA_SUCCESS;
-  for (CUdeviceptr p : others) EXPECT_TRUE(pager_->free(p, &result));
+  for (CUdeviceptr p : others) {
+    EXPECT_TRUE(pager_->free(p, &result));
+    EXPECT_EQ(result, CUDA_SUCCESS);
+  }
 }
 
 // Four threads at once, each with its own stretch of one reservation:

@@ -34,9 +34,18 @@ inline const vmm::DriverOps& simulated_driver_ops() {
     o.context_synchronize = [] { return cuCtxSynchronize(); };
     o.context_get_current = &cuCtxGetCurrent;
     o.context_set_current = &cuCtxSetCurrent;
+    o.context_push = &cuCtxPushCurrent_v2;
+    o.context_pop = &cuCtxPopCurrent_v2;
+    o.context_get_device = &cuCtxGetDevice;
+    o.primary_context_retain = &cuDevicePrimaryCtxRetain;
+    o.stream_get_context = &cuStreamGetCtx;
+    o.stream_synchronize = &cuStreamSynchronize;
+    o.launch_host_function = &cuLaunchHostFunc;
     o.exchange_capture_mode = &cuThreadExchangeStreamCaptureMode;
     o.func_param_info = &cuFuncGetParamInfo;
     o.kernel_param_info = &cuKernelGetParamInfo;
+    o.func_get_name = &cuFuncGetName;
+    o.kernel_get_name = &cuKernelGetName;
     return o;
   }();
   return ops;

@@ -150,6 +150,7 @@ TEST(ParseConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(config.driver_path, "libcuda.so.1");
   EXPECT_EQ(config.policy, Policy::off);
   EXPECT_FALSE(config.host_limit);
+  EXPECT_EQ(config.grace_operations, 8u);
 }
 
 TEST(ParseConfig, ReadsEveryVariable) {
@@ -162,7 +163,8 @@ TEST(ParseConfig, ReadsEveryVariable) {
                                   {"VGPUMEM_TRACE_MAX_EVENTS", "5000"},
                                   {"VGPUMEM_DRIVER", "/opt/sim/libcuda.so.1"},
                                   {"VGPUMEM_POLICY", "off"},
-                                  {"VGPUMEM_HOST_LIMIT", "64G"}});
+                                  {"VGPUMEM_HOST_LIMIT", "64G"},
+                                  {"VGPUMEM_GRACE_LAUNCHES", "0"}});
   EXPECT_EQ(config.limit_all.bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(0).bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(1).kind, MemoryLimit::Kind::percent);
@@ -175,6 +177,7 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.driver_path, "/opt/sim/libcuda.so.1");
   EXPECT_EQ(config.policy, Policy::off);  // given explicitly, despite the caps
   EXPECT_EQ(config.host_limit, 64 * GiB);
+  EXPECT_EQ(config.grace_operations, 0u);
 }
 
 TEST(ParseConfig, PolicyDefaultsToLruOnlyWhenACapIsSet) {
@@ -226,6 +229,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_TRACE_MAX_EVENTS", "-1"}, BadCase{"VGPUMEM_TRACE_MAX_EVENTS", "0"},
                       BadCase{"VGPUMEM_TRACE_MAX_EVENTS", "1K"}, BadCase{"VGPUMEM_HOST_LIMIT", "50%"},
                       BadCase{"VGPUMEM_HOST_LIMIT", "0"}, BadCase{"VGPUMEM_POLICY", "fastest"},
+                      BadCase{"VGPUMEM_GRACE_LAUNCHES", "65537"}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "-1"},
+                      BadCase{"VGPUMEM_GRACE_LAUNCHES", ""}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "2.5"},
                       BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_LIMT", "8GiB"},
                       BadCase{"VGPUMEM_LIMIT_GPU0", "8GiB"}, BadCase{"VGPUMEM_", "x"}),
     [](const ::testing::TestParamInfo<BadCase>& test) {  // not `info`: the macro's own parameter

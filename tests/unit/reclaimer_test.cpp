@@ -1,8 +1,10 @@
 // The reclaimer's thread: one pass per wake-up, wake-ups during a pass folded
 // into one more, nothing when not woken, and stop waits for the pass.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -68,6 +70,50 @@ TEST(ReclaimerThread, StopWaitsForThePassInProgress) {
   EXPECT_TRUE(finished) << "stop returned while the pass was still running";
   reclaimer.wake();  // after stop: nothing runs, nothing hangs
   reclaimer.stop();
+}
+
+// Signals sent to the process must reach the program's threads, never the
+// pager's: the thread starts with every asynchronous signal blocked (it
+// inherits its creator's mask, here one with nothing blocked), the
+// synchronous ones left deliverable, and the creator's own mask unchanged.
+TEST(ReclaimerThread, BlocksAsynchronousSignals) {
+  sigset_t none, before, after;
+  sigemptyset(&none);
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &none, &before), 0);
+  std::mutex mutex;
+  sigset_t seen;
+  sigemptyset(&seen);
+  std::atomic<bool> done{false};
+  {
+    Reclaimer reclaimer([&] {
+      std::lock_guard lock(mutex);
+      pthread_sigmask(SIG_BLOCK, nullptr, &seen);
+      done = true;
+    });
+    reclaimer.wake();
+    ASSERT_TRUE(eventually([&] { return done.load(); }));
+  }
+  std::lock_guard lock(mutex);
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD, SIGALRM, SIGPROF, SIGHUP, SIGPIPE, SIGQUIT}) {
+    EXPECT_EQ(sigismember(&seen, signal), 1) << "signal " << signal << " is not blocked in the reclaimer";
+  }
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS}) {
+    EXPECT_EQ(sigismember(&seen, signal), 0) << "synchronous signal " << signal << " is blocked in the reclaimer";
+  }
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &before, &after), 0);
+  EXPECT_EQ(sigismember(&after, SIGINT), 0) << "the creating thread's mask changed";
+}
+
+// A pass that throws is dropped; the thread lives on for the next wake-up.
+TEST(ReclaimerThread, APassThatThrowsIsDropped) {
+  std::atomic<int> passes{0};
+  Reclaimer reclaimer([&] {
+    if (++passes == 1) throw std::bad_alloc();
+  });
+  reclaimer.wake();
+  ASSERT_TRUE(eventually([&] { return passes == 1; }));
+  reclaimer.wake();
+  EXPECT_TRUE(eventually([&] { return passes == 2; }));
 }
 
 }  // namespace

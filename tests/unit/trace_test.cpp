@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "vgpumem_version.h"
+
 namespace vgpumem::trace {
 namespace {
 
@@ -47,6 +49,7 @@ TEST(Recorder, EmptyDocumentHasTheTopLevelShape) {
 
   const json& summary = document.at("vgpumem");
   EXPECT_EQ(summary.at("version"), 1);
+  EXPECT_EQ(summary.at("vgpumem_version"), kVersion);  // the library's, as `vgpumem --version` says
   EXPECT_EQ(summary.at("launches"), 0);
   EXPECT_EQ(summary.at("ooms_returned"), 0);
   EXPECT_EQ(summary.at("events_dropped"), 0);

@@ -5,6 +5,12 @@
 //                           cap (must fit), then 1/2 of the cap (must be refused)
 //   cap_probe meminfo CAP   cuMemGetInfo under the cap, with NULL outputs too
 //   cap_probe threads CAP   many threads allocating and freeing at once
+//   cap_probe room CAP API  with paging on: 25/32 and 1/4 of the cap in paged
+//                           memory (cuMemAlloc_v2, cuMemAllocPitch_v2), then
+//                           1/4 of the cap through API, which is never paged:
+//                           room must be made for it; then the paged bytes
+//                           are checked. Prints "room API ok" or "room API
+//                           <error>" / "room API lost ..." (exit 4)
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -127,6 +133,35 @@ std::vector<Allocator> allocators() {
                    *release = [array] { cuMipmappedArrayDestroy(array); };
                    return r;
                  }});
+  // Device memory the program can hand to another device or process: never paged.
+  all.push_back({"cuMemCreate(gpuDirectRDMACapable)", [](std::size_t bytes, std::function<void()>* release) {
+                   CUmemAllocationProp prop{};
+                   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+                   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+                   prop.location.id = 0;
+                   prop.allocFlags.gpuDirectRDMACapable = 1;
+                   CUmemGenericAllocationHandle handle = 0;
+                   const CUresult r = cuMemCreate(&handle, bytes, &prop, 0);
+                   *release = [handle] { cuMemRelease(handle); };
+                   return r;
+                 }});
+  all.push_back({"cuMemAllocFromPoolAsync(exportable pool)", [](std::size_t bytes, std::function<void()>* release) {
+                   CUmemPoolProps props{};
+                   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+                   props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+                   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+                   props.location.id = 0;
+                   CUmemoryPool pool = nullptr;
+                   CHECK(cuMemPoolCreate(&pool, &props));
+                   CUdeviceptr p = 0;
+                   const CUresult r = cuMemAllocFromPoolAsync(&p, bytes, pool, g_stream);
+                   *release = [p, pool] {
+                     cuMemFreeAsync(p, g_stream);
+                     cuStreamSynchronize(g_stream);
+                     cuMemPoolDestroy(pool);
+                   };
+                   return r;
+                 }});
   // The same allocator reached through cuGetProcAddress, as cudart reaches it.
   all.push_back({"cuGetProcAddress_v2(cuMemAlloc)", [](std::size_t bytes, std::function<void()>* release) {
                    void* fn = nullptr;
@@ -173,6 +208,48 @@ void bypass(std::size_t cap) {
   std::function<void()> release_again = [] {};
   std::printf("bypass after-free first=%s\n", name_of(allocators()[0].allocate(cap / 4 * 3, &release_again)));
   release_again();
+}
+
+// Whether every int of the `bytes` at `p` is `value`.
+bool holds_ints(CUdeviceptr p, std::size_t bytes, unsigned value) {
+  std::vector<unsigned> back(bytes / sizeof(unsigned));
+  CHECK(cuMemcpyDtoH_v2(back.data(), p, bytes));
+  for (unsigned v : back) {
+    if (v != value) return false;
+  }
+  return true;
+}
+
+int room(std::size_t cap, const std::string& api) {
+  const std::size_t first = cap / 32 * 25, second = cap / 4;
+  CUdeviceptr a = 0, b = 0;
+  std::size_t pitch = 0;
+  CHECK(cuMemAlloc_v2(&a, first));
+  CHECK(cuMemAllocPitch_v2(&b, &pitch, 4096, second / 4096, 4));
+  CHECK(cuMemsetD32_v2(a, 1, first / 4));
+  CHECK(cuMemsetD32_v2(b, 2, pitch * (second / 4096) / 4));
+  for (const Allocator& allocator : allocators()) {
+    if (allocator.api != api) continue;
+    std::function<void()> release = [] {};
+    const CUresult result = allocator.allocate(second, &release);
+    if (result != CUDA_SUCCESS) {
+      std::printf("room %s %s\n", api.c_str(), name_of(result));
+      return 4;
+    }
+    // What fits beside it now: the pitched buffer; the large one after.
+    const bool kept = holds_ints(b, pitch * (second / 4096), 2);
+    release();
+    if (!kept || !holds_ints(a, first, 1)) {
+      std::printf("room %s lost paged bytes\n", api.c_str());
+      return 4;
+    }
+    CHECK(cuMemFree_v2(a));
+    CHECK(cuMemFree_v2(b));
+    std::printf("room %s ok\n", api.c_str());
+    return 0;
+  }
+  std::printf("room %s: no such allocator\n", api.c_str());
+  return 2;
 }
 
 void meminfo(std::size_t cap) {
@@ -249,7 +326,7 @@ void threads(std::size_t cap) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: cap_probe bypass|meminfo|threads CAP_BYTES\n");
+    std::fprintf(stderr, "usage: cap_probe bypass|meminfo|threads CAP_BYTES | cap_probe room CAP_BYTES API\n");
     return 2;
   }
   const std::string what = argv[1];
@@ -264,6 +341,11 @@ int main(int argc, char** argv) {
   if (what == "bypass") bypass(cap);
   if (what == "meminfo") meminfo(cap);
   if (what == "threads") threads(cap);
+  if (what == "room") {
+    if (argc < 4) return 2;
+    const int status = room(cap, argv[3]);
+    if (status != 0) return status;
+  }
   CHECK(cuStreamDestroy_v2(g_stream));
   std::printf("done\n");
   return 0;

@@ -4,7 +4,10 @@
 //   dlsym     -- dlsym on the libcuda handle, RTLD_DEFAULT and RTLD_NEXT
 //   gpa       -- cuGetProcAddress_v2 / cuGetProcAddress for versions and flags
 //   cudart    -- the runtime's bootstrap sequence, step by step
-//   rtld_next -- a library's own dlsym(RTLD_NEXT, ...) stays relative to it
+//   rtld_next -- a library's own dlsym(RTLD_NEXT, ...) stays relative to it,
+//                for driver names too (search order: the program, the shim,
+//                libnext_before_driver, libcuda, libnext_first,
+//                libnext_second, libnext_after_driver)
 //   cudnn     -- a cudnn* name passes through dlsym untouched
 #include <cuda.h>
 #include <dlfcn.h>
@@ -19,6 +22,11 @@
 
 extern "C" int first_next_value();  // from libnext_first.so
 extern "C" int second_marker();     // from libnext_second.so
+extern "C" void* first_next_driver_name();  // from libnext_first.so
+extern "C" void* before_driver_next();      // from libnext_before_driver.so
+extern "C" void* after_driver_next();       // from libnext_after_driver.so
+extern "C" void* after_driver_default();
+extern "C" int after_driver_marker();
 
 namespace {
 
@@ -126,7 +134,14 @@ void cudart_bootstrap() {
   }
 }
 
-void rtld_next() { std::printf("rtld_next.value %d marker %d\n", first_next_value(), second_marker()); }
+void rtld_next() {
+  std::printf("rtld_next.value %d marker %d\n", first_next_value(), second_marker());
+  report_resolution("rtld_next.driver.before", before_driver_next());
+  report_resolution("rtld_next.driver.between", first_next_driver_name());
+  report_resolution("rtld_next.driver.after", after_driver_next());
+  report_resolution("rtld_default.driver.after", after_driver_default());
+  std::printf("rtld_next.after_marker %d\n", after_driver_marker());
+}
 
 void cudnn_names() {
   report_resolution("cudnn.dlsym.default.cudnnCreate", dlsym(RTLD_DEFAULT, "cudnnCreate"));

@@ -64,11 +64,50 @@ typedef struct vgpusimKernelDesc {
   double durationNs;            /* fixed simulated duration, used when durationFn is NULL */
   vgpusimDurationFn durationFn; /* optional */
   void *user;                   /* passed back to body and durationFn */
+  const size_t *paramAlignments; /* optional, paramCount entries: a parameter's alignment when it is not its
+                                    natural one (0: natural), e.g. 64 for a CUtensorMap (__grid_constant__) */
 } vgpusimKernelDesc;
 
 /* Registers a kernel. Returns CUDA_SUCCESS and the function in *out (may be
  * NULL), CUDA_ERROR_INVALID_VALUE for a bad descriptor or a duplicate name. */
 CUresult vgpusimRegisterKernel(const vgpusimKernelDesc *desc, CUfunction *out);
+
+/* TMA tensor maps. cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col,
+ * cuTensorMapEncodeIm2colWide and cuTensorMapReplaceAddress check their
+ * arguments as cuda.h documents and build an opaque 128-byte map that does
+ * not hold the global address as a plain word (nor as any 8 consecutive
+ * bytes). A simulated kernel reads through a map it was passed by decoding
+ * it: element (c0, c1, ...) of the global tensor is at
+ *   globalAddress + c0 * elementBits / 8 + c1 * globalStrides[0] + c2 * globalStrides[1] + ...
+ */
+#define VGPUSIM_TENSOR_MAP_TILED 1
+#define VGPUSIM_TENSOR_MAP_IM2COL 2
+#define VGPUSIM_TENSOR_MAP_IM2COL_WIDE 3
+
+typedef struct vgpusimTensorMapInfo {
+  int kind; /* VGPUSIM_TENSOR_MAP_* */
+  CUtensorMapDataType dataType;
+  unsigned int elementBits; /* 4 for the packed U4 type; one byte a value in the ALIGN16B layouts */
+  unsigned int rank;
+  CUdeviceptr globalAddress;
+  cuuint64_t globalDim[5];
+  cuuint64_t globalStrides[4]; /* bytes, of dimensions 1 .. rank-1 */
+  cuuint32_t boxDim[5];        /* tiled maps */
+  cuuint32_t elementStrides[5];
+  CUtensorMapInterleave interleave;
+  CUtensorMapSwizzle swizzle;
+  CUtensorMapL2promotion l2Promotion;
+  CUtensorMapFloatOOBfill oobFill;
+  int pixelBoxLowerCorner[3]; /* im2col maps ([0] only for the wide ones) */
+  int pixelBoxUpperCorner[3];
+  cuuint32_t channelsPerPixel;
+  cuuint32_t pixelsPerColumn;
+  CUtensorMapIm2ColWideMode wideMode;
+} vgpusimTensorMapInfo;
+
+/* What a map the simulator encoded describes. CUDA_ERROR_INVALID_VALUE for
+ * bytes that are not such a map (never encoded, or changed by hand). */
+CUresult vgpusimTensorMapDecode(const CUtensorMap *map, vgpusimTensorMapInfo *info);
 
 /* Simulated time now, in nanoseconds, as seen by the calling host thread
  * (each thread has its own clock, advanced by its synchronising calls). */
@@ -77,6 +116,16 @@ unsigned long long vgpusimHostTimeNs(void);
 /* Writes the simulator's report (see docs/simulated-driver.md) now, to path or,
  * when path is NULL, to $VGPUSIM_REPORT. The report is also written at exit. */
 CUresult vgpusimWriteReport(const char *path);
+
+/* Test control: the next call of `operation` -- "cuMemCreate", or
+ * "hostalloc" (cuMemHostAlloc, cuMemAllocHost_v2) -- parks at its entry,
+ * before taking the simulator's lock, until vgpusimReleaseStall(). One call
+ * only. CUDA_ERROR_INVALID_VALUE for another operation. */
+CUresult vgpusimStallNext(const char *operation);
+/* 1 while a call is parked. */
+int vgpusimStalled(void);
+/* Lets the parked call (if any) go on, and disarms. */
+void vgpusimReleaseStall(void);
 
 #ifdef __cplusplus
 }

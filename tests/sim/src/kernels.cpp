@@ -173,9 +173,12 @@ SIM_EXPORT CUresult vgpusimRegisterKernel(const vgpusimKernelDesc* desc, CUfunct
   kernel->sizes.assign(desc->paramSizes, desc->paramSizes + desc->paramCount);
   // Natural alignment, as nvcc lays out parameters: each at a multiple of its
   // size (capped at 8; non-power-of-two sizes align to 8).
+  // A declared alignment (a CUtensorMap's 64) overrides.
   std::size_t offset = 0;
-  for (std::size_t size : kernel->sizes) {
-    const std::size_t align = (size >= 8 || (size & (size - 1)) != 0) ? 8 : size;
+  for (std::size_t i = 0; i < kernel->sizes.size(); ++i) {
+    const std::size_t size = kernel->sizes[i];
+    std::size_t align = (size >= 8 || (size & (size - 1)) != 0) ? 8 : size;
+    if (desc->paramAlignments != nullptr && desc->paramAlignments[i] != 0) align = desc->paramAlignments[i];
     offset = round_up(offset, align ? align : 1);
     kernel->offsets.push_back(offset);
     offset += size;
@@ -183,6 +186,7 @@ SIM_EXPORT CUresult vgpusimRegisterKernel(const vgpusimKernelDesc* desc, CUfunct
   kernel->arg_bytes = offset;
   kernel->desc.name = kernel->name.c_str();
   kernel->desc.paramSizes = kernel->sizes.data();
+  kernel->desc.paramAlignments = nullptr;  // the caller's array is not kept; the offsets say it
   if (out) *out = reinterpret_cast<CUfunction>(kernel.get());
   sim.kernels.push_back(std::move(kernel));
   return CUDA_SUCCESS;
@@ -233,6 +237,10 @@ SIM_EXPORT CUresult cuKernelGetFunction(CUfunction* f, CUkernel k) {
 namespace {
 CUresult param_info(Kernel* k, size_t index, size_t* offset, size_t* size) {
   if (k == nullptr || offset == nullptr || size == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    Locked l;  // a driver that cannot describe the kernel (VGPUSIM_FAULTS=paraminfo:N)
+    if (l.sim.inject_fault("paraminfo")) return CUDA_ERROR_NOT_SUPPORTED;
+  }
   if (index >= k->sizes.size()) return CUDA_ERROR_INVALID_VALUE;  // how callers find the count
   *offset = k->offsets[index];
   *size = k->sizes[index];

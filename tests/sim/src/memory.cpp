@@ -232,10 +232,12 @@ CUresult host_allocate(void** p, std::size_t bytes) {
 }  // namespace
 
 SIM_EXPORT CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+  stall_point("hostalloc");
   Simulator::get().count("cuMemHostAlloc");
   return host_allocate(p, bytes);
 }
 SIM_EXPORT CUresult cuMemAllocHost_v2(void** p, size_t bytes) {
+  stall_point("hostalloc");
   Simulator::get().count("cuMemAllocHost_v2");
   return host_allocate(p, bytes);
 }

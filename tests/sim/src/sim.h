@@ -36,6 +36,9 @@
 
 namespace vgpusim {
 
+// Parks the caller if a test armed a stall for `operation` (stall.cpp).
+void stall_point(const char* operation);
+
 inline constexpr std::uint64_t kGranularity = 2ull << 20;  // as on H100 (docs/gpu-facts.md)
 
 // The engines work is scheduled on (docs/simulated-driver.md, "Clock").

@@ -20,6 +20,16 @@ CUresult stream_create(CUstream* out, unsigned flags) {
   return CUDA_SUCCESS;
 }
 
+CUresult stream_context(CUstream handle, CUcontext* context, bool per_thread_api) {
+  Locked l;
+  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult error;
+  Stream* stream = resolve_stream(l.sim, handle, per_thread_api, &error);
+  if (stream == nullptr) return error;
+  *context = stream->context;
+  return CUDA_SUCCESS;
+}
+
 CUresult stream_flags(CUstream handle, unsigned* flags, bool per_thread_api) {
   Locked l;
   if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -92,6 +102,9 @@ CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_ap
   CUresult error;
   Stream* stream = event_and_stream(l.sim, handle, stream_handle, per_thread_api, &event, &error);
   if (stream == nullptr || event == nullptr) return error;
+  // "hEvent and hStream must be from the same context otherwise
+  // CUDA_ERROR_INVALID_HANDLE is returned" (cuda.h, cuEventRecord).
+  if (event->context != stream->context) return CUDA_ERROR_INVALID_HANDLE;
   if (stream->capture != nullptr) {
     if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     event->capture = stream->capture;
@@ -163,6 +176,8 @@ SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream handle) {
   return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuStreamGetFlags(CUstream s, unsigned* flags) { return stream_flags(s, flags, false); }
+SIM_EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext* context) { return stream_context(s, context, false); }
+SIM_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext* context) { return stream_context(s, context, true); }
 SIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream s, unsigned* flags) { return stream_flags(s, flags, true); }
 SIM_EXPORT CUresult cuStreamSynchronize(CUstream s) { return stream_synchronize(s, false); }
 SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { return stream_synchronize(s, true); }

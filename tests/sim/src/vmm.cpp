@@ -36,6 +36,7 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUm
 
 SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                                 unsigned long long flags) {
+  stall_point("cuMemCreate");
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
   sim.count("cuMemCreate");

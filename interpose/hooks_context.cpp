@@ -1,0 +1,37 @@
+// Streams and contexts the program destroys: before the real call, while
+// they still exist, the pager waits for their work and frees the stream
+// bits that named them (a new stream may get the same handle, and must not
+// inherit what the old one did), and drops its own work in a context that
+// goes (vmm/stream_registry.h).
+#include "interpose/hook_support.h"
+
+using namespace vgpumem;
+using namespace vgpumem::interpose;
+
+namespace {
+
+// The pager, if it already exists (a program that never paged has nothing to forget).
+vmm::Pager* existing_pager() {
+  Runtime& runtime = Runtime::get();
+  return runtime.pager_if_created();
+}
+
+}  // namespace
+
+VGPUMEM_HOOK_DEFINE(cuStreamDestroy_v2, (CUstream stream), (stream)) {
+  Runtime::get().count(HookId::cuStreamDestroy_v2);
+  if (vmm::Pager* pager = existing_pager()) pager->stream_destroyed(stream);
+  return REAL(cuStreamDestroy_v2)(stream);
+}
+
+VGPUMEM_HOOK_DEFINE(cuCtxDestroy_v2, (CUcontext context), (context)) {
+  Runtime::get().count(HookId::cuCtxDestroy_v2);
+  if (vmm::Pager* pager = existing_pager()) pager->context_destroyed(context);
+  return REAL(cuCtxDestroy_v2)(context);
+}
+
+VGPUMEM_HOOK_DEFINE(cuDevicePrimaryCtxReset_v2, (CUdevice device), (device)) {
+  Runtime::get().count(HookId::cuDevicePrimaryCtxReset_v2);
+  if (vmm::Pager* pager = existing_pager()) pager->primary_context_reset(device);
+  return REAL(cuDevicePrimaryCtxReset_v2)(device);
+}

@@ -1,0 +1,120 @@
+// The vgpumem command's own verbs, run as a user runs them: `--version`
+// against the library and the trace, and `doctor` with no driver, with the
+// simulated one, with a bad setting and inside a shell that preloads the shim.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "process.h"
+#include "vgpumem_version.h"
+
+namespace vgpumem::test {
+namespace {
+
+std::string command() { return VGPUMEM_TEST_CLI; }
+std::string simulated_driver() { return std::string(VGPUMEM_TEST_SIM_DIR) + "/libcuda.so.1"; }
+
+// The doctor's environment: no shim, no VGPUMEM_* but those given.
+std::map<std::string, std::optional<std::string>> doctor_environment() {
+  auto env = simulator_environment();
+  for (const char* name : {"VGPUMEM_DRIVER", "VGPUMEM_POLICY", "VGPUMEM_HOST_LIMIT", "VGPUSIM_DEVICES",
+                           "VGPUSIM_DEVICE_MEMORY"}) {
+    env[name] = std::nullopt;
+  }
+  return env;
+}
+
+TEST(Version, CommandLibraryAndTraceNameTheSameVersion) {
+  const ProcessResult version = run_process({command(), "--version"}, doctor_environment());
+  ASSERT_EQ(version.exit_code, 0) << version.err;
+  EXPECT_EQ(version.out, std::string("vgpumem ") + kVersion + "\n");
+
+  // libvgpumem.so, the name users preload, is the versioned file.
+  EXPECT_EQ(std::filesystem::canonical(shim_library()).filename().string(), std::string("libvgpumem.so.") + kVersion);
+
+  const std::string trace = temp_path("version.trace.json");
+  std::filesystem::remove(trace);
+  auto env = shim_environment();
+  env["VGPUMEM_TRACE"] = trace;
+  const ProcessResult trained = run_process({program("mlp_trainer"), "--steps", "1"}, env);
+  ASSERT_EQ(trained.exit_code, 0) << trained.out << trained.err;
+  std::ifstream in(trace);
+  ASSERT_TRUE(in.good()) << "no trace at " << trace;
+  const nlohmann::json summary = nlohmann::json::parse(in).at("vgpumem");
+  EXPECT_EQ(summary.at("vgpumem_version"), kVersion);
+  EXPECT_EQ(summary.at("version"), 1) << "the format version is unchanged";
+}
+
+TEST(Doctor, WithNoDriverSaysSoAndFails) {
+  auto env = doctor_environment();
+  env["VGPUMEM_DRIVER"] = "/nonexistent/libcuda.so.1";
+  const ProcessResult doctor = run_process({command(), "doctor"}, env);
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.out << doctor.err;
+  EXPECT_NE(doctor.out.find("problem: no CUDA driver found: cannot load /nonexistent/libcuda.so.1"), std::string::npos)
+      << doctor.out;
+  EXPECT_NE(doctor.out.find(std::string("vgpumem ") + kVersion), std::string::npos) << doctor.out;
+}
+
+TEST(Doctor, OnTheSimulatedDriverListsDevicesAndCaps) {
+  auto env = doctor_environment();
+  env["VGPUSIM_DEVICES"] = "2";
+  env["VGPUMEM_LIMIT"] = "2GiB";
+  env["VGPUMEM_LIMIT_1"] = "50%";
+  const ProcessResult doctor = run_process({command(), "doctor", "--simulated=8GiB"}, env);
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
+  for (const std::string& expected :
+       {std::string("found         ") + std::filesystem::canonical(simulated_driver()).string(),
+        std::string("version       13.0 (13000)"), std::string("GPUs          2"),
+        std::string("GPU 0         vgpusim simulated device 0, 8.00 GiB, cap 2.00 GiB"),
+        std::string("GPU 1         vgpusim simulated device 1, 8.00 GiB, cap 4.00 GiB"),
+        std::string("policy        lru"), std::string("preloaded     no"), std::string("no problems found")}) {
+    EXPECT_NE(doctor.out.find(expected), std::string::npos) << "missing \"" << expected << "\" in\n" << doctor.out;
+  }
+}
+
+TEST(Doctor, FindsTheDriverVgpumemDriverNames) {
+  auto env = doctor_environment();
+  env["VGPUMEM_DRIVER"] = simulated_driver();
+  const ProcessResult doctor = run_process({command(), "doctor"}, env);
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
+  EXPECT_NE(doctor.out.find("GPU 0         vgpusim simulated device 0"), std::string::npos) << doctor.out;
+  EXPECT_NE(doctor.out.find("no cap"), std::string::npos) << doctor.out;
+}
+
+TEST(Doctor, ReportsABadSettingAsTheShimDoes) {
+  auto env = doctor_environment();
+  env["VGPUMEM_LIMIT"] = "8GB";
+  auto preloaded = shim_environment();
+  preloaded["VGPUMEM_LIMIT"] = "8GB";
+  const ProcessResult shim = run_process({program("plain_program")}, preloaded);
+  ASSERT_NE(shim.exit_code, 0);
+  const std::string message = shim.err.substr(0, shim.err.find('\n'));
+  ASSERT_NE(message.find("VGPUMEM_LIMIT"), std::string::npos) << shim.err;
+
+  const ProcessResult doctor = run_process({command(), "doctor", "--simulated"}, env);
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.out << doctor.err;
+  EXPECT_NE(doctor.out.find("problem: " + message), std::string::npos) << message << "\n" << doctor.out;
+}
+
+TEST(Doctor, SeesTheShimPreloadedInTheShell) {
+  auto env = shim_environment();
+  const ProcessResult doctor = run_process({command(), "doctor"}, env);
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
+  EXPECT_NE(doctor.out.find("preloaded     yes"), std::string::npos) << doctor.out;
+  EXPECT_NE(doctor.out.find("GPU 0         vgpusim simulated device 0"), std::string::npos) << doctor.out;
+}
+
+TEST(Doctor, AMissingPreloadedLibraryIsAProblem) {
+  auto env = doctor_environment();
+  env["LD_PRELOAD"] = "/nonexistent/libvgpumem.so";
+  const ProcessResult doctor = run_process({command(), "doctor", "--simulated"}, env);
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.out << doctor.err;
+  EXPECT_NE(doctor.out.find("problem: LD_PRELOAD names /nonexistent/libvgpumem.so, which does not exist"),
+            std::string::npos)
+      << doctor.out;
+}
+
+}  // namespace
+}  // namespace vgpumem::test

@@ -1,0 +1,52 @@
+#include "vmm/access.h"
+
+#include <algorithm>
+
+namespace vgpumem::vmm {
+namespace {
+
+// The spill buffer each thread lends its operations: it keeps its capacity,
+// so only an operation wider than any before it on the thread allocates.
+thread_local std::vector<Unit*> t_spill;
+
+}  // namespace
+
+void Access::add(Unit* unit) {
+  if (count_ > 0 && at(count_ - 1) == unit) return;
+  if (!spilled_) {
+    if (std::find(inline_, inline_ + count_, unit) != inline_ + count_) return;
+    if (count_ < kInline) {
+      inline_[count_++] = unit;
+      return;
+    }
+    spill_.swap(t_spill);
+    spill_.assign(inline_, inline_ + count_);
+    spilled_ = true;
+  }
+  spill_.push_back(unit);
+  ++count_;
+}
+
+void Access::drop_duplicates_from(std::size_t from) {
+  if (!spilled_ || count_ - from < 2) return;
+  const auto first = spill_.begin() + static_cast<std::ptrdiff_t>(from);
+  std::sort(first, spill_.end());
+  spill_.erase(std::unique(first, spill_.end()), spill_.end());
+  count_ = spill_.size();
+}
+
+void Access::hold_new() {
+  for (; held_ < count_; ++held_) at(held_)->launching.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Access::release() {
+  for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
+  held_ = count_ = 0;
+  if (spilled_) {
+    spill_.clear();
+    if (t_spill.capacity() < spill_.capacity()) t_spill.swap(spill_);
+    spilled_ = false;
+  }
+}
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,62 @@
+// The units one launch or copy touches, held from the moment they are found
+// until the work is enqueued: each holds one count of its unit's
+// `launching`, and a unit with any count is no victim for an offload. So
+// making unit k resident can never evict unit j of the same operation, and
+// however many units an operation names, all of them are held (past the
+// inline set they spill to a buffer the thread keeps, so a steady state
+// allocates nothing).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <cuda.h>
+
+#include "vmm/unit.h"
+
+namespace vgpumem::vmm {
+
+class Pager;
+
+// What an operation is, for the log when it cannot have what it names.
+struct Operation {
+  const char* api = "";            // the entry point the program called
+  CUfunction function = nullptr;   // the kernel, for a launch
+};
+
+class Access {
+ public:
+  Access() = default;
+  ~Access() { release(); }
+  Access(const Access&) = delete;
+  Access& operator=(const Access&) = delete;
+
+  // Drops every hold (the work is enqueued, or was refused).
+  void release();
+  // The units held, or about to be.
+  std::size_t size() const { return count_; }
+
+ private:
+  friend class Pager;
+  static constexpr std::size_t kInline = 32;
+
+  Unit** data() { return spilled_ ? spill_.data() : inline_; }
+  Unit* at(std::size_t i) const { return spilled_ ? spill_[i] : inline_[i]; }
+  // Appends `unit`, not yet held, unless it is the last one added or, while
+  // the inline set holds everything, already there.
+  void add(Unit* unit);
+  // Units [from, size()) once each (a spilled range is sorted and uniqued;
+  // a duplicate of an earlier operand's unit only holds twice, harmlessly).
+  void drop_duplicates_from(std::size_t from);
+  // Holds every unit added since the last call.
+  void hold_new();
+
+  Unit* inline_[kInline] = {};
+  std::vector<Unit*> spill_;  // everything, once past kInline: the thread's buffer, lent
+  bool spilled_ = false;
+  std::size_t count_ = 0;
+  std::size_t held_ = 0;  // [0, held_) each hold one count of `launching`
+};
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,245 @@
+// The launch path: before a kernel or copy is enqueued, every unit it names
+// is held (Access) and, unless all of them are resident already and ready
+// for its stream, made resident under the pager's lock. The fast path (all
+// resident) takes no lock and allocates nothing: a granule-index lookup per
+// argument word, one atomic increment per unit, two atomic loads per unit.
+#include <algorithm>
+#include <array>
+
+#include "shim/log.h"
+#include "trace/recorder.h"
+#include "vmm/kernel_name.h"
+#include "vmm/pager.h"
+#include "vmm/pager_device_state.h"
+#include "vmm/relaxed_capture_mode.h"
+
+namespace vgpumem::vmm {
+
+// The LRU clock: every thread advances the shared window on one launch in
+// 16 and reads it on the others, so launches from many threads do not all
+// write one cache line; the launch's place in its thread's window is the low
+// bits, so one thread's order is exact (ties would make the victim choice
+// arbitrary among everything used in the same window).
+std::uint64_t Pager::next_tick() {
+  thread_local std::uint32_t launches = 0;
+  const std::uint32_t place = ++launches & 15;
+  const std::uint64_t window = place == 0 ? tick_.fetch_add(1, std::memory_order_relaxed) + 1
+                                          : tick_.load(std::memory_order_relaxed);
+  return (window << 4) | place;
+}
+
+// Records that `unit` is used on the stream of `bit` at `tick`, writing only
+// what changes (the unit's line is shared by every thread that uses it).
+void Pager::note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick) {
+  if ((unit->used_by.load(std::memory_order_relaxed) & bit) == 0) {
+    unit->used_by.fetch_or(bit, std::memory_order_release);
+  }
+  if (unit->last_use.load(std::memory_order_relaxed) != tick) unit->last_use.store(tick, std::memory_order_relaxed);
+}
+
+// Read after the unit is held: an offload sets `moving_out` before it looks
+// at `launching` (both sequentially consistent), so either this sees the
+// unit leave or the offload sees the hold and leaves it alone.
+bool Pager::fast_path(Unit* unit, std::uint64_t bit) const {
+  return unit->state.load(std::memory_order_seq_cst) == Residency::resident &&
+         (unit->ready_for.load(std::memory_order_acquire) & bit) != 0;
+}
+
+CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread,
+                        Access& access, const Operation& op) {
+  const std::size_t from = access.size();
+  const GranuleIndex::Window window = index_.window();
+  bool into_table = false;  // a word points into a registered table or a pinned host buffer
+  for (std::size_t i = 0; i < count; ++i) {
+    if (Unit* unit = index_.lookup(window, words[i])) {
+      access.add(unit);
+      into_table |= unit->tables.load(std::memory_order_acquire) != 0;
+    } else {
+      into_table |= tables_.may_point_into_host(words[i]);
+    }
+  }
+  if (into_table) follow_tables(window, words, count, access);
+  return settle(access, from, stream, per_thread, op);
+}
+
+// What the tables the words point into point to joins the operation, held
+// with its own words (PointerTables). Targets freed since name nothing.
+void Pager::follow_tables(const GranuleIndex::Window& window, const std::uint64_t* words, std::size_t count,
+                          Access& access) {
+  thread_local std::vector<std::uint64_t> targets;  // the thread's: a steady state allocates nothing
+  targets.clear();
+  tables_.follow(words, count, targets);
+  for (const std::uint64_t target : targets) {
+    if (Unit* unit = index_.lookup(window, target)) access.add(unit);
+  }
+}
+
+CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
+                              Access& access, const Operation& op) {
+  const std::size_t from = access.size();
+  const std::uint64_t end = address + bytes;
+  for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
+    if (Unit* unit = index_.lookup(at)) access.add(unit);
+  }
+  return settle(access, from, stream, per_thread, op);
+}
+
+CUresult Pager::prepare_everything(int device, CUstream stream, bool per_thread, Access& access,
+                                   const Operation& op) {
+  const std::size_t from = access.size();
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = devices_.find(device); it != devices_.end()) {
+      for (const auto& unit : it->second->units) {
+        if (!unit->retired) access.add(unit.get());
+      }
+    }
+  }
+  return settle(access, from, stream, per_thread, op);
+}
+
+CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool per_thread, const Operation& op) {
+  // Torture offloads everything else before every operation, even one that
+  // names no paged memory: it may reach some unseen.
+  if (access.size() == from && options_.check != CheckMode::torture) return CUDA_SUCCESS;
+  access.drop_duplicates_from(from);
+  access.hold_new();
+  const CUstream named = canonical(stream, per_thread);
+  if (capture_open() && capturing(named)) {
+    return pin_units_for_life(access.data() + from, access.size() - from, LifetimePin::captured);
+  }
+  CUcontext current = nullptr;
+  if (StreamRegistry::needs_current_context(stream, per_thread)) driver_.context_get_current(&current);
+  const std::uint64_t bit = streams_.bit_for(stream, per_thread, current);
+  const std::uint64_t tick = next_tick();
+  const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
+  bool slow = options_.check == CheckMode::torture;
+  for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
+  if (slow) {
+    const std::uint64_t started = trace::now_ns();
+    std::lock_guard lock(mutex_);
+    RelaxedCaptureMode relaxed(driver_, capture_open());
+    const CUresult result = make_held_resident(access, from, named, bit, op);
+    slow_path_ns_.fetch_add(trace::now_ns() - started, std::memory_order_relaxed);
+    if (result != CUDA_SUCCESS) return result;
+  }
+  for (std::size_t i = from; i < access.size(); ++i) {
+    note_use(access.at(i), bit, tick);
+    LaunchGrace::stamp(*access.at(i), stamp);
+  }
+  return CUDA_SUCCESS;
+}
+
+// Under the lock, with every unit of the operation held: first what is on
+// the host comes back (on the copy streams), and only when all of it could,
+// the operation's stream is made to wait for what is still arriving.
+CUresult Pager::make_held_resident(Access& access, std::size_t from, CUstream stream, std::uint64_t bit,
+                                   const Operation& op) {
+  reap_saved_units(false);
+  if (const CUresult result = refuse_unfit(access, op); result != CUDA_SUCCESS) return result;
+  if (options_.check == CheckMode::torture) offload_all_unheld();
+  for (std::size_t i = 0; i < access.size(); ++i) {
+    if (const CUresult result = bring_in(access.at(i), op); result != CUDA_SUCCESS) return result;
+  }
+  for (std::size_t i = from; i < access.size(); ++i) {
+    if (const CUresult result = order_stream(access.at(i), stream, bit); result != CUDA_SUCCESS) return result;
+  }
+  return CUDA_SUCCESS;
+}
+
+// An operation whose units need more than a device's cap at once can never
+// run: refused before anything moves.
+CUresult Pager::refuse_unfit(Access& access, const Operation& op) {
+  constexpr int kDevices = 64;
+  std::array<std::uint64_t, kDevices> needed{};
+  for (std::size_t i = 0; i < access.size(); ++i) {
+    Unit* unit = access.at(i);
+    if (unit->retired || unit->marked || unit->device < 0 || unit->device >= kDevices) continue;
+    unit->marked = true;
+    needed[static_cast<std::size_t>(unit->device)] += unit->bytes;
+  }
+  for (std::size_t i = 0; i < access.size(); ++i) access.at(i)->marked = false;
+  for (int device = 0; device < kDevices; ++device) {
+    const std::uint64_t cap = ledger_.cap(device);
+    const std::uint64_t bytes = needed[static_cast<std::size_t>(device)];
+    if (bytes == 0 || cap == kUncapped || bytes <= cap) continue;
+    ooms_.fetch_add(1, std::memory_order_relaxed);
+    VGPUMEM_LOG_ERROR("{} needs {} of paged memory resident at once on device {}, more than its cap of {}: "
+                      "CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",
+                      operation_name(op), format_bytes(bytes), device, format_bytes(cap));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Pager::bring_in(Unit* unit, const Operation& op) {
+  if (unit->retired || unit->state.load() != Residency::on_host) return CUDA_SUCCESS;
+  const CUresult result = fetch(unit);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+    VGPUMEM_LOG_ERROR("{} cannot have {} at {:#x} back on device {}: what else it names, and what other work holds "
+                      "or pins, fill the cap of {}: CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",
+                      operation_name(op), format_bytes(unit->bytes), unit->seen_at(), unit->device,
+                      format_bytes(ledger_.cap(unit->device)));
+  }
+  return result;
+}
+
+// The stream waits for a unit still arriving (or whose chunks an offload is
+// still reading); a unit that has arrived needs nothing.
+CUresult Pager::order_stream(Unit* unit, CUstream stream, std::uint64_t bit) {
+  if (unit->retired || unit->ready == nullptr || (unit->ready_for.load() & bit) != 0) return CUDA_SUCCESS;
+  if (driver_.event_query(unit->ready) == CUDA_SUCCESS) {
+    set_ready(unit, nullptr);
+    return CUDA_SUCCESS;
+  }
+  // The stream's time at the wait, for the stall's length (time_stall).
+  CUevent reached = nullptr;
+  if (driver_.event_elapsed != nullptr && stall_timers_.size() < kMaxStallTimers &&
+      (driver_.event_create(&reached, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS ||
+       driver_.event_record(reached, stream) != CUDA_SUCCESS)) {
+    if (reached != nullptr) driver_.event_destroy(reached);
+    reached = nullptr;
+  }
+  if (const CUresult result = driver_.stream_wait_event(stream, unit->ready, 0); result != CUDA_SUCCESS) {
+    if (reached != nullptr) driver_.event_destroy(reached);
+    return result;
+  }
+  stalls_.fetch_add(1, std::memory_order_relaxed);  // this work waits for the unit to arrive
+  if (reached != nullptr) time_stall(stream, reached);
+  // The per-thread default stream is a different stream on every thread: it
+  // never counts as having waited.
+  if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
+  return CUDA_SUCCESS;
+}
+
+// VGPUMEM_CHECK=torture: everything no operation holds goes to the host, its
+// range unmapped before the operation is enqueued, so an access no hook saw
+// faults at once.
+void Pager::offload_all_unheld() {
+  for (auto& [device, state] : devices_) {
+    for (const auto& unit : state->units) {
+      if (!unit->retired && unit->pins == 0 && unit->state.load() == Residency::resident &&
+          unit->launching.load() == 0 && !grace_.protects(*unit)) {
+        offload(*state, unit.get());
+      }
+    }
+  }
+  reap_saved_units(true);
+}
+
+std::string Pager::operation_name(const Operation& op) const {
+  if (op.function == nullptr) return op.api[0] != '\0' ? std::string(op.api) : std::string("an operation");
+  return fmt::format("kernel {}{}{}", kernel_name(driver_, op.function), op.api[0] != '\0' ? " via " : "", op.api);
+}
+
+bool Pager::capturing(CUstream stream) const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return driver_.stream_is_capturing != nullptr && driver_.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool Pager::stream_capturing(CUstream stream, bool per_thread) const {
+  return capturing(canonical(stream, per_thread));
+}
+
+}  // namespace vgpumem::vmm

@@ -1,0 +1,80 @@
+// The producer-to-consumer grace: a unit an operation names is no victim
+// while the next K operations on that stream are prepared (K = 1: only the
+// one right after it).
+//
+// Why: some tables of device pointers are built on the device. PyTorch's
+// batched linear algebra writes a cuBLAS pointer array with `arange(start =
+// data_ptr)`, `_grouped_mm` runs a prepare kernel that writes A/B/output
+// pointer arrays; the next kernel, named only the table, follows them. The
+// producer's parameters name the target buffers (that is how it computes
+// their addresses); the consumer's do not. Offloading a target between the two
+// launches would make the consumer read whatever the pager mapped there next.
+// The grace keeps what the last few operations of a stream named on the device
+// through the following ones, which covers the producer-consumer pairs of
+// those libraries (docs/configuration.md, VGPUMEM_GRACE_LAUNCHES). A table
+// reused much later is not covered: strict mode turns such a read into a
+// fault.
+//
+// Counting: one counter per stream bit (StreamRegistry), advanced by every
+// operation that names paged memory on that stream; a unit keeps one stamp,
+// (the stream's bit, the count of the last operation that named it). Both are
+// relaxed atomics: the launch path takes no lock and allocates nothing here,
+// and the victim choice (under the pager's lock) only needs a recent view.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+
+#include "vmm/unit.h"
+
+namespace vgpumem::vmm {
+
+class LaunchGrace {
+ public:
+  static constexpr unsigned kStreams = 64;  // one counter per stream bit
+
+  // `operations`: K; 0 turns the grace off.
+  explicit LaunchGrace(std::uint32_t operations) : operations_(operations) {}
+
+  std::uint32_t operations() const { return operations_; }
+
+  // Counts one operation on the stream of `bit` (one bit set) and returns the
+  // stamp to leave on every unit it names.
+  std::uint64_t count(std::uint64_t bit) {
+    const unsigned stream = static_cast<unsigned>(std::countr_zero(bit)) % kStreams;
+    const std::uint64_t sequence = counters_[stream].operations.fetch_add(1, std::memory_order_relaxed) + 1;
+    return (sequence << kStreamBits) | stream;
+  }
+
+  // Leaves `stamp` on `unit`, writing only when it changes (the unit's line
+  // is shared by every thread that uses it).
+  static void stamp(Unit& unit, std::uint64_t stamp) {
+    if (unit.grace_stamp.load(std::memory_order_relaxed) != stamp) {
+      unit.grace_stamp.store(stamp, std::memory_order_relaxed);
+    }
+  }
+
+  // Whether the operation being prepared now on the stream that last named
+  // `unit` is at most K operations after that one.
+  bool protects(const Unit& unit) const {
+    const std::uint64_t stamp = unit.grace_stamp.load(std::memory_order_relaxed);
+    if (stamp == 0 || operations_ == 0) return false;
+    const std::uint64_t now = counters_[stamp & (kStreams - 1)].operations.load(std::memory_order_relaxed);
+    return now - (stamp >> kStreamBits) <= operations_;
+  }
+
+ private:
+  static constexpr unsigned kStreamBits = 6;  // log2(kStreams)
+  static_assert(kStreams == 1u << kStreamBits);
+
+  struct alignas(64) Counter {  // a line each: streams run on different threads
+    std::atomic<std::uint64_t> operations{0};
+  };
+
+  const std::uint32_t operations_;
+  std::array<Counter, kStreams> counters_{};
+};
+
+}  // namespace vgpumem::vmm
