@@ -5,6 +5,8 @@
 // virtual one the pager pages (vmm/program_handles.cpp): every call that
 // names such a handle, or a range of a reservation the pager covers, goes
 // to the pager, which passes what is not its own on to the driver.
+#include <optional>
+
 #include "interpose/hook_support.h"
 #include "shim/log.h"
 
@@ -70,8 +72,14 @@ VGPUMEM_HOOK_DEFINE(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle
 
 VGPUMEM_HOOK_DEFINE(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr), (handle, addr)) {
   Runtime::get().count(HookId::cuMemRetainAllocationHandle);
-  if (vmm::Pager* pager = pager_of_reservation(reinterpret_cast<CUdeviceptr>(addr))) {
-    if (handle != nullptr && pager->retain_handle(reinterpret_cast<CUdeviceptr>(addr), handle)) return CUDA_SUCCESS;
+  const auto address = reinterpret_cast<CUdeviceptr>(addr);
+  if (vmm::Pager* pager = pager_of_reservation(address)) {
+    if (handle != nullptr && pager->retain_handle(address, handle)) return CUDA_SUCCESS;
+  }
+  // A paged allocation is cuMemAlloc memory to the program: never hand out
+  // one of the pager's chunks, which it may give to another unit at any time.
+  if (vmm::Pager* pager = Runtime::get().pager(); pager != nullptr && pager->in_arena(address)) {
+    return vmm::Pager::kAllocatedMemoryQueryAnswer;
   }
   const CUresult result = REAL(cuMemRetainAllocationHandle)(handle, addr);
   // Each retain must be paired with a cuMemRelease; the bytes are refunded
@@ -80,6 +88,22 @@ VGPUMEM_HOOK_DEFINE(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* 
     Runtime::get().accounting().retain(AllocationKind::vmm_handle, *handle);
   }
   return result;
+}
+
+// The access the program reads back is the access it set on its own view:
+// an offloaded mapping answers what was granted, and a paged allocation what
+// the driver answers for cuMemAlloc memory.
+VGPUMEM_HOOK_DEFINE(cuMemGetAccess, (unsigned long long* flags, const CUmemLocation* location, CUdeviceptr ptr),
+                    (flags, location, ptr)) {
+  Runtime::get().count(HookId::cuMemGetAccess);
+  if (vmm::Pager* pager = Runtime::get().pager(); pager != nullptr && flags != nullptr && location != nullptr) {
+    if (pager->in_arena(ptr)) return vmm::Pager::kAllocatedMemoryQueryAnswer;
+    if (const std::optional<unsigned long long> access = pager->program_access(ptr, *location)) {
+      *flags = *access;
+      return CUDA_SUCCESS;
+    }
+  }
+  return REAL(cuMemGetAccess)(flags, location, ptr);
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemGetAllocationPropertiesFromHandle,

@@ -157,6 +157,16 @@ class Pager {
   // more reference; false if none of the pager's is mapped there.
   bool retain_handle(std::uint64_t address, CUmemGenericAllocationHandle* out);
   CUresult handle_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* prop) const;
+  // What the driver answers cuMemRetainAllocationHandle and cuMemGetAccess
+  // for memory from cuMemAlloc (not a mapping of a handle): a paged
+  // allocation is cuMemAlloc memory to the program, whatever chunks of the
+  // pager's back it now (tests/sim/src/vmm.cpp answers the same).
+  static constexpr CUresult kAllocatedMemoryQueryAnswer = CUDA_ERROR_INVALID_VALUE;
+  // cuMemGetAccess at `address` of one of the program's mappings the pager
+  // holds while it is offloaded: what the program granted, as it would read
+  // it with the mapping in place. Empty when the driver's own answer is
+  // right (not the pager's, or mapped now, access replayed).
+  std::optional<unsigned long long> program_access(std::uint64_t address, const CUmemLocation& location) const;
   // A reservation of the program's: covered by the index, so mappings of
   // virtual handles in it are paged. Freeing it checks nothing is mapped.
   void program_reserved(std::uint64_t base, std::uint64_t bytes);

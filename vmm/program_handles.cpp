@@ -103,6 +103,22 @@ CUresult Pager::handle_properties(CUmemGenericAllocationHandle handle, CUmemAllo
   return CUDA_SUCCESS;
 }
 
+std::optional<unsigned long long> Pager::program_access(std::uint64_t address, const CUmemLocation& location) const {
+  if (!index_.in_extra_range(address)) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  const Unit* unit = index_.lookup(address);
+  if (unit == nullptr) return std::nullopt;
+  for (const Alias& alias : unit->aliases) {
+    if (address - alias.address >= alias.bytes) continue;
+    if (alias.mapped) return std::nullopt;
+    // Only the program's own device can have been granted access to an
+    // offloaded alias: a grant to another pins the unit resident for good.
+    const bool own = location.type == CU_MEM_LOCATION_TYPE_DEVICE && location.id == unit->device;
+    return own ? alias.access : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  }
+  return std::nullopt;
+}
+
 void Pager::program_reserved(std::uint64_t base, std::uint64_t bytes) {
   std::lock_guard lock(mutex_);
   if (!index_.cover_more(base, bytes)) {

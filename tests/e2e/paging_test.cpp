@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "paged_run.h"
 #include "process.h"
@@ -206,6 +207,35 @@ TEST(Paging, TheProgramsOwnHandlesArePagedAtTheAddressesItMappedThem) {
                                  {{"VGPUMEM_POLICY", "off"}});
   EXPECT_EQ(off.process.exit_code, 0) << "the probe's own checks hold on the driver's handles too: "
                                       << off.process.out << off.process.err;
+}
+
+// The lines of `out` that start with `prefix`, in order.
+std::string lines_starting(const std::string& out, const std::string& prefix) {
+  std::string kept;
+  std::size_t at = 0;
+  while (at < out.size()) {
+    const std::size_t end = std::min(out.find('\n', at), out.size());
+    if (out.compare(at, prefix.size(), prefix) == 0) kept += out.substr(at, end - at + 1);
+    at = end + 1;
+  }
+  return kept;
+}
+
+// cuMemRetainAllocationHandle and cuMemGetAccess answer as the driver does
+// without paging: never one of the pager's chunks for cuMemAlloc memory, and
+// for one of the program's mappings what the program granted, even while it
+// is offloaded (under torture, each query finds what it names on the host).
+TEST(Paging, VirtualMemoryQueriesAnswerAsTheDriverDoesForTheProgramsMemory) {
+  const PagedRun off = run_paged("vmm_queries_off", {program("vmm_probe"), "queries"}, "64MiB",
+                                 {{"VGPUMEM_POLICY", "off"}});
+  ASSERT_EQ(off.process.exit_code, 0) << off.process.out << off.process.err;
+  const std::string expected = lines_starting(off.process.out, "query ");
+  ASSERT_EQ(std::count(expected.begin(), expected.end(), '\n'), 7) << off.process.out;
+  const PagedRun paged = run_paged("vmm_queries", {program("vmm_probe"), "queries"}, "16MiB",
+                                   {{"VGPUMEM_CHECK", "torture"}, {"VGPUMEM_GRACE_LAUNCHES", "0"}});
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(paged, "vmm ok", 16ull << 20));
+  EXPECT_EQ(lines_starting(paged.process.out, "query "), expected);
+  EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
 }
 
 // A segment grown handle by handle, as PyTorch's expandable segments do,

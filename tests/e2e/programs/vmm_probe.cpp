@@ -10,6 +10,10 @@
 //                       cuMemAlloc buffers (56 MiB under a 16 MiB cap)
 //   vmm_probe peer      (two devices) two handles mapped alone, one of them
 //                       given to device 1 as well, among cuMemAlloc buffers
+//   vmm_probe queries   the virtual-memory queries a program may ask of its
+//                       cuMemAlloc memory and of its own mappings after a
+//                       launch over other buffers: prints one "query ..."
+//                       line each, to compare with a run without paging
 //
 // Each buffer is checked at the end. Prints "vmm ok" and exits 0; "vmm
 // mismatch ..." exits 4; a CUDA error exits 3; a wrong answer to a handle
@@ -198,6 +202,78 @@ int peer(Kernels& kernels, CUstream stream) {
   return 0;
 }
 
+const char* result_name(CUresult result) {
+  const char* name = nullptr;
+  return cuGetErrorName(result, &name) == CUDA_SUCCESS && name != nullptr ? name : "?";
+}
+
+void print_access(const char* what, CUdeviceptr at, int device) {
+  CUmemLocation location{};
+  location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  location.id = device;
+  unsigned long long flags = 99;
+  const CUresult result = cuMemGetAccess(&flags, &location, at);
+  std::printf("query access %s device %d: %s flags %llu\n", what, device, result_name(result),
+              result == CUDA_SUCCESS ? flags : 99ull);
+}
+
+// Each query of a mapping is asked after kernels over 16 MiB of other
+// buffers, so that under a small cap (and at once under torture) what it
+// names is offloaded.
+int queries(Kernels& kernels, CUstream stream) {
+  std::vector<Buffer> others;
+  add_allocated(others, 4, stream);
+  auto evict = [&] {
+    add_rounds(kernels, others, 1, stream);
+    CHECK(cuStreamSynchronize(stream));
+  };
+  CUdeviceptr allocated = 0;
+  CHECK(cuMemAlloc(&allocated, 4 * kMiB));
+  CHECK(cuMemsetD32(allocated, 5, kMiB));
+  CUdeviceptr reservation = 0;
+  CHECK(cuMemAddressReserve(&reservation, 64 * kMiB, 0, 0, 0));
+  const CUdeviceptr granted = reservation, read_only = reservation + 8 * kMiB, ungranted = reservation + 16 * kMiB;
+  const CUmemGenericAllocationHandle handle = map_handle(granted, 4 * kMiB);
+  const CUmemGenericAllocationHandle read_handle = map_handle(read_only, 4 * kMiB);
+  CUmemAccessDesc read = read_write(0);
+  read.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+  CHECK(cuMemSetAccess(read_only, 4 * kMiB, &read, 1));
+  const CUmemAllocationProp prop = device_memory();
+  CUmemGenericAllocationHandle bare = 0;
+  CHECK(cuMemCreate(&bare, 4 * kMiB, &prop, 0));
+  CHECK(cuMemMap(ungranted, 4 * kMiB, 0, bare, 0));  // mapped, never granted
+  CHECK(cuMemsetD32(granted, 1, kMiB));
+
+  // The cuMemAlloc buffer is asked about while resident (its chunks mapped
+  // under it): what a driver query there finds is the pager's.
+  CHECK(cuMemsetD32(allocated, 5, kMiB));
+  CUmemGenericAllocationHandle retained = 0;
+  CUresult result = cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(allocated + kMiB));
+  std::printf("query retain allocated: %s\n", result_name(result));
+  if (result == CUDA_SUCCESS) CHECK(cuMemRelease(retained));
+  print_access("allocated", allocated, 0);
+  evict();
+  result = cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(granted + kMiB));
+  std::printf("query retain mapped: %s same %d\n", result_name(result), result == CUDA_SUCCESS && retained == handle);
+  if (result == CUDA_SUCCESS) CHECK(cuMemRelease(retained));
+  evict();
+  print_access("granted", granted + kMiB, 0);
+  evict();
+  print_access("granted", granted, 1);
+  evict();
+  print_access("read-only", read_only, 0);
+  print_access("ungranted", ungranted, 0);
+
+  std::vector<Buffer> checked{Buffer{allocated, 4 * kMiB, 5}, Buffer{granted, 4 * kMiB, 1}};
+  if (!check(checked) || !check(others)) return 4;
+  CHECK(cuMemUnmap(granted, 4 * kMiB));
+  CHECK(cuMemUnmap(read_only, 4 * kMiB));
+  CHECK(cuMemUnmap(ungranted, 4 * kMiB));
+  for (CUmemGenericAllocationHandle h : {handle, read_handle, bare}) CHECK(cuMemRelease(h));
+  CHECK(cuMemAddressFree(reservation, 64 * kMiB));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,7 +286,8 @@ int main(int argc, char** argv) {
   if (mode == "apart") status = apart(kernels, stream);
   if (mode == "segment") status = segment(kernels, stream);
   if (mode == "peer") status = peer(kernels, stream);
-  if (status == 2) std::printf("usage: vmm_probe apart|segment|peer\n");
+  if (mode == "queries") status = queries(kernels, stream);
+  if (status == 2) std::printf("usage: vmm_probe apart|segment|peer|queries\n");
   if (status == 0) std::printf("vmm ok\n");
   return status;
 }

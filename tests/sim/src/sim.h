@@ -147,11 +147,13 @@ struct Region {
   Pool* pool = nullptr;         // stream-ordered allocations
   bool freed = false;           // cuMemFreeAsync issued: gone for the API, mapped until the free runs
   std::uint64_t array_pitch = 0;  // CUarrays: bytes per row
-  // Mappings within a reservation: offset -> (size, handle, accessible)
+  // Mappings within a reservation: offset -> (size, handle, accessible, and
+  // the access each device location was granted, as cuMemGetAccess reads it)
   struct Mapping {
     std::uint64_t size;
     std::uint64_t handle;
     bool accessible;
+    std::map<int, CUmemAccess_flags> access;
   };
   std::map<std::uint64_t, Mapping> mappings;
 

@@ -134,7 +134,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
            static_cast<off_t>(offset)) == MAP_FAILED) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  region->mappings[at] = Region::Mapping{size, handle, false};
+  region->mappings[at] = Region::Mapping{size, handle, false, {}};
   ++phys->second.mappings;
   spend_vmm_time(sim, VmmCall::map, size);
   return CUDA_SUCCESS;
@@ -159,6 +159,9 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     auto& m = region->mappings[at];
     mprotect(reinterpret_cast<void*>(region->base + at), m.size, prot);
     m.accessible = prot != PROT_NONE;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE) m.access[desc[i].location.id] = desc[i].flags;
+    }
     at += m.size;
   }
   spend_vmm_time(sim, VmmCall::set_access, size);
@@ -205,6 +208,30 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* ha
   if (address - region->base >= it->first + it->second.size) return CUDA_ERROR_INVALID_VALUE;
   *handle = it->second.handle;
   ++sim.physical[it->second.handle].handle_refs;
+  return CUDA_SUCCESS;
+}
+
+// What cuMemSetAccess granted `location` on the mapping at `ptr`; an
+// address with no mapping of a reservation (cuMemAlloc memory included) is
+// CUDA_ERROR_INVALID_VALUE.
+SIM_EXPORT CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location, CUdeviceptr ptr) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  sim.count("cuMemGetAccess");
+  Region* region = sim.region_of(ptr);
+  if (flags == nullptr || location == nullptr || region == nullptr || region->kind != Region::Kind::reservation) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto it = region->mappings.upper_bound(ptr - region->base);
+  if (it == region->mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (ptr - region->base >= it->first + it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  if (location->type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    return CUDA_SUCCESS;
+  }
+  const auto granted = it->second.access.find(location->id);
+  *flags = granted == it->second.access.end() ? CU_MEM_ACCESS_FLAGS_PROT_NONE : granted->second;
   return CUDA_SUCCESS;
 }
 

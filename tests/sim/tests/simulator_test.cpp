@@ -86,6 +86,52 @@ TEST_F(Simulator, VmmRangeIsInaccessibleUntilMappedAndGranted) {
   ASSERT_EQ(cuMemAddressFree(va, 4 * kMiB), CUDA_SUCCESS);
 }
 
+// cuMemGetAccess reads back what cuMemSetAccess granted each device, only
+// where a handle is mapped; cuMemAlloc memory is not a mapping to ask about,
+// nor to retain a handle of.
+TEST_F(Simulator, VmmAccessIsWhatWasGrantedAndOnlyWhereMapped) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 4 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
+  unsigned long long flags = 99;
+  EXPECT_EQ(cuMemGetAccess(&flags, &prop.location, va), CUDA_ERROR_INVALID_VALUE) << "reserved, not mapped";
+  ASSERT_EQ(cuMemMap(va, 2 * kMiB, 0, handle, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetAccess(&flags, &prop.location, va + kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE) << "mapped, not granted";
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+  ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetAccess(&flags, &prop.location, va + kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_READ);
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemGetAccess(&flags, &prop.location, va), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CUmemLocation other = prop.location;
+  other.id = 1;
+  ASSERT_EQ(cuMemGetAccess(&flags, &other, va), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE) << "granted to device 0 only";
+  EXPECT_EQ(cuMemGetAccess(&flags, &prop.location, va + 2 * kMiB), CUDA_ERROR_INVALID_VALUE) << "past the mapping";
+  EXPECT_EQ(cuMemGetAccess(nullptr, &prop.location, va), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemGetAccess(&flags, nullptr, va), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr allocated = 0;
+  ASSERT_EQ(cuMemAlloc(&allocated, kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemGetAccess(&flags, &prop.location, allocated), CUDA_ERROR_INVALID_VALUE);
+  CUmemGenericAllocationHandle retained = 0;
+  EXPECT_EQ(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(allocated)), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemFree(allocated), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(va, 2 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemGetAccess(&flags, &prop.location, va), CUDA_ERROR_INVALID_VALUE) << "unmapped again";
+  ASSERT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(va, 4 * kMiB), CUDA_SUCCESS);
+}
+
 // As on CUDA 13: a mapping may start at an offset into the handle (a
 // granularity multiple), and sees the handle's bytes from there; the
 // properties given to cuMemCreate are the ones read back.
