@@ -17,6 +17,11 @@
 #undef cuMemAllocPitch
 #undef cuMemFree
 #undef cuStreamBeginCapture
+#undef cuStreamWriteValue32
+#undef cuStreamWriteValue64
+#undef cuStreamWaitValue32
+#undef cuStreamWaitValue64
+#undef cuStreamBatchMemOp
 
 // Legacy 32-bit ABI variants still exported by libcuda; cudaTypedefs.h only
 // declares their types for the driver's own build.

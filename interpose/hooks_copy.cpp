@@ -23,15 +23,36 @@ CUresult copy_with_operands(HookId id, std::uint64_t a, std::uint64_t a_bytes, s
   return copy();
 }
 
+// A unified copy's source may be host memory: cudaMemcpy(Async) with
+// cudaMemcpyDefault arrives as cuMemcpy(Async), NCCL's uploads among them.
+// Bytes from the host are an upload that may be a pointer table; from the
+// device, they overwrite what was at the destination. The driver tells
+// which (a host pointer it never registered is an error to it, and host).
+void register_unified_copy(CUdeviceptr dst, CUdeviceptr src, std::size_t n) {
+  vmm::Pager* pager = Runtime::get().pager();
+  if (pager == nullptr || n == 0) return;
+  if (!pager->in_arena(src)) {
+    CUmemorytype type = CU_MEMORYTYPE_DEVICE;
+    const CUresult known = REAL(cuPointerGetAttribute)(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, src);
+    if (known != CUDA_SUCCESS || type == CU_MEMORYTYPE_HOST) {
+      register_upload(dst, reinterpret_cast<const void*>(src), n);
+      return;
+    }
+  }
+  register_overwrite(dst, n);
+}
+
 }  // namespace
 
-// Unified copies: either side may be device memory.
+// Unified copies: either side may be device memory, or host memory.
 #define VGPUMEM_UNIFIED_COPY(name, per_thread)                                                                        \
   VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) {                            \
+    register_unified_copy(dst, src, n);                                                                               \
     return copy_with_operands(HookId::name, dst, n, src, n, nullptr, per_thread, [&] { return REAL(name)(dst, src, n); }); \
   }
 #define VGPUMEM_UNIFIED_COPY_ASYNC(name, per_thread)                                                                  \
   VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s)) {             \
+    register_unified_copy(dst, src, n);                                                                               \
     return copy_with_operands(HookId::name, dst, n, src, n, s, per_thread, [&] { return REAL(name)(dst, src, n, s); }); \
   }
 VGPUMEM_UNIFIED_COPY(cuMemcpy, kLegacy)
@@ -198,3 +219,53 @@ VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D16Async, unsigned short, kLegacy)
 VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, kPerThread)
 VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D32Async, unsigned int, kLegacy)
 VGPUMEM_MEMSET_2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, kPerThread)
+
+// ---- peer copies ---------------------------------------------------------------------------
+// Both sides are device memory, each of its own context's device; the pager
+// finds each operand's device from the unit that holds it.
+#define VGPUMEM_PEER_COPY(name, per_thread)                                                                           \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n),                \
+                      (dst, dc, src, sc, n)) {                                                                        \
+    register_overwrite(dst, n);                                                                                       \
+    return copy_with_operands(HookId::name, dst, n, src, n, nullptr, per_thread,                                      \
+                              [&] { return REAL(name)(dst, dc, src, sc, n); });                                       \
+  }
+#define VGPUMEM_PEER_COPY_ASYNC(name, per_thread)                                                                     \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream s),    \
+                      (dst, dc, src, sc, n, s)) {                                                                     \
+    register_overwrite(dst, n);                                                                                       \
+    return copy_with_operands(HookId::name, dst, n, src, n, s, per_thread,                                            \
+                              [&] { return REAL(name)(dst, dc, src, sc, n, s); });                                    \
+  }
+VGPUMEM_PEER_COPY(cuMemcpyPeer, kLegacy)
+VGPUMEM_PEER_COPY(cuMemcpyPeer_ptds, kPerThread)
+VGPUMEM_PEER_COPY_ASYNC(cuMemcpyPeerAsync, kLegacy)
+VGPUMEM_PEER_COPY_ASYNC(cuMemcpyPeerAsync_ptsz, kPerThread)
+
+namespace {
+
+template <typename Copy>
+CUresult copy_3d_peer(HookId id, const CUDA_MEMCPY3D_PEER* c, CUstream stream, bool per_thread, Copy&& copy) {
+  if (c == nullptr) return copy();
+  const Span dst = span(c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight,
+                        c->WidthInBytes, c->Height, c->Depth);
+  const Span src = span(c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch, c->srcHeight,
+                        c->WidthInBytes, c->Height, c->Depth);
+  return copy_with_operands(id, dst.first, dst.bytes, src.first, src.bytes, stream, per_thread, copy);
+}
+
+}  // namespace
+
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER* c), (c)) {
+  return copy_3d_peer(HookId::cuMemcpy3DPeer, c, nullptr, kLegacy, [&] { return REAL(cuMemcpy3DPeer)(c); });
+}
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER* c), (c)) {
+  return copy_3d_peer(HookId::cuMemcpy3DPeer_ptds, c, nullptr, kPerThread, [&] { return REAL(cuMemcpy3DPeer_ptds)(c); });
+}
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER* c, CUstream s), (c, s)) {
+  return copy_3d_peer(HookId::cuMemcpy3DPeerAsync, c, s, kLegacy, [&] { return REAL(cuMemcpy3DPeerAsync)(c, s); });
+}
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER* c, CUstream s), (c, s)) {
+  return copy_3d_peer(HookId::cuMemcpy3DPeerAsync_ptsz, c, s, kPerThread,
+                      [&] { return REAL(cuMemcpy3DPeerAsync_ptsz)(c, s); });
+}

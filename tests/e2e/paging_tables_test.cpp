@@ -31,6 +31,19 @@ TEST(PagingTables, BuffersReachedThroughALargeUploadAreExactUnderTorture) {
   EXPECT_GT(run.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0);
 }
 
+// cudaMemcpyDefault from the host arrives as cuMemcpy: the same table,
+// uploaded that way, is scanned as an upload. Without the launch grace, the
+// table is the only way the targets are reached.
+TEST(PagingTables, BuffersReachedThroughAUnifiedCopyFromTheHostAreExactUnderTorture) {
+  const PagedRun run = run_paged("table_unified", {program("table_probe"), "unified"}, "16MiB",
+                                 {{"VGPUMEM_CHECK", "torture"}, {"VGPUMEM_GRACE_LAUNCHES", "0"}});
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "unified ok", 16 * kMiB));
+  const nlohmann::json& tables = tables_of(run);
+  EXPECT_GE(tables["uploads_scanned"].get<int>(), 1) << tables.dump();
+  EXPECT_GE(tables["launches_followed"].get<int>(), 1) << tables.dump();
+  EXPECT_EQ(tables["target_granules_peak"].get<int>(), 4) << "one per buffer: " << tables.dump();
+}
+
 // NCCL's work FIFO: the table is in cuMemHostAlloc memory the kernel reads.
 TEST(PagingTables, BuffersReachedThroughPinnedHostMemoryAreExactUnderTorture) {
   const PagedRun run =

@@ -9,6 +9,9 @@
 //   table_probe fifo      the same table lies in pinned host memory
 //                         (cuMemHostAlloc) the kernel reads directly, as
 //                         NCCL's work FIFO is read. Prints "fifo ok".
+//   table_probe unified   as large, the table uploaded with cuMemcpy from
+//                         host memory (cudaMemcpyDefault's way). Prints
+//                         "unified ok".
 //   table_probe long N    N steps, each uploading a two-pointer table to the
 //                         same place (a caching allocator's reused block)
 //                         naming two of eight buffers in turn, adding one to
@@ -89,7 +92,8 @@ bool sums_right(const Kernels& kernels, CUdeviceptr table, int count, CUdevicept
 
 // Four buffers reached through one table, six others pushing them out and
 // changed on the device first (so what comes back must be their own bytes).
-int through_table(bool in_host_memory) {
+int through_table(const std::string& mode) {
+  const bool in_host_memory = mode == "fifo";
   const Kernels kernels;
   constexpr int kTargets = 4, kPressure = 6;
   std::vector<int> values, pressure_values;
@@ -112,15 +116,19 @@ int through_table(bool in_host_memory) {
     table = reinterpret_cast<CUdeviceptr>(host_table) + kWorkAt;
   } else {
     CHECK(cuMemAlloc(&table, table_bytes));
-    CHECK(cuMemcpyHtoD(table, packed.data(), table_bytes));  // the only place the targets' addresses go
+    // The only place the targets' addresses go.
+    if (mode == "unified") {
+      CHECK(cuMemcpy(table, reinterpret_cast<CUdeviceptr>(packed.data()), table_bytes));
+    } else {
+      CHECK(cuMemcpyHtoD(table, packed.data(), table_bytes));
+    }
   }
   CHECK(cuMemAlloc(&out, kTargets * sizeof(std::int64_t)));
   const std::vector<CUdeviceptr> pressure = filled_buffers(kPressure, 0, pressure_values);
   for (int round = 0; round < 2; ++round) {
     for (CUdeviceptr p : pressure) add_one(kernels, p);
   }
-  const char* mode = in_host_memory ? "fifo" : "large";
-  if (!sums_right(kernels, table, kTargets, out, values.data(), mode)) return 4;
+  if (!sums_right(kernels, table, kTargets, out, values.data(), mode.c_str())) return 4;
   for (CUdeviceptr p : pressure) CHECK(cuMemFree(p));
   for (CUdeviceptr p : targets) CHECK(cuMemFree(p));
   if (in_host_memory) {
@@ -129,7 +137,7 @@ int through_table(bool in_host_memory) {
     CHECK(cuMemFree(table));
   }
   CHECK(cuMemFree(out));
-  std::printf("%s ok\n", mode);
+  std::printf("%s ok\n", mode.c_str());
   return 0;
 }
 
@@ -164,11 +172,11 @@ int long_run(int steps) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "large" && mode != "fifo" && !(mode == "long" && argc > 2)) {
-    std::fprintf(stderr, "usage: table_probe large|fifo|long STEPS\n");
+  if (mode != "large" && mode != "fifo" && mode != "unified" && !(mode == "long" && argc > 2)) {
+    std::fprintf(stderr, "usage: table_probe large|fifo|unified|long STEPS\n");
     return 2;
   }
   use_primary_context();
   if (mode == "long") return long_run(std::atoi(argv[2]));
-  return through_table(mode == "fifo");
+  return through_table(mode);
 }

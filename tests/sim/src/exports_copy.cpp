@@ -217,3 +217,79 @@ SIM_FILL_2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned, 4, true)
 // symbols exist, as in the real driver, for cuGetProcAddress at version 2000.
 SIM_EXPORT CUresult cuMemcpyHtoD(unsigned int, const void*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
 SIM_EXPORT CUresult cuMemcpyDtoH(void*, unsigned int, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
+
+// ---- peer copies ---------------------------------------------------------------------
+// Every device's memory is one address space here: a peer copy is a device
+// to device copy, after the contexts it names are checked.
+namespace {
+
+bool live_contexts(CUcontext a, CUcontext b) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  return a != nullptr && b != nullptr && sim.contexts.count(a) != 0 && sim.contexts.count(b) != 0;
+}
+
+CUresult peer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream stream, bool per_thread,
+              CopySync sync, const char* api) {
+  if (!live_contexts(dc, sc)) return CUDA_ERROR_INVALID_CONTEXT;
+  return copy_linear(d, s, n, true, true, stream, per_thread, sync, api);
+}
+
+CUresult peer_3d(const CUDA_MEMCPY3D_PEER* c, CUstream stream, bool per_thread, CopySync sync, const char* api) {
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!live_contexts(c->dstContext, c->srcContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  CUDA_MEMCPY3D as_3d{};
+  as_3d.srcXInBytes = c->srcXInBytes;
+  as_3d.srcY = c->srcY;
+  as_3d.srcZ = c->srcZ;
+  as_3d.srcLOD = c->srcLOD;
+  as_3d.srcMemoryType = c->srcMemoryType;
+  as_3d.srcHost = c->srcHost;
+  as_3d.srcDevice = c->srcDevice;
+  as_3d.srcArray = c->srcArray;
+  as_3d.srcPitch = c->srcPitch;
+  as_3d.srcHeight = c->srcHeight;
+  as_3d.dstXInBytes = c->dstXInBytes;
+  as_3d.dstY = c->dstY;
+  as_3d.dstZ = c->dstZ;
+  as_3d.dstLOD = c->dstLOD;
+  as_3d.dstMemoryType = c->dstMemoryType;
+  as_3d.dstHost = c->dstHost;
+  as_3d.dstDevice = c->dstDevice;
+  as_3d.dstArray = c->dstArray;
+  as_3d.dstPitch = c->dstPitch;
+  as_3d.dstHeight = c->dstHeight;
+  as_3d.WidthInBytes = c->WidthInBytes;
+  as_3d.Height = c->Height;
+  as_3d.Depth = c->Depth;
+  return copy_3d(&as_3d, stream, per_thread, sync, api);
+}
+
+}  // namespace
+
+SIM_EXPORT CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+  return peer(d, dc, s, sc, n, kDefault, false, CopySync::sync, "cuMemcpyPeer");
+}
+SIM_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+  return peer(d, dc, s, sc, n, kDefault, true, CopySync::sync, "cuMemcpyPeer_ptds");
+}
+SIM_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
+                                      CUstream stream) {
+  return peer(d, dc, s, sc, n, stream, false, CopySync::async, "cuMemcpyPeerAsync");
+}
+SIM_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
+                                           CUstream stream) {
+  return peer(d, dc, s, sc, n, stream, true, CopySync::async, "cuMemcpyPeerAsync_ptsz");
+}
+SIM_EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* c) {
+  return peer_3d(c, kDefault, false, CopySync::sync, "cuMemcpy3DPeer");
+}
+SIM_EXPORT CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* c) {
+  return peer_3d(c, kDefault, true, CopySync::sync, "cuMemcpy3DPeer_ptds");
+}
+SIM_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* c, CUstream stream) {
+  return peer_3d(c, stream, false, CopySync::async, "cuMemcpy3DPeerAsync");
+}
+SIM_EXPORT CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* c, CUstream stream) {
+  return peer_3d(c, stream, true, CopySync::async, "cuMemcpy3DPeerAsync_ptsz");
+}

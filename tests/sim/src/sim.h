@@ -31,6 +31,11 @@
 #undef cuMemGetInfo
 #undef cuStreamBeginCapture
 #undef cuStreamGetCaptureInfo
+#undef cuStreamWriteValue32
+#undef cuStreamWriteValue64
+#undef cuStreamWaitValue32
+#undef cuStreamWaitValue64
+#undef cuStreamBatchMemOp
 
 #define SIM_EXPORT extern "C" __attribute__((visibility("default")))
 

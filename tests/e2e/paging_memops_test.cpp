@@ -1,0 +1,38 @@
+// Stream memory operations and peer copies, end to end (docs/architecture.md,
+// "Copies and stream memory operations"): words written and waited on by
+// cuStreamWriteValue/cuStreamWaitValue/cuStreamBatchMemOp, and buffers moved
+// by cuMemcpyPeer and cuMemcpy3DPeer, are exact with ten buffers at 2.5 times
+// the cap. Under strict and torture an operand the shim did not make
+// resident would fault; the launch grace is off, so nothing but the hooks
+// keeps an operand on the device.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "paged_run.h"
+#include "process.h"
+
+namespace vgpumem::test {
+namespace {
+
+constexpr std::uint64_t kCap = 16ull << 20;
+
+void expect_exact_memops(const std::string& check) {
+  const PagedRun run = run_paged("memop_" + check, {program("memop_probe")}, "16MiB",
+                                 {{"VGPUMEM_CHECK", check}, {"VGPUMEM_GRACE_LAUNCHES", "0"}});
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "memop ok", kCap));
+  const nlohmann::json& calls = run.simulator["calls"];
+  EXPECT_FALSE(calls.contains("stream_waits_unmet")) << "every wait found its value: " << calls.dump();
+  for (const char* api : {"cuStreamWriteValue32_v2", "cuStreamWriteValue64_v2", "cuStreamWaitValue32_v2",
+                          "cuStreamWaitValue64_v2", "cuStreamBatchMemOp_v2", "cuMemcpyPeer", "cuMemcpyPeerAsync",
+                          "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync"}) {
+    EXPECT_TRUE(calls.contains(api)) << api << " reached the driver: " << calls.dump();
+  }
+  EXPECT_GT(run.trace["vgpumem"]["paging"]["offloads"].get<int>(), 20);
+}
+
+TEST(PagingMemops, StreamWordsAndPeerCopiesAreExactUnderTorture) { expect_exact_memops("torture"); }
+TEST(PagingMemops, StreamWordsAndPeerCopiesAreExactUnderStrict) { expect_exact_memops("strict"); }
+
+}  // namespace
+}  // namespace vgpumem::test

@@ -1,0 +1,171 @@
+// Stream memory operations and peer copies under paging: ten 4 MiB buffers
+// (40 MiB, over twice a 16 MiB cap), each step touching buffers only
+// through one entry point, kernels over every buffer in between (so under a
+// small cap, and at once under torture, what a step names is on the host):
+//
+//   cuStreamWriteValue32, cuStreamWriteValue64: one word of each buffer
+//   cuStreamWaitValue32/64: a word each, whose value the wait asks for
+//   cuStreamBatchMemOp: one batch writing a word of three buffers and
+//                       waiting on a fourth
+//   cuMemcpyPeer(Async), cuMemcpy3DPeer(Async): buffer to buffer
+//
+// A host mirror of every buffer is kept; all are checked at the end. Prints
+// "memop ok"; a wrong int prints "memop mismatch ..." and exits 4; a CUDA
+// error exits 3. (Each wait asks for the value its word holds; the
+// simulator counts a wait that finds otherwise as "stream_waits_unmet".)
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "probe_kernels.h"
+
+namespace {
+
+constexpr std::size_t kMiB = 1u << 20, kBytes = 4 * kMiB, kInts = kBytes / 4;
+constexpr int kBuffers = 10;
+
+struct Buffers {
+  std::vector<CUdeviceptr> device;
+  std::vector<std::vector<std::uint32_t>> mirror;
+};
+
+Buffers make_buffers(CUstream stream) {
+  Buffers b;
+  for (int i = 0; i < kBuffers; ++i) {
+    CUdeviceptr p = 0;
+    CHECK(cuMemAlloc(&p, kBytes));
+    CHECK(cuMemsetD32Async(p, static_cast<unsigned>(i * 1000), kInts, stream));
+    b.device.push_back(p);
+    b.mirror.emplace_back(kInts, static_cast<std::uint32_t>(i * 1000));
+  }
+  return b;
+}
+
+// A kernel adds one to every int of every buffer: each is resident in turn,
+// the others pushed out.
+void pressure(Buffers& b, CUfunction add, CUstream stream) {
+  for (int i = 0; i < kBuffers; ++i) {
+    void* params[] = {&b.device[static_cast<std::size_t>(i)]};
+    CHECK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+    for (std::uint32_t& v : b.mirror[static_cast<std::size_t>(i)]) ++v;
+  }
+}
+
+void words(Buffers& b, CUfunction add, CUstream stream) {
+  for (int i = 0; i < kBuffers; ++i) {
+    auto& m = b.mirror[static_cast<std::size_t>(i)];
+    const CUdeviceptr p = b.device[static_cast<std::size_t>(i)];
+    CHECK(cuStreamWriteValue32(stream, p + 4 * 7, 0xA000u + static_cast<unsigned>(i), 0));
+    m[7] = 0xA000u + static_cast<unsigned>(i);
+  }
+  pressure(b, add, stream);
+  for (int i = 0; i < kBuffers; ++i) {
+    auto& m = b.mirror[static_cast<std::size_t>(i)];
+    const std::uint64_t wide = 0xB000'0000'0000ull + static_cast<std::uint64_t>(i);
+    CHECK(cuStreamWriteValue64(stream, b.device[static_cast<std::size_t>(i)] + 8 * 5, wide, 0));
+    std::memcpy(&m[10], &wide, sizeof wide);
+  }
+  pressure(b, add, stream);
+  for (int i = 0; i < kBuffers; ++i) {
+    const auto& m = b.mirror[static_cast<std::size_t>(i)];
+    const CUdeviceptr p = b.device[static_cast<std::size_t>(i)];
+    CHECK(cuStreamWaitValue32(stream, p + 4 * 7, m[7], CU_STREAM_WAIT_VALUE_EQ));
+    std::uint64_t wide = 0;
+    std::memcpy(&wide, &m[10], sizeof wide);
+    CHECK(cuStreamWaitValue64(stream, p + 8 * 5, wide, CU_STREAM_WAIT_VALUE_EQ));
+  }
+  pressure(b, add, stream);
+  // One batch: writes to buffers 1, 4 and 8, a wait on buffer 6.
+  CUstreamBatchMemOpParams ops[4]{};
+  const int written[3] = {1, 4, 8};
+  for (int k = 0; k < 3; ++k) {
+    ops[k].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[k].writeValue.address = b.device[static_cast<std::size_t>(written[k])] + 4 * 100;
+    ops[k].writeValue.value = 0xC000u + static_cast<unsigned>(k);
+    b.mirror[static_cast<std::size_t>(written[k])][100] = 0xC000u + static_cast<unsigned>(k);
+  }
+  ops[3].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[3].waitValue.address = b.device[6] + 4 * 7;
+  ops[3].waitValue.value = b.mirror[6][7];
+  ops[3].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+  CHECK(cuStreamBatchMemOp(stream, 4, ops, 0));
+  pressure(b, add, stream);
+}
+
+void peers(Buffers& b, CUfunction add, CUstream stream) {
+  CUcontext context = nullptr;
+  CHECK(cuCtxGetCurrent(&context));
+  // The synchronous copies run on the legacy stream, which the program's
+  // non-blocking stream does not wait for: its work is finished first.
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuMemcpyPeer(b.device[2], context, b.device[9], context, kBytes));
+  b.mirror[2] = b.mirror[9];
+  pressure(b, add, stream);
+  CHECK(cuMemcpyPeerAsync(b.device[5], context, b.device[0], context, kBytes / 2, stream));
+  std::copy(b.mirror[0].begin(), b.mirror[0].begin() + kInts / 2, b.mirror[5].begin());
+  pressure(b, add, stream);
+  // 3D: 64 rows of 4 KiB from buffer 3 (row pitch 16 KiB) into buffer 7
+  // (rows packed), in two slices of 32 rows.
+  for (int async = 0; async < 2; ++async) {
+    CUDA_MEMCPY3D_PEER c{};
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = b.device[3];
+    c.srcContext = context;
+    c.srcPitch = 16384;
+    c.srcHeight = 32;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = b.device[7];
+    c.dstContext = context;
+    c.dstXInBytes = async * 262144u * 2;
+    c.dstPitch = 4096;
+    c.dstHeight = 32;
+    c.WidthInBytes = 4096;
+    c.Height = 32;
+    c.Depth = 2;
+    if (async) {
+      CHECK(cuMemcpy3DPeerAsync(&c, stream));
+    } else {
+      CHECK(cuStreamSynchronize(stream));
+      CHECK(cuMemcpy3DPeer(&c));
+    }
+    for (std::size_t row = 0; row < 64; ++row) {
+      std::memcpy(b.mirror[7].data() + (c.dstXInBytes + row * 4096) / 4, b.mirror[3].data() + row * 16384 / 4, 4096);
+    }
+    pressure(b, add, stream);
+  }
+}
+
+bool check(const Buffers& b) {
+  std::vector<std::uint32_t> back(kInts);
+  for (int i = 0; i < kBuffers; ++i) {
+    CHECK(cuMemcpyDtoH(back.data(), b.device[static_cast<std::size_t>(i)], kBytes));
+    const auto& m = b.mirror[static_cast<std::size_t>(i)];
+    for (std::size_t k = 0; k < kInts; ++k) {
+      if (back[k] != m[k]) {
+        std::printf("memop mismatch buffer %d int %zu: %#x, expected %#x\n", i, k, back[k], m[k]);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  use_primary_context();
+  const CUfunction add = register_add_one("memop_add_one", kInts);
+  CUstream stream = nullptr;
+  CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  Buffers buffers = make_buffers(stream);
+  pressure(buffers, add, stream);
+  words(buffers, add, stream);
+  peers(buffers, add, stream);
+  CHECK(cuStreamSynchronize(stream));
+  if (!check(buffers)) return 4;
+  for (CUdeviceptr p : buffers.device) CHECK(cuMemFree(p));
+  std::printf("memop ok\n");
+  return 0;
+}
