@@ -22,6 +22,7 @@
 #undef cuStreamWaitValue32
 #undef cuStreamWaitValue64
 #undef cuStreamBatchMemOp
+#undef cuMemcpyBatchAsync
 
 // Legacy 32-bit ABI variants still exported by libcuda; cudaTypedefs.h only
 // declares their types for the driver's own build.

@@ -269,3 +269,64 @@ VGPUMEM_HOOK_DEFINE(cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER* c, CUst
   return copy_3d_peer(HookId::cuMemcpy3DPeerAsync_ptsz, c, s, kPerThread,
                       [&] { return REAL(cuMemcpy3DPeerAsync_ptsz)(c, s); });
 }
+
+// ---- array <-> device copies ---------------------------------------------------------------
+// Arrays are never paged; the linear side is the device operand.
+#define VGPUMEM_DEVICE_TO_ARRAY(name, per_thread)                                                                     \
+  VGPUMEM_HOOK_DEFINE(name, (CUarray dst, size_t offset, CUdeviceptr src, size_t n), (dst, offset, src, n)) {         \
+    return copy_with_operands(HookId::name, src, n, 0, 0, nullptr, per_thread,                                        \
+                              [&] { return REAL(name)(dst, offset, src, n); });                                       \
+  }
+#define VGPUMEM_ARRAY_TO_DEVICE(name, per_thread)                                                                     \
+  VGPUMEM_HOOK_DEFINE(name, (CUdeviceptr dst, CUarray src, size_t offset, size_t n), (dst, src, offset, n)) {         \
+    register_overwrite(dst, n);                                                                                       \
+    return copy_with_operands(HookId::name, dst, n, 0, 0, nullptr, per_thread,                                        \
+                              [&] { return REAL(name)(dst, src, offset, n); });                                       \
+  }
+VGPUMEM_DEVICE_TO_ARRAY(cuMemcpyDtoA_v2, kLegacy)
+VGPUMEM_DEVICE_TO_ARRAY(cuMemcpyDtoA_v2_ptds, kPerThread)
+VGPUMEM_ARRAY_TO_DEVICE(cuMemcpyAtoD_v2, kLegacy)
+VGPUMEM_ARRAY_TO_DEVICE(cuMemcpyAtoD_v2_ptds, kPerThread)
+
+// ---- batches of linear copies (cuMemcpyBatchAsync) -----------------------------------------
+// Every copy of the batch is a unified copy: each side is made resident, all
+// of the batch's at once (the driver may run them in any order), and a
+// source in host memory is scanned as an upload.
+namespace {
+
+template <typename Copy>
+CUresult copy_batch(HookId id, const CUdeviceptr* dsts, const CUdeviceptr* srcs, const size_t* sizes, size_t count,
+                    CUstream stream, bool per_thread, Copy&& copy) {
+  Runtime::get().count(id);
+  if (dsts == nullptr || srcs == nullptr || sizes == nullptr) return copy();
+  vmm::Access access;
+  for (size_t i = 0; i < count; ++i) {
+    register_unified_copy(dsts[i], srcs[i], sizes[i]);
+    if (CUresult r = paged_operand(dsts[i], sizes[i], stream, per_thread, access, api_name(id))) return r;
+    if (CUresult r = paged_operand(srcs[i], sizes[i], stream, per_thread, access, api_name(id))) return r;
+  }
+  return copy();
+}
+
+}  // namespace
+
+#define VGPUMEM_COPY_BATCH_V1(name, per_thread)                                                                       \
+  VGPUMEM_HOOK_DEFINE(name,                                                                                           \
+                      (CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count, CUmemcpyAttributes* a, size_t* ai,    \
+                       size_t na, size_t* fail, CUstream stream),                                                     \
+                      (d, s, n, count, a, ai, na, fail, stream)) {                                                    \
+    return copy_batch(HookId::name, d, s, n, count, stream, per_thread,                                               \
+                      [&] { return REAL(name)(d, s, n, count, a, ai, na, fail, stream); });                           \
+  }
+#define VGPUMEM_COPY_BATCH(name, per_thread)                                                                          \
+  VGPUMEM_HOOK_DEFINE(name,                                                                                           \
+                      (CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count, CUmemcpyAttributes* a, size_t* ai,    \
+                       size_t na, CUstream stream),                                                                   \
+                      (d, s, n, count, a, ai, na, stream)) {                                                          \
+    return copy_batch(HookId::name, d, s, n, count, stream, per_thread,                                               \
+                      [&] { return REAL(name)(d, s, n, count, a, ai, na, stream); });                                 \
+  }
+VGPUMEM_COPY_BATCH_V1(cuMemcpyBatchAsync, kLegacy)
+VGPUMEM_COPY_BATCH_V1(cuMemcpyBatchAsync_ptsz, kPerThread)
+VGPUMEM_COPY_BATCH(cuMemcpyBatchAsync_v2, kLegacy)
+VGPUMEM_COPY_BATCH(cuMemcpyBatchAsync_v2_ptsz, kPerThread)

@@ -1,7 +1,7 @@
 // Stream memory operations and peer copies, end to end (docs/architecture.md,
 // "Copies and stream memory operations"): words written and waited on by
 // cuStreamWriteValue/cuStreamWaitValue/cuStreamBatchMemOp, and buffers moved
-// by cuMemcpyPeer and cuMemcpy3DPeer, are exact with ten buffers at 2.5 times
+// by cuMemcpyPeer, cuMemcpy3DPeer, array copies and cuMemcpyBatchAsync, are exact with ten buffers at 2.5 times
 // the cap. Under strict and torture an operand the shim did not make
 // resident would fault; the launch grace is off, so nothing but the hooks
 // keeps an operand on the device.
@@ -25,7 +25,8 @@ void expect_exact_memops(const std::string& check) {
   EXPECT_FALSE(calls.contains("stream_waits_unmet")) << "every wait found its value: " << calls.dump();
   for (const char* api : {"cuStreamWriteValue32_v2", "cuStreamWriteValue64_v2", "cuStreamWaitValue32_v2",
                           "cuStreamWaitValue64_v2", "cuStreamBatchMemOp_v2", "cuMemcpyPeer", "cuMemcpyPeerAsync",
-                          "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync"}) {
+                          "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", "cuMemcpyDtoA_v2",
+                          "cuMemcpyAtoD_v2", "cuMemcpyBatchAsync_v2"}) {
     EXPECT_TRUE(calls.contains(api)) << api << " reached the driver: " << calls.dump();
   }
   EXPECT_GT(run.trace["vgpumem"]["paging"]["offloads"].get<int>(), 20);

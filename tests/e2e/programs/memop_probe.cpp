@@ -8,6 +8,9 @@
 //   cuStreamBatchMemOp: one batch writing a word of three buffers and
 //                       waiting on a fourth
 //   cuMemcpyPeer(Async), cuMemcpy3DPeer(Async): buffer to buffer
+//   cuMemcpyDtoA, cuMemcpyAtoD: a buffer through a CUarray into another
+//   cuMemcpyBatchAsync: one batch of buffer to buffer, host to buffer and
+//                       buffer to host copies
 //
 // A host mirror of every buffer is kept; all are checked at the end. Prints
 // "memop ok"; a wrong int prints "memop mismatch ..." and exits 4; a CUDA
@@ -137,6 +140,51 @@ void peers(Buffers& b, CUfunction add, CUstream stream) {
   }
 }
 
+void through_array(Buffers& b, CUfunction add, CUstream stream) {
+  constexpr std::size_t kArrayBytes = kMiB;
+  CUDA_ARRAY_DESCRIPTOR shape{};
+  shape.Width = kArrayBytes / 4;
+  shape.Height = 0;
+  shape.Format = CU_AD_FORMAT_UNSIGNED_INT32;
+  shape.NumChannels = 1;
+  CUarray array = nullptr;
+  CHECK(cuArrayCreate(&array, &shape));
+  CHECK(cuStreamSynchronize(stream));  // the array copies run on the legacy stream
+  CHECK(cuMemcpyDtoA(array, 0, b.device[4], kArrayBytes));
+  const std::vector<std::uint32_t> in_array(b.mirror[4].begin(), b.mirror[4].begin() + kArrayBytes / 4);
+  pressure(b, add, stream);
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuMemcpyAtoD(b.device[6] + 64 * 1024, array, 0, kArrayBytes));
+  std::copy(in_array.begin(), in_array.end(), b.mirror[6].begin() + 64 * 1024 / 4);
+  pressure(b, add, stream);
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuArrayDestroy(array));
+}
+
+// One batch: buffer 1 into buffer 8, host ints into buffer 3, buffer 0 out
+// to the host (checked once the stream is done).
+bool batch(Buffers& b, CUfunction add, CUstream stream) {
+  std::vector<std::uint32_t> from_host(kInts / 8), to_host(kInts / 16, 0);
+  for (std::size_t i = 0; i < from_host.size(); ++i) from_host[i] = 0xD0000u + static_cast<std::uint32_t>(i);
+  CUdeviceptr dsts[3] = {b.device[8] + kMiB, b.device[3], reinterpret_cast<CUdeviceptr>(to_host.data())};
+  CUdeviceptr srcs[3] = {b.device[1], reinterpret_cast<CUdeviceptr>(from_host.data()), b.device[0] + 4096};
+  size_t sizes[3] = {kMiB, from_host.size() * 4, to_host.size() * 4};
+  CUmemcpyAttributes order{};
+  order.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  size_t first = 0;
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 3, &order, &first, 1, stream));
+  std::copy(b.mirror[1].begin(), b.mirror[1].begin() + kMiB / 4, b.mirror[8].begin() + kMiB / 4);
+  std::copy(from_host.begin(), from_host.end(), b.mirror[3].begin());
+  const std::vector<std::uint32_t> expected(b.mirror[0].begin() + 1024, b.mirror[0].begin() + 1024 + to_host.size());
+  CHECK(cuStreamSynchronize(stream));
+  if (to_host != expected) {
+    std::printf("memop mismatch: a batch copy to the host\n");
+    return false;
+  }
+  pressure(b, add, stream);
+  return true;
+}
+
 bool check(const Buffers& b) {
   std::vector<std::uint32_t> back(kInts);
   for (int i = 0; i < kBuffers; ++i) {
@@ -163,6 +211,8 @@ int main() {
   pressure(buffers, add, stream);
   words(buffers, add, stream);
   peers(buffers, add, stream);
+  through_array(buffers, add, stream);
+  if (!batch(buffers, add, stream)) return 4;
   CHECK(cuStreamSynchronize(stream));
   if (!check(buffers)) return 4;
   for (CUdeviceptr p : buffers.device) CHECK(cuMemFree(p));

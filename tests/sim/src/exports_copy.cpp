@@ -293,3 +293,88 @@ SIM_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* c, CUstream st
 SIM_EXPORT CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* c, CUstream stream) {
   return peer_3d(c, stream, true, CopySync::async, "cuMemcpy3DPeerAsync_ptsz");
 }
+
+// ---- array <-> device copies ------------------------------------------------------------
+// A CUarray is a region of device memory here: `offset` bytes into it.
+namespace {
+
+std::uint64_t array_bytes(CUarray array, std::uint64_t offset, std::uint64_t n) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  const auto base = reinterpret_cast<std::uint64_t>(array);
+  const Region* region = sim.region_of(base);
+  if (region == nullptr || region->array_pitch == 0 || region->base != base || offset + n > region->size) return 0;
+  return base + offset;
+}
+
+CUresult device_to_array(CUarray dst, size_t offset, CUdeviceptr src, size_t n, bool per_thread, const char* api) {
+  const std::uint64_t at = array_bytes(dst, offset, n);
+  return at == 0 ? CUDA_ERROR_INVALID_VALUE : copy_linear(at, src, n, true, true, kDefault, per_thread, CopySync::sync, api);
+}
+
+CUresult array_to_device(CUdeviceptr dst, CUarray src, size_t offset, size_t n, bool per_thread, const char* api) {
+  const std::uint64_t at = array_bytes(src, offset, n);
+  return at == 0 ? CUDA_ERROR_INVALID_VALUE : copy_linear(dst, at, n, true, true, kDefault, per_thread, CopySync::sync, api);
+}
+
+}  // namespace
+
+SIM_EXPORT CUresult cuMemcpyDtoA_v2(CUarray d, size_t o, CUdeviceptr s, size_t n) {
+  return device_to_array(d, o, s, n, false, "cuMemcpyDtoA_v2");
+}
+SIM_EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray d, size_t o, CUdeviceptr s, size_t n) {
+  return device_to_array(d, o, s, n, true, "cuMemcpyDtoA_v2_ptds");
+}
+SIM_EXPORT CUresult cuMemcpyAtoD_v2(CUdeviceptr d, CUarray s, size_t o, size_t n) {
+  return array_to_device(d, s, o, n, false, "cuMemcpyAtoD_v2");
+}
+SIM_EXPORT CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray s, size_t o, size_t n) {
+  return array_to_device(d, s, o, n, true, "cuMemcpyAtoD_v2_ptds");
+}
+
+// ---- batches of linear copies (cuMemcpyBatchAsync) ------------------------------------
+// Each copy of the batch is a unified copy on the stream, in order; the
+// attributes (access order, location hints) change nothing here beyond
+// being checked. The legacy NULL stream is refused, as the API says.
+namespace {
+
+CUresult batch_copies(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,
+                      size_t* attr_indices, size_t attr_count, size_t* fail_index, CUstream stream, bool per_thread,
+                      const char* api) {
+  if (fail_index != nullptr) *fail_index = SIZE_MAX;
+  if (count == 0 || dsts == nullptr || srcs == nullptr || sizes == nullptr || attrs == nullptr ||
+      attr_indices == nullptr || attr_count == 0 || attr_count > count || attr_indices[0] != 0 ||
+      stream == nullptr || stream == CU_STREAM_LEGACY) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t k = 1; k < attr_count; ++k) {
+    if (attr_indices[k] <= attr_indices[k - 1] || attr_indices[k] >= count) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const CUresult result = unified(dsts[i], srcs[i], sizes[i], stream, per_thread, CopySync::async, api);
+    if (result != CUDA_SUCCESS) {
+      if (fail_index != nullptr) *fail_index = i;
+      return result;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SIM_EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count, CUmemcpyAttributes* a,
+                                       size_t* ai, size_t na, size_t* fail, CUstream stream) {
+  return batch_copies(d, s, n, count, a, ai, na, fail, stream, false, "cuMemcpyBatchAsync");
+}
+SIM_EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                            CUmemcpyAttributes* a, size_t* ai, size_t na, size_t* fail, CUstream stream) {
+  return batch_copies(d, s, n, count, a, ai, na, fail, stream, true, "cuMemcpyBatchAsync_ptsz");
+}
+SIM_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                          CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream stream) {
+  return batch_copies(d, s, n, count, a, ai, na, nullptr, stream, false, "cuMemcpyBatchAsync_v2");
+}
+SIM_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                               CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream stream) {
+  return batch_copies(d, s, n, count, a, ai, na, nullptr, stream, true, "cuMemcpyBatchAsync_v2_ptsz");
+}

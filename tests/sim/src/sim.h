@@ -36,6 +36,7 @@
 #undef cuStreamWaitValue32
 #undef cuStreamWaitValue64
 #undef cuStreamBatchMemOp
+#undef cuMemcpyBatchAsync
 
 #define SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
