@@ -11,6 +11,8 @@
 //   cuMemcpyDtoA, cuMemcpyAtoD: a buffer through a CUarray into another
 //   cuMemcpyBatchAsync: one batch of buffer to buffer, host to buffer and
 //                       buffer to host copies
+//   cuTexObjectCreate:  a kernel sums a buffer through a texture object
+//                       (its parameters hold the object, not the address)
 //
 // A host mirror of every buffer is kept; all are checked at the end. Prints
 // "memop ok"; a wrong int prints "memop mismatch ..." and exits 4; a CUDA
@@ -185,6 +187,67 @@ bool batch(Buffers& b, CUfunction add, CUstream stream) {
   return true;
 }
 
+// out[0] = the sum of the ints of a linear texture's memory.
+void sum_texture(void** params, const vgpusimLaunch*, void*) {
+  using Resource = CUresult (*)(CUtexObject, CUDA_RESOURCE_DESC*);
+  static const auto resource_of = reinterpret_cast<Resource>(dlsym(RTLD_DEFAULT, "vgpusimTexObjectResource"));
+  CUtexObject texture = 0;
+  std::int64_t* out = nullptr;
+  std::memcpy(&texture, params[0], sizeof texture);
+  std::memcpy(&out, params[1], sizeof out);
+  CUDA_RESOURCE_DESC resource{};
+  if (resource_of == nullptr || resource_of(texture, &resource) != CUDA_SUCCESS) {
+    *out = -1;
+    return;
+  }
+  const auto* ints = reinterpret_cast<const std::uint32_t*>(resource.res.linear.devPtr);
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < resource.res.linear.sizeInBytes / 4; ++i) sum += ints[i];
+  *out = sum;
+}
+
+// Buffer 2 read through a texture object after everything else has pushed
+// it out, twice, then the object destroyed (the buffer pages again).
+bool texture(Buffers& b, CUfunction add, CUstream stream) {
+  static const CUfunction sum = register_probe_kernel("memop_sum_texture", sum_texture, {8, 8});
+  CUDA_RESOURCE_DESC resource{};
+  resource.resType = CU_RESOURCE_TYPE_LINEAR;
+  resource.res.linear.devPtr = b.device[2];
+  resource.res.linear.format = CU_AD_FORMAT_UNSIGNED_INT32;
+  resource.res.linear.numChannels = 1;
+  resource.res.linear.sizeInBytes = kBytes;
+  CUDA_TEXTURE_DESC sampling{};
+  sampling.flags = CU_TRSF_READ_AS_INTEGER;
+  // Read first, so the buffer is on the device when the object is made:
+  // only the object can keep it there for the kernels after.
+  std::uint32_t first = 0;
+  CHECK(cuMemcpyDtoHAsync(&first, b.device[2], sizeof first, stream));
+  CHECK(cuStreamSynchronize(stream));
+  CUtexObject object = 0;
+  CHECK(cuTexObjectCreate(&object, &resource, &sampling, nullptr));
+  CUdeviceptr out = 0;
+  CHECK(cuMemAlloc(&out, sizeof(std::int64_t)));
+  for (int round = 0; round < 2; ++round) {
+    pressure(b, add, stream);
+    void* params[] = {&object, &out};
+    CHECK(cuLaunchKernel(sum, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+    std::int64_t got = 0;
+    CHECK(cuMemcpyDtoHAsync(&got, out, sizeof got, stream));
+    CHECK(cuStreamSynchronize(stream));
+    std::int64_t expected = 0;
+    for (std::uint32_t v : b.mirror[2]) expected += v;
+    if (got != expected) {
+      std::printf("memop mismatch: the sum through a texture is %lld, expected %lld\n", static_cast<long long>(got),
+                  static_cast<long long>(expected));
+      return false;
+    }
+  }
+  CHECK(cuTexObjectDestroy(object));
+  CHECK(cuMemFree(out));
+  pressure(b, add, stream);
+  return true;
+}
+
 bool check(const Buffers& b) {
   std::vector<std::uint32_t> back(kInts);
   for (int i = 0; i < kBuffers; ++i) {
@@ -213,6 +276,7 @@ int main() {
   peers(buffers, add, stream);
   through_array(buffers, add, stream);
   if (!batch(buffers, add, stream)) return 4;
+  if (!texture(buffers, add, stream)) return 4;
   CHECK(cuStreamSynchronize(stream));
   if (!check(buffers)) return 4;
   for (CUdeviceptr p : buffers.device) CHECK(cuMemFree(p));

@@ -109,6 +109,15 @@ typedef struct vgpusimTensorMapInfo {
  * bytes that are not such a map (never encoded, or changed by hand). */
 CUresult vgpusimTensorMapDecode(const CUtensorMap *map, vgpusimTensorMapInfo *info);
 
+/* Texture and surface objects. cuTexObjectCreate keeps the resource it was
+ * given (linear, pitched 2D, array or mipmapped array; linear and pitched
+ * memory must be mapped device memory); cuSurfObjectCreate accepts arrays
+ * only, as CUDA does. Filtering and addressing modes are not simulated: a
+ * simulated kernel reads through an object by asking for its resource and
+ * reading the memory it names. Safe to call from a kernel body.
+ * CUDA_ERROR_INVALID_VALUE for an object that does not exist. */
+CUresult vgpusimTexObjectResource(CUtexObject object, CUDA_RESOURCE_DESC *resource);
+
 /* Simulated time now, in nanoseconds, as seen by the calling host thread
  * (each thread has its own clock, advanced by its synchronising calls). */
 unsigned long long vgpusimHostTimeNs(void);

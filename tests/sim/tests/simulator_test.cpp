@@ -132,6 +132,38 @@ TEST_F(Simulator, VmmAccessIsWhatWasGrantedAndOnlyWhereMapped) {
   ASSERT_EQ(cuMemAddressFree(va, 4 * kMiB), CUDA_SUCCESS);
 }
 
+// Texture objects keep the resource they describe; linear memory must be
+// mapped device memory, and a surface takes arrays only.
+TEST_F(Simulator, TextureObjectsKeepTheirResourceUntilDestroyed) {
+  CUdeviceptr memory = 0;
+  ASSERT_EQ(cuMemAlloc(&memory, kMiB), CUDA_SUCCESS);
+  CUDA_RESOURCE_DESC resource{};
+  resource.resType = CU_RESOURCE_TYPE_LINEAR;
+  resource.res.linear.devPtr = memory;
+  resource.res.linear.format = CU_AD_FORMAT_UNSIGNED_INT32;
+  resource.res.linear.numChannels = 1;
+  resource.res.linear.sizeInBytes = kMiB;
+  CUDA_TEXTURE_DESC sampling{};
+  CUtexObject texture = 0;
+  EXPECT_EQ(cuTexObjectCreate(&texture, &resource, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE) << "no sampling";
+  ASSERT_EQ(cuTexObjectCreate(&texture, &resource, &sampling, nullptr), CUDA_SUCCESS);
+  CUDA_RESOURCE_DESC back{};
+  ASSERT_EQ(vgpusimTexObjectResource(texture, &back), CUDA_SUCCESS);
+  EXPECT_EQ(back.res.linear.devPtr, memory);
+  ASSERT_EQ(cuTexObjectGetResourceDesc(&back, texture), CUDA_SUCCESS);
+  EXPECT_EQ(back.res.linear.sizeInBytes, kMiB);
+  CUsurfObject surface = 0;
+  EXPECT_EQ(cuSurfObjectCreate(&surface, &resource), CUDA_ERROR_INVALID_VALUE) << "surfaces take arrays only";
+  CUDA_RESOURCE_DESC past = resource;
+  past.res.linear.sizeInBytes = 2 * kMiB;
+  CUtexObject beyond = 0;
+  EXPECT_EQ(cuTexObjectCreate(&beyond, &past, &sampling, nullptr), CUDA_ERROR_INVALID_VALUE) << "past the allocation";
+  ASSERT_EQ(cuTexObjectDestroy(texture), CUDA_SUCCESS);
+  EXPECT_EQ(cuTexObjectDestroy(texture), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(vgpusimTexObjectResource(texture, &back), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemFree(memory), CUDA_SUCCESS);
+}
+
 // As on CUDA 13: a mapping may start at an offset into the handle (a
 // granularity multiple), and sees the handle's bytes from there; the
 // properties given to cuMemCreate are the ones read back.
