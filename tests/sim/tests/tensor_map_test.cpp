@@ -142,7 +142,8 @@ TEST(SimTensorMaps, TiledEncodeRefusesWhatTheDriverRefuses) {
   interleaved.swizzle = CU_TENSOR_MAP_SWIZZLE_32B;
   interleaved.address = 0x7f00'1234'5620;
   EXPECT_EQ(interleaved.encode(&map), CUDA_SUCCESS);
-  EXPECT_TRUE(refused([](Tiled& t) { t.type = static_cast<CUtensorMapDataType>(16); }));
+  // A data type past the enum's last value is not asked: forming one is
+  // undefined in C++ (its values fit in four bits), and UBSan says so.
   alignas(128) unsigned char storage[sizeof(CUtensorMap) + 64];
   Tiled t;
   EXPECT_EQ(t.encode(reinterpret_cast<CUtensorMap*>(storage + 32)), CUDA_ERROR_INVALID_VALUE) << "64-byte aligned map";
