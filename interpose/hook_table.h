@@ -23,6 +23,7 @@
 #undef cuStreamWaitValue64
 #undef cuStreamBatchMemOp
 #undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
 
 // Legacy 32-bit ABI variants still exported by libcuda; cudaTypedefs.h only
 // declares their types for the driver's own build.

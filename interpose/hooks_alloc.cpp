@@ -287,6 +287,10 @@ VGPUMEM_HOOK_DEFINE(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream), (d
                       [&] { return REAL(cuMemFreeAsync_ptsz)(dptr, stream); });
 }
 
+// Forwarded: hooked so the shim can read an array's element size through
+// the real driver (cuMemcpy3DBatchAsync's extents are in the array's elements).
+VGPUMEM_FORWARDING_HOOK(cuArray3DGetDescriptor_v2, (CUDA_ARRAY3D_DESCRIPTOR * shape, CUarray array), (shape, array))
+
 VGPUMEM_HOOK_DEFINE(cuArrayCreate_v2, (CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc), (array, desc)) {
   Runtime::get().count(HookId::cuArrayCreate_v2);
   if (array == nullptr || desc == nullptr) return REAL(cuArrayCreate_v2)(array, desc);

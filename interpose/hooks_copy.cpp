@@ -330,3 +330,84 @@ VGPUMEM_COPY_BATCH_V1(cuMemcpyBatchAsync, kLegacy)
 VGPUMEM_COPY_BATCH_V1(cuMemcpyBatchAsync_ptsz, kPerThread)
 VGPUMEM_COPY_BATCH(cuMemcpyBatchAsync_v2, kLegacy)
 VGPUMEM_COPY_BATCH(cuMemcpyBatchAsync_v2_ptsz, kPerThread)
+
+// ---- batches of 3D copies (cuMemcpy3DBatchAsync) -------------------------------------------
+// Extents are in elements: a byte between two pointers, the array's element
+// when the other side is an array. A pointer operand covers whole rows of
+// rowLength elements and layers of layerHeight rows (packed when zero).
+namespace {
+
+constexpr std::uint64_t kWidestElement = 16;  // four 32-bit channels: no format is wider
+
+std::uint64_t format_bytes(CUarray_format format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32: case CU_AD_FORMAT_FLOAT: return 4;
+    default: return 0;  // packed, planar and compressed formats: sized as the widest
+  }
+}
+
+// The bytes one element of `array` holds; the widest any array has when the
+// driver cannot say (more memory held for the copy, never less).
+std::uint64_t array_element_bytes(CUarray array) {
+  CUDA_ARRAY3D_DESCRIPTOR shape{};
+  if (REAL(cuArray3DGetDescriptor_v2)(&shape, array) != CUDA_SUCCESS) return kWidestElement;
+  const std::uint64_t bytes = format_bytes(shape.Format) * std::max(shape.NumChannels, 1u);
+  return bytes != 0 ? bytes : kWidestElement;
+}
+
+Span pointer_extent(const CUmemcpy3DOperand& operand, const CUextent3D& extent, std::uint64_t element) {
+  if (operand.type != CU_MEMCPY_OPERAND_TYPE_POINTER || extent.width == 0 || extent.height == 0 || extent.depth == 0) {
+    return {};
+  }
+  const auto& p = operand.op.ptr;
+  const std::uint64_t row = (p.rowLength != 0 ? p.rowLength : extent.width) * element;
+  const std::uint64_t layer = row * (p.layerHeight != 0 ? p.layerHeight : extent.height);
+  return {p.ptr, (extent.depth - 1) * layer + (extent.height - 1) * row + extent.width * element};
+}
+
+template <typename Copy>
+CUresult copy_3d_batch(HookId id, size_t count, const CUDA_MEMCPY3D_BATCH_OP* ops, CUstream stream, bool per_thread,
+                       Copy&& copy) {
+  Runtime::get().count(id);
+  if (ops == nullptr) return copy();
+  vmm::Access access;
+  for (size_t i = 0; i < count; ++i) {
+    const CUDA_MEMCPY3D_BATCH_OP& op = ops[i];
+    const std::uint64_t element = op.src.type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? array_element_bytes(op.src.op.array.array)
+                                  : op.dst.type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? array_element_bytes(op.dst.op.array.array)
+                                                                               : 1;
+    const Span src = pointer_extent(op.src, op.extent, element), dst = pointer_extent(op.dst, op.extent, element);
+    register_overwrite(dst.first, dst.bytes);
+    if (CUresult r = paged_operand(dst.first, dst.bytes, stream, per_thread, access, api_name(id))) return r;
+    if (CUresult r = paged_operand(src.first, src.bytes, stream, per_thread, access, api_name(id))) return r;
+  }
+  return copy();
+}
+
+}  // namespace
+
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DBatchAsync,
+                    (size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* fail, unsigned long long flags, CUstream s),
+                    (n, ops, fail, flags, s)) {
+  return copy_3d_batch(HookId::cuMemcpy3DBatchAsync, n, ops, s, kLegacy,
+                       [&] { return REAL(cuMemcpy3DBatchAsync)(n, ops, fail, flags, s); });
+}
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DBatchAsync_ptsz,
+                    (size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* fail, unsigned long long flags, CUstream s),
+                    (n, ops, fail, flags, s)) {
+  return copy_3d_batch(HookId::cuMemcpy3DBatchAsync_ptsz, n, ops, s, kPerThread,
+                       [&] { return REAL(cuMemcpy3DBatchAsync_ptsz)(n, ops, fail, flags, s); });
+}
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DBatchAsync_v2, (size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags, CUstream s),
+                    (n, ops, flags, s)) {
+  return copy_3d_batch(HookId::cuMemcpy3DBatchAsync_v2, n, ops, s, kLegacy,
+                       [&] { return REAL(cuMemcpy3DBatchAsync_v2)(n, ops, flags, s); });
+}
+VGPUMEM_HOOK_DEFINE(cuMemcpy3DBatchAsync_v2_ptsz,
+                    (size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags, CUstream s),
+                    (n, ops, flags, s)) {
+  return copy_3d_batch(HookId::cuMemcpy3DBatchAsync_v2_ptsz, n, ops, s, kPerThread,
+                       [&] { return REAL(cuMemcpy3DBatchAsync_v2_ptsz)(n, ops, flags, s); });
+}

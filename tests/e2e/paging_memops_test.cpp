@@ -1,7 +1,7 @@
 // Copies, stream memory operations and texture objects, end to end
 // (docs/architecture.md): words written and waited on by cuStreamWriteValue,
 // cuStreamWaitValue and cuStreamBatchMemOp; buffers moved by cuMemcpyPeer,
-// cuMemcpy3DPeer, array copies and cuMemcpyBatchAsync; and a buffer a kernel
+// cuMemcpy3DPeer, array copies, cuMemcpyBatchAsync and cuMemcpy3DBatchAsync; and a buffer a kernel
 // reads through a texture object, are exact with ten buffers at 2.5 times
 // the cap. Under strict and torture an operand the shim did not make
 // resident would fault; the launch grace is off, so nothing but the hooks
@@ -27,7 +27,7 @@ void expect_exact_memops(const std::string& check) {
   for (const char* api : {"cuStreamWriteValue32_v2", "cuStreamWriteValue64_v2", "cuStreamWaitValue32_v2",
                           "cuStreamWaitValue64_v2", "cuStreamBatchMemOp_v2", "cuMemcpyPeer", "cuMemcpyPeerAsync",
                           "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", "cuMemcpyDtoA_v2",
-                          "cuMemcpyAtoD_v2", "cuMemcpyBatchAsync_v2", "cuTexObjectCreate",
+                          "cuMemcpyAtoD_v2", "cuMemcpyBatchAsync_v2", "cuMemcpy3DBatchAsync_v2", "cuTexObjectCreate",
                           "cuTexObjectDestroy"}) {
     EXPECT_TRUE(calls.contains(api)) << api << " reached the driver: " << calls.dump();
   }

@@ -11,6 +11,9 @@
 //   cuMemcpyDtoA, cuMemcpyAtoD: a buffer through a CUarray into another
 //   cuMemcpyBatchAsync: one batch of buffer to buffer, host to buffer and
 //                       buffer to host copies
+//   cuMemcpy3DBatchAsync: rows of a buffer into a 2D array, then back
+//                       into another buffer with a pointer-to-pointer copy
+//                       in the same batch
 //   cuTexObjectCreate:  a kernel sums a buffer through a texture object
 //                       (its parameters hold the object, not the address)
 //
@@ -187,6 +190,59 @@ bool batch(Buffers& b, CUfunction add, CUstream stream) {
   return true;
 }
 
+// A 2D array of 256 x 64 ints: 128 x 32 of them written from rows of
+// buffer 5 (1024-int rows, starting 128 KiB in), with another batch reading
+// them back into buffer 9 (packed, 2 MiB in) and copying 8 KiB-wide rows of
+// buffer 1 into buffer 4 (pointer to pointer: extents in bytes).
+void batch_3d(Buffers& b, CUfunction add, CUstream stream) {
+  constexpr std::size_t kWidth = 256, kHeight = 64, kCopyWidth = 128, kCopyHeight = 32;
+  CUDA_ARRAY3D_DESCRIPTOR shape{};
+  shape.Width = kWidth;
+  shape.Height = kHeight;
+  shape.Format = CU_AD_FORMAT_UNSIGNED_INT32;
+  shape.NumChannels = 1;
+  CUarray array = nullptr;
+  CHECK(cuArray3DCreate(&array, &shape));
+  CUDA_MEMCPY3D_BATCH_OP in{};
+  in.src.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+  in.src.op.ptr.ptr = b.device[5] + 128 * 1024;
+  in.src.op.ptr.rowLength = 1024;
+  in.dst.type = CU_MEMCPY_OPERAND_TYPE_ARRAY;
+  in.dst.op.array.array = array;
+  in.dst.op.array.offset = {16, 8, 0};
+  in.extent = {kCopyWidth, kCopyHeight, 1};
+  in.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  CHECK(cuMemcpy3DBatchAsync(1, &in, 0, stream));
+  std::vector<std::uint32_t> rows(kCopyWidth * kCopyHeight);  // what the array now holds there
+  for (std::size_t y = 0; y < kCopyHeight; ++y) {
+    std::copy_n(b.mirror[5].begin() + 32 * 1024 + y * 1024, kCopyWidth, rows.begin() + y * kCopyWidth);
+  }
+  pressure(b, add, stream);
+  CUDA_MEMCPY3D_BATCH_OP out[2]{};
+  out[0].src.type = CU_MEMCPY_OPERAND_TYPE_ARRAY;
+  out[0].src.op.array.array = array;
+  out[0].src.op.array.offset = {16, 8, 0};
+  out[0].dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+  out[0].dst.op.ptr.ptr = b.device[9] + 2 * kMiB;
+  out[0].extent = {kCopyWidth, kCopyHeight, 1};
+  out[0].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  out[1].src.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+  out[1].src.op.ptr.ptr = b.device[1];
+  out[1].src.op.ptr.rowLength = 16384;
+  out[1].dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+  out[1].dst.op.ptr.ptr = b.device[4] + kMiB;
+  out[1].extent = {8192, 16, 1};
+  out[1].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  CHECK(cuMemcpy3DBatchAsync(2, out, 0, stream));
+  std::copy(rows.begin(), rows.end(), b.mirror[9].begin() + 2 * kMiB / 4);
+  for (std::size_t y = 0; y < 16; ++y) {
+    std::copy_n(b.mirror[1].begin() + y * 16384 / 4, 8192 / 4, b.mirror[4].begin() + (kMiB + y * 8192) / 4);
+  }
+  pressure(b, add, stream);
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuArrayDestroy(array));
+}
+
 // out[0] = the sum of the ints of a linear texture's memory.
 void sum_texture(void** params, const vgpusimLaunch*, void*) {
   using Resource = CUresult (*)(CUtexObject, CUDA_RESOURCE_DESC*);
@@ -276,6 +332,7 @@ int main() {
   peers(buffers, add, stream);
   through_array(buffers, add, stream);
   if (!batch(buffers, add, stream)) return 4;
+  batch_3d(buffers, add, stream);
   if (!texture(buffers, add, stream)) return 4;
   CHECK(cuStreamSynchronize(stream));
   if (!check(buffers)) return 4;

@@ -378,3 +378,99 @@ SIM_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* d, CUdeviceptr* s, s
                                                CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream stream) {
   return batch_copies(d, s, n, count, a, ai, na, nullptr, stream, true, "cuMemcpyBatchAsync_v2_ptsz");
 }
+
+// ---- batches of 3D copies (cuMemcpy3DBatchAsync) --------------------------------------
+// Extents are in elements: one byte between pointers, the array's element
+// otherwise. Each copy becomes a 3D copy on the stream, in order.
+namespace {
+
+const Region* array_region(CUarray array) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  const auto base = reinterpret_cast<std::uint64_t>(array);
+  const Region* region = sim.region_of(base);
+  return region != nullptr && region->array_element != 0 && region->base == base ? region : nullptr;
+}
+
+// Fills one side of `c`; false for an operand that is not valid.
+bool batch_side(const CUmemcpy3DOperand& operand, const CUextent3D& extent, std::uint64_t element, bool source,
+                CUDA_MEMCPY3D& c) {
+  CUmemorytype& type = source ? c.srcMemoryType : c.dstMemoryType;
+  if (operand.type == CU_MEMCPY_OPERAND_TYPE_POINTER) {
+    const auto& p = operand.op.ptr;
+    if ((p.rowLength != 0 && p.rowLength < extent.width) || (p.layerHeight != 0 && p.layerHeight < extent.height)) {
+      return false;
+    }
+    type = CU_MEMORYTYPE_UNIFIED;
+    (source ? c.srcDevice : c.dstDevice) = p.ptr;
+    (source ? c.srcPitch : c.dstPitch) = (p.rowLength != 0 ? p.rowLength : extent.width) * element;
+    (source ? c.srcHeight : c.dstHeight) = p.layerHeight != 0 ? p.layerHeight : extent.height;
+    return true;
+  }
+  if (operand.type != CU_MEMCPY_OPERAND_TYPE_ARRAY) return false;
+  const Region* region = array_region(operand.op.array.array);
+  if (region == nullptr) return false;
+  type = CU_MEMORYTYPE_ARRAY;
+  (source ? c.srcArray : c.dstArray) = operand.op.array.array;
+  (source ? c.srcXInBytes : c.dstXInBytes) = operand.op.array.offset.x * element;
+  (source ? c.srcY : c.dstY) = operand.op.array.offset.y;
+  (source ? c.srcZ : c.dstZ) = operand.op.array.offset.z;
+  (source ? c.srcHeight : c.dstHeight) = region->array_height;
+  return true;
+}
+
+CUresult batch_3d(size_t count, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* fail_index, unsigned long long flags,
+                  CUstream stream, bool per_thread, const char* api) {
+  if (fail_index != nullptr) *fail_index = SIZE_MAX;
+  if (count == 0 || ops == nullptr || flags != 0 || stream == nullptr || stream == CU_STREAM_LEGACY) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const CUDA_MEMCPY3D_BATCH_OP& op = ops[i];
+    const Region* src_array =
+        op.src.type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? array_region(op.src.op.array.array) : nullptr;
+    const Region* dst_array =
+        op.dst.type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? array_region(op.dst.op.array.array) : nullptr;
+    const std::uint64_t element = src_array   ? src_array->array_element
+                                  : dst_array ? dst_array->array_element
+                                              : 1;
+    CUDA_MEMCPY3D c{};
+    CUresult result = CUDA_ERROR_INVALID_VALUE;
+    const bool valid = op.extent.width != 0 && op.extent.height != 0 && op.extent.depth != 0 &&
+                       op.srcAccessOrder >= CU_MEMCPY_SRC_ACCESS_ORDER_STREAM &&
+                       op.srcAccessOrder <= CU_MEMCPY_SRC_ACCESS_ORDER_ANY &&
+                       (src_array == nullptr || dst_array == nullptr ||
+                        src_array->array_element == dst_array->array_element) &&
+                       batch_side(op.src, op.extent, element, true, c) && batch_side(op.dst, op.extent, element, false, c);
+    if (valid) {
+      c.WidthInBytes = op.extent.width * element;
+      c.Height = op.extent.height;
+      c.Depth = op.extent.depth;
+      result = copy_3d(&c, stream, per_thread, CopySync::async, api);
+    }
+    if (result != CUDA_SUCCESS) {
+      if (fail_index != nullptr) *fail_index = i;
+      return result;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SIM_EXPORT CUresult cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* fail,
+                                         unsigned long long flags, CUstream s) {
+  return batch_3d(n, ops, fail, flags, s, false, "cuMemcpy3DBatchAsync");
+}
+SIM_EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* fail,
+                                              unsigned long long flags, CUstream s) {
+  return batch_3d(n, ops, fail, flags, s, true, "cuMemcpy3DBatchAsync_ptsz");
+}
+SIM_EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags,
+                                            CUstream s) {
+  return batch_3d(n, ops, nullptr, flags, s, false, "cuMemcpy3DBatchAsync_v2");
+}
+SIM_EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags,
+                                                 CUstream s) {
+  return batch_3d(n, ops, nullptr, flags, s, true, "cuMemcpy3DBatchAsync_v2_ptsz");
+}

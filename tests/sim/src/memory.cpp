@@ -160,12 +160,19 @@ std::uint64_t element_bytes(CUarray_format format) {
 CUresult make_array(void** out, std::uint64_t w, std::uint64_t h, std::uint64_t d, CUarray_format f, unsigned ch) {
   if (out == nullptr || w == 0) return CUDA_ERROR_INVALID_VALUE;
   CUdeviceptr p = 0;
-  const std::uint64_t row = w * element_bytes(f) * std::max(ch, 1u);
+  const std::uint64_t element = element_bytes(f) * std::max(ch, 1u);
+  const std::uint64_t row = w * element;
   const CUresult r = allocate_device(&p, row * std::max<std::uint64_t>(h, 1) * std::max<std::uint64_t>(d, 1),
                                      Region::Kind::allocation, "cuMemAlloc", nullptr);
   if (r == CUDA_SUCCESS) {
     Locked l;
-    l.sim.regions.at(p).array_pitch = row;
+    Region& region = l.sim.regions.at(p);
+    region.array_pitch = row;
+    region.array_element = element;
+    region.array_height = std::max<std::uint64_t>(h, 1);
+    region.array_depth = std::max<std::uint64_t>(d, 1);
+    region.array_format = f;
+    region.array_channels = std::max(ch, 1u);
   }
   *out = reinterpret_cast<void*>(p);
   return r;
@@ -189,6 +196,21 @@ SIM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* a, const CUDA_ARRAY
   for (unsigned l = 0; l < levels; ++l, w = std::max<std::uint64_t>(w / 2, 1)) total_w += w;
   return make_array(reinterpret_cast<void**>(a), total_w, d->Height, d->Depth, d->Format, d->NumChannels);
 }
+// The shape an array was made with (a height or depth of 0 reads back as 1).
+SIM_EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* d, CUarray a) {
+  Locked l;
+  l.sim.count("cuArray3DGetDescriptor_v2");
+  const Region* region = l.sim.region_of(reinterpret_cast<std::uint64_t>(a));
+  if (d == nullptr || region == nullptr || region->array_element == 0) return CUDA_ERROR_INVALID_HANDLE;
+  *d = CUDA_ARRAY3D_DESCRIPTOR{};
+  d->Width = region->array_pitch / region->array_element;
+  d->Height = region->array_height;
+  d->Depth = region->array_depth;
+  d->Format = region->array_format;
+  d->NumChannels = region->array_channels;
+  return CUDA_SUCCESS;
+}
+
 SIM_EXPORT CUresult cuArrayDestroy(CUarray a) {
   Simulator::get().count("cuArrayDestroy");
   return a ? free_device(reinterpret_cast<CUdeviceptr>(a)) : CUDA_ERROR_INVALID_HANDLE;

@@ -37,6 +37,7 @@
 #undef cuStreamWaitValue64
 #undef cuStreamBatchMemOp
 #undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
 
 #define SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -153,6 +154,11 @@ struct Region {
   Pool* pool = nullptr;         // stream-ordered allocations
   bool freed = false;           // cuMemFreeAsync issued: gone for the API, mapped until the free runs
   std::uint64_t array_pitch = 0;  // CUarrays: bytes per row
+  std::uint64_t array_element = 0;  // CUarrays: bytes per element (format size times channels)
+  std::uint64_t array_height = 0;   // CUarrays: rows per layer
+  std::uint64_t array_depth = 0;    // CUarrays: layers
+  CUarray_format array_format = CU_AD_FORMAT_UNSIGNED_INT8;
+  unsigned array_channels = 0;
   // Mappings within a reservation: offset -> (size, handle, accessible, and
   // the access each device location was granted, as cuMemGetAccess reads it)
   struct Mapping {
