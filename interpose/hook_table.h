@@ -24,6 +24,10 @@
 #undef cuStreamBatchMemOp
 #undef cuMemcpyBatchAsync
 #undef cuMemcpy3DBatchAsync
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphAddNode
 
 // Legacy 32-bit ABI variants still exported by libcuda; cudaTypedefs.h only
 // declares their types for the driver's own build.

@@ -2,6 +2,7 @@
 // each operand is made resident (and held so) before the copy is enqueued, on
 // the copy's own stream. Synchronous variants run on the default stream:
 // legacy, or the caller's per-thread one for the _ptds forms.
+#include "interpose/copy_operands.h"
 #include "interpose/hook_support.h"
 
 using namespace vgpumem;
@@ -120,30 +121,10 @@ VGPUMEM_MEMSET_ASYNC(cuMemsetD32Async_ptsz, unsigned int, kPerThread)
 // ---- 2D and 3D copies and memsets ----------------------------------------------------------
 namespace {
 
-// The device bytes one side of a 2D/3D copy covers, as [first, first + bytes);
-// nothing for host memory and arrays (never paged). A unified operand is
-// looked up like a device one: host addresses are simply not found.
-struct Span {
-  std::uint64_t first = 0, bytes = 0;
-};
-
-Span span(CUmemorytype type, CUdeviceptr device, std::size_t x, std::size_t y, std::size_t z, std::size_t pitch,
-          std::size_t slice_height, std::size_t width, std::size_t height, std::size_t depth) {
-  if ((type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) || width == 0 || height == 0 || depth == 0) {
-    return {};
-  }
-  const std::uint64_t row = pitch != 0 ? pitch : width;
-  const std::uint64_t slice = row * (slice_height != 0 ? slice_height : height);
-  return {device + z * slice + y * row + x, (depth - 1) * slice + (height - 1) * row + width};
-}
-
 template <typename Copy>
 CUresult copy_3d(HookId id, const CUDA_MEMCPY3D* c, CUstream stream, bool per_thread, Copy&& copy) {
   if (c == nullptr) return copy();
-  const Span dst = span(c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight,
-                        c->WidthInBytes, c->Height, c->Depth);
-  const Span src = span(c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch, c->srcHeight,
-                        c->WidthInBytes, c->Height, c->Depth);
+  const Span dst = destination_of(*c), src = source_of(*c);
   return copy_with_operands(id, dst.first, dst.bytes, src.first, src.bytes, stream, per_thread, copy);
 }
 
@@ -155,12 +136,6 @@ CUresult copy_2d(HookId id, const CUDA_MEMCPY2D* c, CUstream stream, bool per_th
   const Span src = span(c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, 0, c->srcPitch, 0, c->WidthInBytes,
                         c->Height, 1);
   return copy_with_operands(id, dst.first, dst.bytes, src.first, src.bytes, stream, per_thread, copy);
-}
-
-// The bytes a 2D memset of `width` elements of `element` bytes in `height`
-// rows `pitch` apart covers.
-std::uint64_t rows_bytes(std::size_t pitch, std::size_t width, std::size_t height, std::size_t element) {
-  return width == 0 || height == 0 ? 0 : (height - 1) * std::uint64_t{pitch} + width * element;
 }
 
 }  // namespace

@@ -116,6 +116,16 @@ class Pager {
   CUresult pin_for_life(const std::uint64_t* words, std::size_t count, LifetimePin why);
   // Drops that pin again (an export that failed).
   void unpin_for_life(std::uint64_t address, LifetimePin why);
+  // What a node of a graph built node by node names (cuGraphAddKernelNode,
+  // cuGraphAddMemcpyNode and the rest): each launch of the graph replays it
+  // unseen, so every unit is pinned resident for life
+  // (LifetimePin::graph_node), as captured work is. Words are followed one
+  // level through pointer tables, as a launch's are; a kernel whose
+  // parameters cannot be read pins everything paged on its device.
+  // CUDA_ERROR_OUT_OF_MEMORY if a unit cannot be brought back.
+  CUresult pin_graph_words(const std::uint64_t* words, std::size_t count);
+  CUresult pin_graph_range(std::uint64_t address, std::uint64_t bytes);
+  CUresult pin_graph_device(int device);
   // Uploads, memsets and pinned host buffers the hooks report: the tables a
   // launch's words may lead to, followed one level by prepare().
   PointerTables& pointer_tables() { return tables_; }
@@ -265,6 +275,7 @@ class Pager {
   void offload_all_unheld();
   std::string operation_name(const Operation& op) const;
   CUresult pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why);
+  CUresult pin_held_for_graph(Access& access);
   bool capturing(CUstream stream) const;
   CUresult make_resident_now(Unit* unit);
 

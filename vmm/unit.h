@@ -32,8 +32,9 @@ enum class LifetimePin : std::uint8_t {
   ipc = 2,         // handed to another process by cuIpcGetMemHandle
   shared = 4,      // the program's cuMemSetAccess gave another device access to its mapping
   exported = 8,    // a handle of the program's exported as a shareable handle (one real handle now)
+  graph_node = 16, // a node of a graph built node by node names it (the graph replays unseen)
 };
-inline constexpr int kLifetimePinReasons = 4;
+inline constexpr int kLifetimePinReasons = 5;
 
 // Where the program mapped one of its own handles (cuMemMap): the unit's
 // chunks are mapped there too while it is resident, with the access the

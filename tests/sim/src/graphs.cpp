@@ -6,7 +6,7 @@
 // (docs/gpu-facts.md §8.9); check_capture_allows() in timeline.cpp has the rule.
 //
 // Not simulated: stream-ordered allocation inside a capture (graph memory
-// nodes), building graphs node by node, graph updates.
+// nodes), graph updates. Graphs built node by node: graph_nodes.cpp.
 #include <algorithm>
 
 #include "sim.h"
@@ -172,6 +172,14 @@ SIM_EXPORT CUresult cuGraphDestroy(CUgraph handle) {
   Locked l;
   auto* graph = reinterpret_cast<Graph*>(handle);
   if (l.sim.graphs.erase(graph) == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (auto it = l.sim.graph_nodes.begin(); it != l.sim.graph_nodes.end();) {
+    if ((*it)->graph != graph) {
+      ++it;
+      continue;
+    }
+    delete *it;
+    it = l.sim.graph_nodes.erase(it);
+  }
   delete graph;
   return CUDA_SUCCESS;
 }

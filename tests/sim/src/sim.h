@@ -38,6 +38,10 @@
 #undef cuStreamBatchMemOp
 #undef cuMemcpyBatchAsync
 #undef cuMemcpy3DBatchAsync
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphAddNode
 
 #define SIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -107,6 +111,13 @@ struct Capture {
 
 struct Graph {
   std::vector<Operation> operations;
+};
+
+// A node of a graph built node by node (graph_nodes.cpp): the operation at
+// `index` of its graph's list (and of every instantiation's copy).
+struct GraphNode {
+  Graph* graph = nullptr;
+  std::size_t index = 0;
 };
 
 struct Context {
@@ -216,6 +227,7 @@ class Simulator {
   std::set<Stream*> streams;                            // every live stream handle
   std::set<Event*> events;                              // every live event handle
   std::set<Graph*> graphs, graph_execs;
+  std::set<GraphNode*> graph_nodes;
   std::set<Pool*> pools;                                // every pool, the default ones included
   std::vector<Pool*> default_pools;                     // per device
   std::vector<Capture*> captures;                       // active captures

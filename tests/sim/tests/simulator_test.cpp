@@ -132,6 +132,66 @@ TEST_F(Simulator, VmmAccessIsWhatWasGrantedAndOnlyWhereMapped) {
   ASSERT_EQ(cuMemAddressFree(va, 4 * kMiB), CUDA_SUCCESS);
 }
 
+// A graph built node by node runs its nodes, in the order they were added,
+// each time it is launched; a node's parameters can be set in the graph and
+// in an instantiation; node kinds the simulator does not run are refused.
+TEST_F(Simulator, AGraphBuiltNodeByNodeRunsItsNodesAtEachLaunch) {
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc(&a, kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&b, kMiB), CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+  CUDA_MEMSET_NODE_PARAMS fill{};
+  fill.dst = a;
+  fill.value = 7;
+  fill.elementSize = 4;
+  fill.width = kMiB / 4;
+  fill.height = 1;
+  CUgraphNode set = nullptr, copy = nullptr;
+  ASSERT_EQ(cuGraphAddMemsetNode(&set, graph, nullptr, 0, &fill, nullptr), CUDA_SUCCESS);
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = a;
+  c.dstDevice = b;
+  c.WidthInBytes = kMiB;
+  c.Height = c.Depth = 1;
+  ASSERT_EQ(cuGraphAddMemcpyNode(&copy, graph, &set, 1, &c, nullptr), CUDA_SUCCESS);
+  CUgraphNodeParams host{};
+  host.type = CU_GRAPH_NODE_TYPE_HOST;
+  CUgraphNode refused = nullptr;
+  EXPECT_EQ(cuGraphAddNode(&refused, graph, nullptr, nullptr, 0, &host), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuGraphAddMemsetNode(nullptr, graph, nullptr, 0, &fill, nullptr), CUDA_ERROR_INVALID_VALUE);
+  fill.elementSize = 3;
+  EXPECT_EQ(cuGraphAddMemsetNode(&refused, graph, nullptr, 0, &fill, nullptr), CUDA_ERROR_INVALID_VALUE);
+  fill.elementSize = 4;
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  fill.value = 9;
+  ASSERT_EQ(cuGraphExecMemsetNodeSetParams(exec, set, &fill, nullptr), CUDA_SUCCESS);  // the instantiation only
+  std::uint32_t back = 0;
+  ASSERT_EQ(cuMemsetD32(b, 0, kMiB / 4), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(&back, b, 4), CUDA_SUCCESS);
+  EXPECT_EQ(back, 0u) << "nothing runs before a launch";
+  ASSERT_EQ(cuGraphLaunch(exec, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(&back, b + kMiB - 4, 4), CUDA_SUCCESS);
+  EXPECT_EQ(back, 9u) << "memset, then the copy of what it wrote";
+  fill.value = 11;
+  ASSERT_EQ(cuGraphMemsetNodeSetParams(set, &fill), CUDA_SUCCESS);  // the graph: a new instantiation sees it
+  CUgraphExec second = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&second, graph, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(second, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(&back, b, 4), CUDA_SUCCESS);
+  EXPECT_EQ(back, 11u);
+  ASSERT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphExecDestroy(second), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphMemsetNodeSetParams(set, &fill), CUDA_ERROR_INVALID_VALUE) << "its graph is gone";
+  ASSERT_EQ(cuMemFree(a), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(b), CUDA_SUCCESS);
+}
+
 // Texture objects keep the resource they describe; linear memory must be
 // mapped device memory, and a surface takes arrays only.
 TEST_F(Simulator, TextureObjectsKeepTheirResourceUntilDestroyed) {

@@ -1,0 +1,59 @@
+// Graphs built node by node (cuGraphAddKernelNode, cuGraphAddMemcpyNode,
+// cuGraphAddMemsetNode, cuGraphAddNode and their SetParams forms): the
+// memory a node names is used at every launch of the graph, which passes no
+// hook node by node. It is pinned resident for as long as it lives, like the
+// work of a captured stream (launch_gate.cpp), found the way a launch finds
+// it: argument words, one level of pointer tables, copy ranges.
+#include "vmm/pager.h"
+#include "vmm/pager_device_state.h"
+
+namespace vgpumem::vmm {
+
+// The units gathered into `access` (held, so none is freed meanwhile),
+// pinned for life.
+CUresult Pager::pin_held_for_graph(Access& access) {
+  if (access.size() == 0) return CUDA_SUCCESS;
+  access.drop_duplicates_from(0);
+  access.hold_new();
+  return pin_units_for_life(access.data(), access.size(), LifetimePin::graph_node);
+}
+
+CUresult Pager::pin_graph_words(const std::uint64_t* words, std::size_t count) {
+  Access access;
+  const GranuleIndex::Window window = index_.window();
+  bool into_table = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (Unit* unit = index_.lookup(window, words[i])) {
+      access.add(unit);
+      into_table |= unit->tables.load(std::memory_order_acquire) != 0;
+    } else {
+      into_table |= tables_.may_point_into_host(words[i]);
+    }
+  }
+  if (into_table) follow_tables(window, words, count, access);
+  return pin_held_for_graph(access);
+}
+
+CUresult Pager::pin_graph_range(std::uint64_t address, std::uint64_t bytes) {
+  Access access;
+  const std::uint64_t end = address + bytes;
+  for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
+    if (Unit* unit = index_.lookup(at)) access.add(unit);
+  }
+  return pin_held_for_graph(access);
+}
+
+CUresult Pager::pin_graph_device(int device) {
+  Access access;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = devices_.find(device); it != devices_.end()) {
+      for (const auto& unit : it->second->units) {
+        if (!unit->retired) access.add(unit.get());
+      }
+    }
+  }
+  return pin_held_for_graph(access);
+}
+
+}  // namespace vgpumem::vmm
