@@ -20,26 +20,13 @@ CUresult Pager::pin_held_for_graph(Access& access) {
 
 CUresult Pager::pin_graph_words(const std::uint64_t* words, std::size_t count) {
   Access access;
-  const GranuleIndex::Window window = index_.window();
-  bool into_table = false;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (Unit* unit = index_.lookup(window, words[i])) {
-      access.add(unit);
-      into_table |= unit->tables.load(std::memory_order_acquire) != 0;
-    } else {
-      into_table |= tables_.may_point_into_host(words[i]);
-    }
-  }
-  if (into_table) follow_tables(window, words, count, access);
+  add_named_by_words(words, count, access);
   return pin_held_for_graph(access);
 }
 
 CUresult Pager::pin_graph_range(std::uint64_t address, std::uint64_t bytes) {
   Access access;
-  const std::uint64_t end = address + bytes;
-  for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
-    if (Unit* unit = index_.lookup(at)) access.add(unit);
-  }
+  add_named_by_range(address, bytes, access);
   return pin_held_for_graph(access);
 }
 

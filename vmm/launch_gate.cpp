@@ -48,6 +48,13 @@ bool Pager::fast_path(Unit* unit, std::uint64_t bit) const {
 CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread,
                         Access& access, const Operation& op) {
   const std::size_t from = access.size();
+  add_named_by_words(words, count, access);
+  return settle(access, from, stream, per_thread, op);
+}
+
+// Every unit a word points into, and (one level) what the tables among them
+// point to.
+void Pager::add_named_by_words(const std::uint64_t* words, std::size_t count, Access& access) {
   const GranuleIndex::Window window = index_.window();
   bool into_table = false;  // a word points into a registered table or a pinned host buffer
   for (std::size_t i = 0; i < count; ++i) {
@@ -59,7 +66,6 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
     }
   }
   if (into_table) follow_tables(window, words, count, access);
-  return settle(access, from, stream, per_thread, op);
 }
 
 // What the tables the words point into point to joins the operation, held
@@ -77,11 +83,16 @@ void Pager::follow_tables(const GranuleIndex::Window& window, const std::uint64_
 CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
                               Access& access, const Operation& op) {
   const std::size_t from = access.size();
+  add_named_by_range(address, bytes, access);
+  return settle(access, from, stream, per_thread, op);
+}
+
+// Every unit [address, address + bytes) crosses.
+void Pager::add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access) {
   const std::uint64_t end = address + bytes;
   for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
     if (Unit* unit = index_.lookup(at)) access.add(unit);
   }
-  return settle(access, from, stream, per_thread, op);
 }
 
 CUresult Pager::prepare_everything(int device, CUstream stream, bool per_thread, Access& access,

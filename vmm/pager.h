@@ -276,6 +276,8 @@ class Pager {
   std::string operation_name(const Operation& op) const;
   CUresult pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why);
   CUresult pin_held_for_graph(Access& access);
+  void add_named_by_words(const std::uint64_t* words, std::size_t count, Access& access);
+  void add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access);
   bool capturing(CUstream stream) const;
   CUresult make_resident_now(Unit* unit);
 
