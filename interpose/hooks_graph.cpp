@@ -1,5 +1,5 @@
 // Graphs built node by node (XLA's command buffers, cuDNN's graph API): a
-// kernel, memcpy or memset node names memory that every launch of the graph
+// kernel, memcpy, memset or batch memory operation node names memory that every launch of the graph
 // then uses without passing a hook, so the memory is pinned resident for as
 // long as it lives (Pager::pin_graph_*, LifetimePin::graph_node), before the
 // node is added or changed, exactly as work on a capturing stream is. A
@@ -73,13 +73,33 @@ CUresult pin_memset_node(const Params* p) {
   return pin_range({p->dst, rows_bytes(p->pitch, p->width, p->height, p->elementSize)});
 }
 
+// The words a batch memory operation node writes and waits on.
+template <typename Params>
+CUresult pin_batch_node(const Params* p) {
+  if (p == nullptr || p->paramArray == nullptr) return CUDA_SUCCESS;
+  for (unsigned i = 0; i < p->count; ++i) {
+    const CUstreamBatchMemOpParams& op = p->paramArray[i];
+    Span word;
+    switch (op.operation) {
+      case CU_STREAM_MEM_OP_WAIT_VALUE_32: word = {op.waitValue.address, 4}; break;
+      case CU_STREAM_MEM_OP_WAIT_VALUE_64: word = {op.waitValue.address, 8}; break;
+      case CU_STREAM_MEM_OP_WRITE_VALUE_32: word = {op.writeValue.address, 4}; break;
+      case CU_STREAM_MEM_OP_WRITE_VALUE_64: word = {op.writeValue.address, 8}; break;
+      default: continue;  // barriers and flushes name no memory
+    }
+    if (const CUresult result = pin_range(word)) return result;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult pin_generic_node(const CUgraphNodeParams* p) {
   if (p == nullptr) return CUDA_SUCCESS;
   switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: return pin_kernel_node(&p->kernel);
     case CU_GRAPH_NODE_TYPE_MEMCPY: return pin_memcpy_node(&p->memcpy.copyParams);
     case CU_GRAPH_NODE_TYPE_MEMSET: return pin_memset_node(&p->memset);
-    default: return CUDA_SUCCESS;  // batch memory operation nodes: docs/architecture.md, not covered yet
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: return pin_batch_node(&p->memOp);
+    default: return CUDA_SUCCESS;  // host, event, child graph, allocation nodes: no paged memory named
   }
 }
 
@@ -177,4 +197,22 @@ VGPUMEM_HOOK_DEFINE(cuGraphExecNodeSetParams, (CUgraphExec exec, CUgraphNode nod
                     (exec, node, p)) {
   return pinned_then(HookId::cuGraphExecNodeSetParams, pin_generic_node(p),
                      [&] { return REAL(cuGraphExecNodeSetParams)(exec, node, p); });
+}
+
+// ---- batch memory operation nodes -----------------------------------------------------------
+VGPUMEM_HOOK_DEFINE(cuGraphAddBatchMemOpNode,
+                    (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p),
+                    (node, graph, deps, count, p)) {
+  return pinned_then(HookId::cuGraphAddBatchMemOpNode, pin_batch_node(p),
+                     [&] { return REAL(cuGraphAddBatchMemOpNode)(node, graph, deps, count, p); });
+}
+VGPUMEM_HOOK_DEFINE(cuGraphBatchMemOpNodeSetParams, (CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p),
+                    (node, p)) {
+  return pinned_then(HookId::cuGraphBatchMemOpNodeSetParams, pin_batch_node(p),
+                     [&] { return REAL(cuGraphBatchMemOpNodeSetParams)(node, p); });
+}
+VGPUMEM_HOOK_DEFINE(cuGraphExecBatchMemOpNodeSetParams,
+                    (CUgraphExec exec, CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p), (exec, node, p)) {
+  return pinned_then(HookId::cuGraphExecBatchMemOpNodeSetParams, pin_batch_node(p),
+                     [&] { return REAL(cuGraphExecBatchMemOpNodeSetParams)(exec, node, p); });
 }

@@ -1,6 +1,6 @@
 // Graphs built node by node, end to end (docs/architecture.md, "Graphs"):
-// kernel, memcpy and memset nodes, added by their own entry points and by
-// cuGraphAddNode, and kernel nodes re-pointed in the graph and in an
+// kernel, memcpy, memset and batch memory operation nodes, added by their
+// own entry points and by cuGraphAddNode, and kernel nodes re-pointed in the graph and in an
 // instantiation, launched between kernels that page other buffers through
 // what the pins leave of the cap: every byte exact. Under strict and
 // torture a node's memory that was not pinned would fault (the launch grace
@@ -24,7 +24,8 @@ void expect_exact_graph(const std::string& check) {
   ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "graph ok", 16 * kMiB));
   const nlohmann::json& calls = run.simulator["calls"];
   for (const char* api : {"cuGraphAddKernelNode_v2", "cuGraphAddMemcpyNode", "cuGraphAddMemsetNode",
-                          "cuGraphAddNode_v2", "cuGraphKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams_v2"}) {
+                          "cuGraphAddNode_v2", "cuGraphKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams_v2",
+                          "cuGraphAddBatchMemOpNode"}) {
     EXPECT_TRUE(calls.contains(api)) << api << " reached the driver: " << calls.dump();
   }
   const nlohmann::json& paging = run.trace["vgpumem"]["paging"];

@@ -5,7 +5,10 @@
 // over buffers 6 to 11 paging through the rest of the cap in between; then
 // the kernel node is pointed at buffer 1 in the graph
 // (cuGraphKernelNodeSetParams) and at buffer 3 in the instantiation
-// (cuGraphExecKernelNodeSetParams), and the graph launched again. A host
+// (cuGraphExecKernelNodeSetParams), and the graph launched again. Then,
+// buffers 0 to 5 freed, a graph of one batch memory operation node writes a
+// word of buffer 6 and waits on one of buffer 7, launched between kernels
+// over buffers 8 to 11. A host
 // mirror of every buffer is kept and all are checked at the end. Prints
 // "graph ok"; a wrong int prints "graph mismatch ..." and exits 4; a CUDA
 // error exits 3.
@@ -43,13 +46,28 @@ CUDA_KERNEL_NODE_PARAMS add_one_node(CUfunction add, CUdeviceptr* buffer) {
   return p;
 }
 
-// Kernels over buffers 6 to 11 only: everything else is pushed out.
-void pressure(Buffers& b, CUfunction add, CUstream stream) {
-  for (std::size_t i = 6; i < kBuffers; ++i) {
+// Kernels over buffers `first` to 11 only: everything else is pushed out.
+void pressure(Buffers& b, CUfunction add, CUstream stream, std::size_t first = 6) {
+  for (std::size_t i = first; i < kBuffers; ++i) {
     void* params[] = {&b.device[i]};
     CHECK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
     b.add_one(i);
   }
+}
+
+// Whether buffers `first` to 11 hold what their mirrors say (prints the first difference).
+bool exact(const Buffers& b, std::size_t first) {
+  std::vector<std::uint32_t> back(kInts);
+  for (std::size_t i = first; i < kBuffers; ++i) {
+    CHECK(cuMemcpyDtoH(back.data(), b.device[i], kBytes));
+    for (std::size_t k = 0; k < kInts; ++k) {
+      if (back[k] != b.mirror[i][k]) {
+        std::printf("graph mismatch buffer %zu int %zu: %u, expected %u\n", i, k, back[k], b.mirror[i][k]);
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 // Reads a word of `buffer`: the buffer is on the device afterwards.
@@ -148,19 +166,44 @@ int main() {
   launch(3);
   CHECK(cuStreamSynchronize(stream));
 
-  std::vector<std::uint32_t> back(kInts);
-  for (std::size_t i = 0; i < kBuffers; ++i) {
-    CHECK(cuMemcpyDtoH(back.data(), b.device[i], kBytes));
-    for (std::size_t k = 0; k < kInts; ++k) {
-      if (back[k] != b.mirror[i][k]) {
-        std::printf("graph mismatch buffer %zu int %zu: %u, expected %u\n", i, k, back[k], b.mirror[i][k]);
-        return 4;
-      }
-    }
-  }
+  if (!exact(b, 0)) return 4;
   CHECK(cuGraphExecDestroy(exec));
   CHECK(cuGraphDestroy(graph));
-  for (CUdeviceptr p : b.device) CHECK(cuMemFree(p));
+  for (std::size_t i = 0; i < 6; ++i) CHECK(cuMemFree(b.device[i]));
+
+  // A batch memory operation node: a word of buffer 6 written, a word of
+  // buffer 7 waited on (for the value it holds then).
+  touch(b.device[7]);  // both on the device when the node is added (one copy names both)
+  CHECK(cuMemcpyDtoDAsync(b.device[6] + 64, b.device[7] + 64, 4, stream));
+  CHECK(cuStreamSynchronize(stream));
+  b.mirror[6][16] = b.mirror[7][16];
+  CHECK(cuGraphCreate(&graph, 0));
+  CUstreamBatchMemOpParams ops[2]{};
+  ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  ops[0].writeValue.address = b.device[6] + 4 * 100;
+  ops[0].writeValue.value = 0xBA7Cu;
+  ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[1].waitValue.address = b.device[7];
+  ops[1].waitValue.value = 0;  // GEQ 0 always holds: the wait reads the word, whatever it is
+  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS batch{};
+  batch.ctx = context;
+  batch.count = 2;
+  batch.paramArray = ops;
+  CUgraphNode words = nullptr;
+  CHECK(cuGraphAddBatchMemOpNode(&words, graph, nullptr, 0, &batch));
+  CHECK(cuGraphInstantiate(&exec, graph, 0));
+  for (int round = 0; round < 2; ++round) {
+    pressure(b, add, stream, 8);
+    CHECK(cuGraphLaunch(exec, stream));
+    b.mirror[6][100] = 0xBA7Cu;
+  }
+  pressure(b, add, stream, 8);
+  CHECK(cuStreamSynchronize(stream));
+  if (!exact(b, 6)) return 4;
+  CHECK(cuGraphExecDestroy(exec));
+  CHECK(cuGraphDestroy(graph));
+  for (std::size_t i = 6; i < kBuffers; ++i) CHECK(cuMemFree(b.device[i]));
   std::printf("graph ok\n");
   return 0;
 }

@@ -7,7 +7,8 @@
 //
 // Not simulated: dependencies (a graph runs its nodes in the order they were
 // added, as a captured graph runs in capture order), node kinds other than
-// kernel, memcpy and memset (CUDA_ERROR_NOT_SUPPORTED), graph updates.
+// kernel, memcpy, memset and batch memory operations
+// (CUDA_ERROR_NOT_SUPPORTED), graph updates.
 #include <algorithm>
 
 #include "sim.h"
@@ -16,8 +17,25 @@ using namespace vgpusim;
 
 namespace {
 
+// Several recorded operations as one: each runs in turn, the first error stops them.
+Operation in_order(std::vector<Operation> operations) {
+  Operation combined = operations.front();
+  combined.what = "batch memory operations";
+  combined.duration_ns = 0;
+  for (const Operation& op : operations) combined.duration_ns += op.duration_ns;
+  combined.run = [all = std::move(operations)] {
+    for (const Operation& op : all) {
+      if (!op.run) continue;
+      if (const CUresult r = op.run()) return r;
+    }
+    return CUDA_SUCCESS;
+  };
+  return combined;
+}
+
 // Runs `issue(stream)` with a private stream capturing, and returns what it
-// recorded: one operation.
+// recorded as one operation (a batch of memory operations records several:
+// they run in order, as one node).
 template <class Issue>
 CUresult record(Operation* out, Issue&& issue) {
   CUstream stream = nullptr;
@@ -39,8 +57,9 @@ CUresult record(Operation* out, Issue&& issue) {
   CUresult result = issue(stream);
   {
     Locked l;
-    if (result == CUDA_SUCCESS && capture->operations.size() != 1) result = CUDA_ERROR_INVALID_VALUE;
-    if (result == CUDA_SUCCESS) *out = std::move(capture->operations.front());
+    if (result == CUDA_SUCCESS && capture->operations.empty()) result = CUDA_ERROR_INVALID_VALUE;
+    if (result == CUDA_SUCCESS && capture->operations.size() == 1) *out = std::move(capture->operations.front());
+    if (result == CUDA_SUCCESS && capture->operations.size() > 1) *out = in_order(std::move(capture->operations));
     capture->origin->capture = nullptr;
     l.sim.captures.erase(std::find(l.sim.captures.begin(), l.sim.captures.end(), capture));
     delete capture;
@@ -91,6 +110,12 @@ CUresult memset_v1(const CUDA_MEMSET_NODE_PARAMS* p, Operation* out) {
   return memset_operation(p->dst, p->pitch, p->value, p->elementSize, p->width, p->height, out);
 }
 
+template <class Params>
+CUresult batch_operation(const Params* p, Operation* out) {
+  if (p == nullptr || p->count == 0 || p->paramArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return record(out, [&](CUstream s) { return cuStreamBatchMemOp_v2(s, p->count, p->paramArray, p->flags); });
+}
+
 CUresult generic_operation(const CUgraphNodeParams* p, Operation* out) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (p->type) {
@@ -99,6 +124,7 @@ CUresult generic_operation(const CUgraphNodeParams* p, Operation* out) {
     case CU_GRAPH_NODE_TYPE_MEMSET:
       return memset_operation(p->memset.dst, p->memset.pitch, p->memset.value, p->memset.elementSize,
                               p->memset.width, p->memset.height, out);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: return batch_operation(&p->memOp, out);
     default: return CUDA_ERROR_NOT_SUPPORTED;
   }
 }
@@ -225,4 +251,20 @@ SIM_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams* p)
 SIM_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams* p) {
   if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return set_node(exec, node, [&](Operation* op) { return generic_operation(p, op); }, "cuGraphExecNodeSetParams");
+}
+
+// ---- batch memory operation nodes -----------------------------------------------------
+SIM_EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t,
+                                             const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  return add_node(node, graph, [&](Operation* op) { return batch_operation(p, op); }, "cuGraphAddBatchMemOpNode");
+}
+SIM_EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  return set_node(nullptr, node, [&](Operation* op) { return batch_operation(p, op); },
+                  "cuGraphBatchMemOpNodeSetParams");
+}
+SIM_EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                       const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return set_node(exec, node, [&](Operation* op) { return batch_operation(p, op); },
+                  "cuGraphExecBatchMemOpNodeSetParams");
 }
