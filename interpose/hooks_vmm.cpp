@@ -106,6 +106,23 @@ VGPUMEM_HOOK_DEFINE(cuMemGetAccess, (unsigned long long* flags, const CUmemLocat
   return REAL(cuMemGetAccess)(flags, location, ptr);
 }
 
+// A dma-buf of a range (NCCL registers buffers this way for GPUDirect RDMA)
+// gives a NIC or another device the physical pages mapped there now, and
+// the driver asks for a new one whenever they change: paged memory is
+// pinned resident for life first, so they never do.
+VGPUMEM_HOOK_DEFINE(cuMemGetHandleForAddressRange,
+                    (void* handle, CUdeviceptr ptr, size_t size, CUmemRangeHandleType type, unsigned long long flags),
+                    (handle, ptr, size, type, flags)) {
+  Runtime::get().count(HookId::cuMemGetHandleForAddressRange);
+  vmm::Pager* pager = Runtime::get().pager();
+  if (pager != nullptr && handle != nullptr && size != 0) {
+    if (const CUresult pinned = pager->pin_range_for_life(ptr, size, vmm::LifetimePin::dma_buf)) return pinned;
+  }
+  const CUresult result = REAL(cuMemGetHandleForAddressRange)(handle, ptr, size, type, flags);
+  if (result != CUDA_SUCCESS && pager != nullptr) pager->unpin_for_life(ptr, vmm::LifetimePin::dma_buf);
+  return result;
+}
+
 VGPUMEM_HOOK_DEFINE(cuMemGetAllocationPropertiesFromHandle,
                     (CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle),
                     (prop, handle)) {

@@ -105,7 +105,8 @@ CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
   static constexpr const char* kBecause[kLifetimePinReasons] = {
       "a captured graph uses it", "it was exported by cuIpcGetMemHandle",
       "the program gave another device access to it", "the program exported its handle",
-      "a node of an explicitly built graph names it"};
+      "a node of an explicitly built graph names it",
+      "the program exported it as a dma-buf (cuMemGetHandleForAddressRange)"};
   const auto bit = static_cast<std::uint8_t>(why);
   const int reason = std::countr_zero(bit);
   if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
@@ -1139,6 +1140,7 @@ nlohmann::json Pager::summary() const {
           {"peer_shared_pinned_bytes", lifetime_pinned_bytes_[2].load()},
           {"handle_exported_pinned_bytes", lifetime_pinned_bytes_[3].load()},
           {"graph_node_pinned_bytes", lifetime_pinned_bytes_[4].load()},
+          {"dma_buf_pinned_bytes", lifetime_pinned_bytes_[5].load()},
           {"pointer_tables", tables_.summary()},
           {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},

@@ -114,6 +114,8 @@ class Pager {
   // lives, for `why` (made resident now, waited for on the host). Returns
   // CUDA_ERROR_OUT_OF_MEMORY if one cannot be brought back.
   CUresult pin_for_life(const std::uint64_t* words, std::size_t count, LifetimePin why);
+  // The same for every unit [address, address + bytes) crosses.
+  CUresult pin_range_for_life(std::uint64_t address, std::uint64_t bytes, LifetimePin why);
   // Drops that pin again (an export that failed).
   void unpin_for_life(std::uint64_t address, LifetimePin why);
   // What a node of a graph built node by node names (cuGraphAddKernelNode,
@@ -275,7 +277,7 @@ class Pager {
   void offload_all_unheld();
   std::string operation_name(const Operation& op) const;
   CUresult pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why);
-  CUresult pin_held_for_graph(Access& access);
+  CUresult pin_held_for_life(Access& access, LifetimePin why);
   void add_named_by_words(const std::uint64_t* words, std::size_t count, Access& access);
   void add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access);
   bool capturing(CUstream stream) const;

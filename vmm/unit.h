@@ -33,8 +33,9 @@ enum class LifetimePin : std::uint8_t {
   shared = 4,      // the program's cuMemSetAccess gave another device access to its mapping
   exported = 8,    // a handle of the program's exported as a shareable handle (one real handle now)
   graph_node = 16, // a node of a graph built node by node names it (the graph replays unseen)
+  dma_buf = 32,    // exported as a dma-buf (cuMemGetHandleForAddressRange): a NIC or device reads its pages unseen
 };
-inline constexpr int kLifetimePinReasons = 5;
+inline constexpr int kLifetimePinReasons = 6;
 
 // Where the program mapped one of its own handles (cuMemMap): the unit's
 // chunks are mapped there too while it is resident, with the access the

@@ -2,7 +2,7 @@
 // (docs/architecture.md): words written and waited on by cuStreamWriteValue,
 // cuStreamWaitValue and cuStreamBatchMemOp; buffers moved by cuMemcpyPeer,
 // cuMemcpy3DPeer, array copies, cuMemcpyBatchAsync and cuMemcpy3DBatchAsync; and a buffer a kernel
-// reads through a texture object, are exact with ten buffers at 2.5 times
+// reads through a texture object or a NIC through a dma-buf, are exact with ten buffers at 2.5 times
 // the cap. Under strict and torture an operand the shim did not make
 // resident would fault; the launch grace is off, so nothing but the hooks
 // keeps an operand on the device.
@@ -20,7 +20,7 @@ constexpr std::uint64_t kCap = 16ull << 20;
 
 void expect_exact_memops(const std::string& check) {
   const PagedRun run = run_paged("memop_" + check, {program("memop_probe")}, "16MiB",
-                                 {{"VGPUMEM_CHECK", check}, {"VGPUMEM_GRACE_LAUNCHES", "0"}});
+                                 {{"VGPUMEM_CHECK", check}, {"VGPUMEM_GRACE_LAUNCHES", "0"}, {"VGPUMEM_LOG_LEVEL", "info"}});
   ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "memop ok", kCap));
   const nlohmann::json& calls = run.simulator["calls"];
   EXPECT_FALSE(calls.contains("stream_waits_unmet")) << "every wait found its value: " << calls.dump();
@@ -28,10 +28,12 @@ void expect_exact_memops(const std::string& check) {
                           "cuStreamWaitValue64_v2", "cuStreamBatchMemOp_v2", "cuMemcpyPeer", "cuMemcpyPeerAsync",
                           "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", "cuMemcpyDtoA_v2",
                           "cuMemcpyAtoD_v2", "cuMemcpyBatchAsync_v2", "cuMemcpy3DBatchAsync_v2", "cuTexObjectCreate",
-                          "cuTexObjectDestroy"}) {
+                          "cuTexObjectDestroy", "cuMemGetHandleForAddressRange"}) {
     EXPECT_TRUE(calls.contains(api)) << api << " reached the driver: " << calls.dump();
   }
   EXPECT_GT(run.trace["vgpumem"]["paging"]["offloads"].get<int>(), 20);
+  EXPECT_EQ(run.trace["vgpumem"]["paging"]["dma_buf_pinned_bytes"].get<std::uint64_t>(), 0u) << "freed at the end";
+  EXPECT_NE(run.process.err.find("the program exported it as a dma-buf"), std::string::npos) << "pinned, and said so";
 }
 
 TEST(PagingMemops, StreamWordsAndPeerCopiesAreExactUnderTorture) { expect_exact_memops("torture"); }

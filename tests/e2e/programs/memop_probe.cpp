@@ -16,11 +16,16 @@
 //                       in the same batch
 //   cuTexObjectCreate:  a kernel sums a buffer through a texture object
 //                       (its parameters hold the object, not the address)
+//   cuMemGetHandleForAddressRange: 2 MiB of a buffer handed out as a
+//                       dma-buf, read through it (as a NIC would) after
+//                       kernels over every buffer
 //
 // A host mirror of every buffer is kept; all are checked at the end. Prints
 // "memop ok"; a wrong int prints "memop mismatch ..." and exits 4; a CUDA
 // error exits 3. (Each wait asks for the value its word holds; the
 // simulator counts a wait that finds otherwise as "stream_waits_unmet".)
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -304,6 +309,35 @@ bool texture(Buffers& b, CUfunction add, CUstream stream) {
   return true;
 }
 
+bool dma_buf(Buffers& b, CUfunction add, CUstream stream) {
+  using Read = CUresult (*)(int, unsigned long long, void*, size_t);
+  static const auto read = reinterpret_cast<Read>(dlsym(RTLD_DEFAULT, "vgpusimDmaBufRead"));
+  // Read first, so the buffer is on the device when it is exported: only the
+  // export can keep its pages for the kernels after.
+  std::uint32_t first = 0;
+  CHECK(cuMemcpyDtoHAsync(&first, b.device[9], sizeof first, stream));
+  CHECK(cuStreamSynchronize(stream));
+  int fd = -1;
+  CHECK(cuMemGetHandleForAddressRange(&fd, b.device[9] + kMiB, 2 * kMiB, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+  pressure(b, add, stream);
+  pressure(b, add, stream);
+  CHECK(cuStreamSynchronize(stream));
+  std::vector<std::uint32_t> seen(2 * kMiB / 4);
+  if (read == nullptr || read(fd, 0, seen.data(), 2 * kMiB) != CUDA_SUCCESS) {
+    std::printf("memop mismatch: the dma-buf cannot be read\n");
+    return false;
+  }
+  ::close(fd);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i] != b.mirror[9][kMiB / 4 + i]) {
+      std::printf("memop mismatch: the dma-buf reads %#x at int %zu, the buffer holds %#x\n", seen[i], i,
+                  b.mirror[9][kMiB / 4 + i]);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool check(const Buffers& b) {
   std::vector<std::uint32_t> back(kInts);
   for (int i = 0; i < kBuffers; ++i) {
@@ -334,6 +368,7 @@ int main() {
   if (!batch(buffers, add, stream)) return 4;
   batch_3d(buffers, add, stream);
   if (!texture(buffers, add, stream)) return 4;
+  if (!dma_buf(buffers, add, stream)) return 4;
   CHECK(cuStreamSynchronize(stream));
   if (!check(buffers)) return 4;
   for (CUdeviceptr p : buffers.device) CHECK(cuMemFree(p));

@@ -118,6 +118,14 @@ CUresult vgpusimTensorMapDecode(const CUtensorMap *map, vgpusimTensorMapInfo *in
  * CUDA_ERROR_INVALID_VALUE for an object that does not exist. */
 CUresult vgpusimTexObjectResource(CUtexObject object, CUDA_RESOURCE_DESC *resource);
 
+/* dma-bufs. cuMemGetHandleForAddressRange (CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)
+ * gives a file descriptor standing for the physical pages mapped at the range
+ * when it is called, as a real dma-buf does: a later unmap or remap of the
+ * range does not change what it reads. A test reads through one as a NIC
+ * would, `bytes` at `offset` into the range. CUDA_ERROR_INVALID_VALUE for a
+ * descriptor that is not one, or a read past its end. */
+CUresult vgpusimDmaBufRead(int fd, unsigned long long offset, void *out, size_t bytes);
+
 /* Simulated time now, in nanoseconds, as seen by the calling host thread
  * (each thread has its own clock, advanced by its synchronising calls). */
 unsigned long long vgpusimHostTimeNs(void);

@@ -177,6 +177,7 @@ struct Region {
     std::uint64_t handle;
     bool accessible;
     std::map<int, CUmemAccess_flags> access;
+    std::uint64_t handle_offset;  // where in the handle the mapping starts
   };
   std::map<std::uint64_t, Mapping> mappings;
 

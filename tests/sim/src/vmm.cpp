@@ -134,7 +134,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
            static_cast<off_t>(offset)) == MAP_FAILED) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  region->mappings[at] = Region::Mapping{size, handle, false, {}};
+  region->mappings[at] = Region::Mapping{size, handle, false, {}, offset};
   ++phys->second.mappings;
   spend_vmm_time(sim, VmmCall::map, size);
   return CUDA_SUCCESS;

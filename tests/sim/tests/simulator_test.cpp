@@ -1,6 +1,7 @@
 // The simulated driver on its own (no shim): memory model, VMM lifecycle,
 // illegal access, kernels, resolver rules, fault injection, report.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -190,6 +191,46 @@ TEST_F(Simulator, AGraphBuiltNodeByNodeRunsItsNodesAtEachLaunch) {
   EXPECT_EQ(cuGraphMemsetNodeSetParams(set, &fill), CUDA_ERROR_INVALID_VALUE) << "its graph is gone";
   ASSERT_EQ(cuMemFree(a), CUDA_SUCCESS);
   ASSERT_EQ(cuMemFree(b), CUDA_SUCCESS);
+}
+
+// A dma-buf reads the pages that were mapped when it was made, even after
+// the range is unmapped and mapped to other memory.
+TEST_F(Simulator, ADmaBufKeepsThePagesMappedWhenItWasMade) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 4 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle first = 0, second = 0;
+  ASSERT_EQ(cuMemCreate(&first, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemCreate(&second, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemMap(va, 2 * kMiB, 0, first, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(va, 0x1111, kMiB / 2), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);  // a memset runs when the host waits
+  int fd = -1;
+  EXPECT_EQ(cuMemGetHandleForAddressRange(&fd, va + 100, 4096, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+            CUDA_ERROR_INVALID_VALUE) << "not page aligned";
+  EXPECT_EQ(cuMemGetHandleForAddressRange(&fd, va, 4 * kMiB, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+            CUDA_ERROR_INVALID_VALUE) << "half of it not mapped";
+  ASSERT_EQ(cuMemGetHandleForAddressRange(&fd, va + kMiB, kMiB, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(va, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, 2 * kMiB, 0, second, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(va, 0x2222, kMiB / 2), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  std::uint32_t seen = 0;
+  ASSERT_EQ(vgpusimDmaBufRead(fd, kMiB - 4, &seen, 4), CUDA_SUCCESS);
+  EXPECT_EQ(seen, 0x1111u) << "the first handle's pages, not what is mapped there now";
+  EXPECT_EQ(vgpusimDmaBufRead(fd, kMiB - 2, &seen, 4), CUDA_ERROR_INVALID_VALUE) << "past its end";
+  ::close(fd);
+  ASSERT_EQ(cuMemUnmap(va, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(first), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(second), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(va, 4 * kMiB), CUDA_SUCCESS);
 }
 
 // Texture objects keep the resource they describe; linear memory must be
