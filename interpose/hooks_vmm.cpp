@@ -192,6 +192,33 @@ VGPUMEM_HOOK_DEFINE(cuMemExportToShareableHandle,
   return REAL(cuMemExportToShareableHandle)(shareable, handle, type, flags);
 }
 
+// Multicast (NVLS: NCCL's and PyTorch's symmetric memory): the other GPUs of
+// the team write the memory bound to the object, unseen. A handle of the
+// program's the pager holds becomes one real allocation, pinned for life, as
+// for an export (the driver has never heard of the virtual one); memory bound
+// by address is pinned for life where it is.
+VGPUMEM_HOOK_DEFINE(cuMulticastBindMem,
+                    (CUmemGenericAllocationHandle object, size_t offset, CUmemGenericAllocationHandle memory, size_t memory_offset, size_t size, unsigned long long flags),
+                    (object, offset, memory, memory_offset, size, flags)) {
+  Runtime::get().count(HookId::cuMulticastBindMem);
+  if (vmm::Pager* pager = pager_of_handle(memory)) {
+    CUmemGenericAllocationHandle real = 0;
+    if (const CUresult result = pager->real_handle(memory, &real); result != CUDA_SUCCESS) return result;
+    memory = real;
+  }
+  return REAL(cuMulticastBindMem)(object, offset, memory, memory_offset, size, flags);
+}
+
+VGPUMEM_HOOK_DEFINE(cuMulticastBindAddr,
+                    (CUmemGenericAllocationHandle object, size_t offset, CUdeviceptr memory, size_t size, unsigned long long flags),
+                    (object, offset, memory, size, flags)) {
+  Runtime::get().count(HookId::cuMulticastBindAddr);
+  if (vmm::Pager* pager = Runtime::get().pager(); pager != nullptr && size != 0) {
+    if (const CUresult pinned = pager->pin_range_for_life(memory, size, vmm::LifetimePin::shared)) return pinned;
+  }
+  return REAL(cuMulticastBindAddr)(object, offset, memory, size, flags);
+}
+
 // Imported memory belongs to the exporting process and is charged there.
 VGPUMEM_FORWARDING_HOOK(cuMemImportFromShareableHandle,
                         (CUmemGenericAllocationHandle * handle, void* shareable, CUmemAllocationHandleType type),

@@ -2,7 +2,8 @@
 // (docs/architecture.md): words written and waited on by cuStreamWriteValue,
 // cuStreamWaitValue and cuStreamBatchMemOp; buffers moved by cuMemcpyPeer,
 // cuMemcpy3DPeer, array copies, cuMemcpyBatchAsync and cuMemcpy3DBatchAsync; and a buffer a kernel
-// reads through a texture object or a NIC through a dma-buf, are exact with ten buffers at 2.5 times
+// reads through a texture object, a NIC through a dma-buf or another GPU
+// through a multicast object, are exact with ten buffers at 2.5 times
 // the cap. Under strict and torture an operand the shim did not make
 // resident would fault; the launch grace is off, so nothing but the hooks
 // keeps an operand on the device.
@@ -28,7 +29,8 @@ void expect_exact_memops(const std::string& check) {
                           "cuStreamWaitValue64_v2", "cuStreamBatchMemOp_v2", "cuMemcpyPeer", "cuMemcpyPeerAsync",
                           "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", "cuMemcpyDtoA_v2",
                           "cuMemcpyAtoD_v2", "cuMemcpyBatchAsync_v2", "cuMemcpy3DBatchAsync_v2", "cuTexObjectCreate",
-                          "cuTexObjectDestroy", "cuMemGetHandleForAddressRange"}) {
+                          "cuTexObjectDestroy", "cuMemGetHandleForAddressRange", "cuMulticastBindAddr",
+                          "cuMulticastBindMem"}) {
     EXPECT_TRUE(calls.contains(api)) << api << " reached the driver: " << calls.dump();
   }
   EXPECT_GT(run.trace["vgpumem"]["paging"]["offloads"].get<int>(), 20);

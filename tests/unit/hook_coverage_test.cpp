@@ -1,6 +1,6 @@
 // The hooked set stays complete against cuda.h: every driver function whose
 // parameters can name device memory (a CUdeviceptr, an array, a tensor map,
-// or a descriptor that holds one) is either hooked (interpose/
+// a memory handle, or a descriptor that holds one) is either hooked (interpose/
 // hooked_functions.def) or listed with its reason in
 // interpose/unhooked_functions.txt. A CUDA upgrade that adds such a function
 // fails here until someone decides which.
@@ -28,8 +28,11 @@ bool identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)
 
 // Parameter types that name device memory: exactly these words, or (for
 // families of descriptors) any word that starts so.
+// A CUmemGenericAllocationHandle may be one of the virtual handles the pager
+// gives the program for its cuMemCreate, which the driver has never seen.
 const std::vector<std::string> kMemoryWords = {"CUdeviceptr", "CUarray", "CUmipmappedArray", "CUgraphNodeParams",
-                                               "CUstreamBatchMemOpParams", "CUlaunchConfig"};
+                                               "CUstreamBatchMemOpParams", "CUlaunchConfig",
+                                               "CUmemGenericAllocationHandle"};
 const std::vector<std::string> kMemoryPrefixes = {"CUDA_MEMCPY", "CUDA_MEMSET", "CUDA_KERNEL_NODE_PARAMS",
                                                   "CUDA_BATCH_MEM_OP_NODE_PARAMS", "CUDA_RESOURCE_DESC",
                                                   "CUtensorMap", "CUmemcpy3DOperand"};

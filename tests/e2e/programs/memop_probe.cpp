@@ -19,6 +19,10 @@
 //   cuMemGetHandleForAddressRange: 2 MiB of a buffer handed out as a
 //                       dma-buf, read through it (as a NIC would) after
 //                       kernels over every buffer
+//   cuMulticastBindAddr, cuMulticastBindMem: 2 MiB of a buffer and a 2 MiB
+//                       handle of the program's bound to multicast objects,
+//                       written through them (as another GPU would) after
+//                       kernels over every buffer
 //
 // A host mirror of every buffer is kept; all are checked at the end. Prints
 // "memop ok"; a wrong int prints "memop mismatch ..." and exits 4; a CUDA
@@ -338,6 +342,66 @@ bool dma_buf(Buffers& b, CUfunction add, CUstream stream) {
   return true;
 }
 
+bool multicast(Buffers& b, CUfunction add, CUstream stream) {
+  using Write = CUresult (*)(CUmemGenericAllocationHandle, unsigned long long, const void*, size_t);
+  static const auto write = reinterpret_cast<Write>(dlsym(RTLD_DEFAULT, "vgpusimMulticastWrite"));
+  CUmulticastObjectProp team{};
+  team.numDevices = 1;
+  team.size = 2 * kMiB;
+  CUmemGenericAllocationHandle by_address = 0, by_handle = 0;
+  CHECK(cuMulticastCreate(&by_address, &team));
+  CHECK(cuMulticastAddDevice(by_address, 0));
+  CHECK(cuMulticastCreate(&by_handle, &team));
+  CHECK(cuMulticastAddDevice(by_handle, 0));
+  std::uint32_t first = 0;  // buffer 8 on the device when it is bound
+  CHECK(cuMemcpyDtoHAsync(&first, b.device[8], sizeof first, stream));
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuMulticastBindAddr(by_address, 0, b.device[8] + 2 * kMiB, 2 * kMiB, 0));
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemGenericAllocationHandle own = 0;
+  CHECK(cuMemCreate(&own, 2 * kMiB, &prop, 0));
+  CUdeviceptr mapped = 0;
+  CHECK(cuMemAddressReserve(&mapped, 2 * kMiB, 0, 0, 0));
+  CHECK(cuMemMap(mapped, 2 * kMiB, 0, own, 0));
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CHECK(cuMemSetAccess(mapped, 2 * kMiB, &access, 1));
+  CHECK(cuMemsetD32Async(mapped, 0x5A5Au, 2 * kMiB / 4, stream));
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuMulticastBindMem(by_handle, 0, own, 0, 2 * kMiB, 0));
+  pressure(b, add, stream);
+  pressure(b, add, stream);
+  CHECK(cuStreamSynchronize(stream));
+  // Another GPU of the team writes 1 KiB through each object.
+  const std::vector<std::uint32_t> words(256, 0xC0FFEEu);
+  if (write == nullptr || write(by_address, 4096, words.data(), 1024) != CUDA_SUCCESS ||
+      write(by_handle, 8192, words.data(), 1024) != CUDA_SUCCESS) {
+    std::printf("memop mismatch: a multicast write found nothing bound\n");
+    return false;
+  }
+  std::fill_n(b.mirror[8].begin() + (2 * kMiB + 4096) / 4, 256, 0xC0FFEEu);
+  pressure(b, add, stream);
+  CHECK(cuStreamSynchronize(stream));
+  std::vector<std::uint32_t> seen(2 * kMiB / 4);
+  CHECK(cuMemcpyDtoH(seen.data(), mapped, 2 * kMiB));
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    const std::uint32_t expected = i >= 2048 && i < 2048 + 256 ? 0xC0FFEEu : 0x5A5Au;
+    if (seen[i] != expected) {
+      std::printf("memop mismatch: the bound handle holds %#x at int %zu, expected %#x\n", seen[i], i, expected);
+      return false;
+    }
+  }
+  CHECK(cuMulticastUnbind(by_address, 0, 0, 2 * kMiB));
+  CHECK(cuMulticastUnbind(by_handle, 0, 0, 2 * kMiB));
+  CHECK(cuMemUnmap(mapped, 2 * kMiB));
+  CHECK(cuMemRelease(own));
+  CHECK(cuMemAddressFree(mapped, 2 * kMiB));
+  return true;
+}
+
 bool check(const Buffers& b) {
   std::vector<std::uint32_t> back(kInts);
   for (int i = 0; i < kBuffers; ++i) {
@@ -369,6 +433,7 @@ int main() {
   batch_3d(buffers, add, stream);
   if (!texture(buffers, add, stream)) return 4;
   if (!dma_buf(buffers, add, stream)) return 4;
+  if (!multicast(buffers, add, stream)) return 4;
   CHECK(cuStreamSynchronize(stream));
   if (!check(buffers)) return 4;
   for (CUdeviceptr p : buffers.device) CHECK(cuMemFree(p));

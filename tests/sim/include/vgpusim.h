@@ -126,6 +126,14 @@ CUresult vgpusimTexObjectResource(CUtexObject object, CUDA_RESOURCE_DESC *resour
  * descriptor that is not one, or a read past its end. */
 CUresult vgpusimDmaBufRead(int fd, unsigned long long offset, void *out, size_t bytes);
 
+/* Multicast objects (cuMulticastCreate, AddDevice, BindMem, BindAddr, Unbind)
+ * hold the physical pages bound to them, as a dma-buf does. A test writes
+ * through one as another GPU of the team would: `bytes` at `offset` into the
+ * object land in the memory bound there. CUDA_ERROR_INVALID_VALUE where
+ * nothing is bound. */
+CUresult vgpusimMulticastWrite(CUmemGenericAllocationHandle object, unsigned long long offset, const void *data,
+                               size_t bytes);
+
 /* Simulated time now, in nanoseconds, as seen by the calling host thread
  * (each thread has its own clock, advanced by its synchronising calls). */
 unsigned long long vgpusimHostTimeNs(void);
