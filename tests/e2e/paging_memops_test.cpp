@@ -1,12 +1,12 @@
-// Copies, stream memory operations and texture objects, end to end
+// Copies, stream memory operations, textures and shared pages, end to end
 // (docs/architecture.md): words written and waited on by cuStreamWriteValue,
 // cuStreamWaitValue and cuStreamBatchMemOp; buffers moved by cuMemcpyPeer,
-// cuMemcpy3DPeer, array copies, cuMemcpyBatchAsync and cuMemcpy3DBatchAsync; and a buffer a kernel
-// reads through a texture object, a NIC through a dma-buf or another GPU
-// through a multicast object, are exact with ten buffers at 2.5 times
-// the cap. Under strict and torture an operand the shim did not make
-// resident would fault; the launch grace is off, so nothing but the hooks
-// keeps an operand on the device.
+// cuMemcpy3DPeer, array copies, cuMemcpyBatchAsync and cuMemcpy3DBatchAsync;
+// and buffers read through a texture object by a kernel, through a dma-buf
+// by a NIC, or written through a multicast object by another GPU: exact,
+// with ten buffers at 2.5 times the cap. Under strict and torture an operand
+// the shim did not make resident would fault or land elsewhere; the launch
+// grace is off, so nothing but the hooks keeps an operand on the device.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -38,8 +38,8 @@ void expect_exact_memops(const std::string& check) {
   EXPECT_NE(run.process.err.find("the program exported it as a dma-buf"), std::string::npos) << "pinned, and said so";
 }
 
-TEST(PagingMemops, StreamWordsAndPeerCopiesAreExactUnderTorture) { expect_exact_memops("torture"); }
-TEST(PagingMemops, StreamWordsAndPeerCopiesAreExactUnderStrict) { expect_exact_memops("strict"); }
+TEST(PagingMemops, CopiesStreamWordsTexturesAndSharedPagesAreExactUnderTorture) { expect_exact_memops("torture"); }
+TEST(PagingMemops, CopiesStreamWordsTexturesAndSharedPagesAreExactUnderStrict) { expect_exact_memops("strict"); }
 
 }  // namespace
 }  // namespace vgpumem::test
