@@ -1,0 +1,93 @@
+#include "scheduler/iteration_detector.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace vgpumem::scheduler {
+
+namespace {
+
+std::size_t power_of_two_at_least(std::size_t n) { return std::bit_ceil(std::max<std::size_t>(n, 2)); }
+
+}  // namespace
+
+IterationDetector::IterationDetector(Options options) : options_(options) {
+  options_.max_period = std::max<std::size_t>(options_.max_period, 1);
+  ring_.assign(power_of_two_at_least(options_.max_period + 1), 0);
+  ring_mask_ = ring_.size() - 1;
+  const std::size_t table = power_of_two_at_least(std::max<std::size_t>(std::size_t{1} << 12, 2 * options_.max_period));
+  last_key_.assign(table, 0);
+  last_at_.assign(table, 0);
+  table_mask_ = table - 1;
+}
+
+IterationDetector::Event IterationDetector::observe(std::uint64_t identity) {
+  const std::uint64_t index = seen_++;
+  ring_[index & ring_mask_] = identity;
+  const std::size_t slot = static_cast<std::size_t>((identity * 0x9E37'79B9'7F4A'7C15ull) >> 40) & table_mask_;
+  const bool seen_before = last_key_[slot] == identity && last_at_[slot] != 0;
+  const std::uint64_t previous = last_at_[slot] - 1;
+  last_key_[slot] = identity;
+  last_at_[slot] = index + 1;
+  if (locked()) return follow_lock(identity);
+  if (seen_before && index - previous <= options_.max_period) consider(static_cast<std::size_t>(index - previous));
+  return follow_candidates(identity);
+}
+
+// Starts following `period` unless it is followed already; with every slot
+// taken, the candidate that has matched least gives way.
+void IterationDetector::consider(std::size_t period) {
+  Candidate* weakest = &candidates_[0];
+  for (Candidate& c : candidates_) {
+    if (c.period == period) return;
+    if (c.period == 0 || (weakest->period != 0 && c.matches < weakest->matches)) weakest = &c;
+  }
+  *weakest = Candidate{period, 0};
+}
+
+// How long `period` must hold to lock: two iterations, the floor, and longer
+// than it held before if it broke early then.
+std::size_t IterationDetector::needed(std::size_t period) const {
+  std::size_t held_before = 0;
+  for (const Suspect& s : suspects_) {
+    if (s.period == period) held_before = std::max(held_before, s.held + 1);
+  }
+  return std::max({period, options_.min_confirm, held_before});
+}
+
+IterationDetector::Event IterationDetector::follow_candidates(std::uint64_t identity) {
+  for (Candidate& c : candidates_) {
+    if (c.period == 0 || seen_ <= c.period) continue;
+    if (back(c.period) != identity) {
+      c = Candidate{};
+      continue;
+    }
+    if (++c.matches < needed(c.period)) continue;
+    period_ = c.period;
+    held_ = c.matches;
+    locked_at_ = seen_ - 1;
+    ++locks_;
+    candidates_.fill(Candidate{});
+    return Event::locked;
+  }
+  return Event::none;
+}
+
+IterationDetector::Event IterationDetector::follow_lock(std::uint64_t identity) {
+  if (back(period_) == identity) {
+    ++held_;
+    return Event::none;
+  }
+  // Broken. Held for less than two periods past the lock: a part of the
+  // iteration, which must now repeat for longer to lock again.
+  if (seen_ - 1 - locked_at_ < 2 * period_) {
+    suspects_[next_suspect_] = Suspect{period_, held_};
+    next_suspect_ = (next_suspect_ + 1) % kSuspects;
+  }
+  period_ = 0;
+  held_ = 0;
+  ++breaks_;
+  return Event::broken;
+}
+
+}  // namespace vgpumem::scheduler

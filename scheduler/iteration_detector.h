@@ -1,0 +1,89 @@
+// Finds the training iteration in the stream of execution identities (one
+// 64-bit identity per launch or copy: the kernel, and its parameters with
+// paged addresses replaced by unit ordinals), online, as it arrives.
+//
+// A candidate period q comes from the distance between an identity and its
+// last occurrence; it is kept while every new identity equals the one q
+// before it, and locks once that has held for q identities in a row and at
+// least `min_confirm` (two whole iterations seen alike; the floor keeps a
+// stream drawn from a few identities from locking on chance runs). While
+// locked, an identity that differs from the one a period back breaks the
+// lock (an evaluation step, a new shape, a checkpoint): the detector learns
+// again. A lock that breaks before it has held for two periods was a part of
+// the iteration, not all of it (the micro-steps of gradient accumulation
+// before the optimizer step): that period must then repeat for longer than
+// it did before it can lock again, so the whole step wins.
+//
+// observe() allocates nothing and takes no lock: a fixed table of last
+// occurrences, a ring of recent identities, a few candidates. One detector
+// serves one thread's stream.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace vgpumem::scheduler {
+
+class IterationDetector {
+ public:
+  struct Options {
+    std::size_t max_period = std::size_t{1} << 15;  // longest iteration found, in identities
+    std::size_t min_confirm = 64;                    // identities a period must hold for, at least
+  };
+  enum class Event : std::uint8_t { none, locked, broken };
+
+  explicit IterationDetector(Options options);
+  IterationDetector() : IterationDetector(Options{}) {}
+
+  // The next identity of the stream; says whether it locked or broke a period.
+  Event observe(std::uint64_t identity);
+
+  bool locked() const { return period_ != 0; }
+  // The iteration's length in identities; 0 while not locked.
+  std::size_t period() const { return period_; }
+  // Where the last identity lies in the iteration (0 .. period - 1): the
+  // identity that completed the lock ends an iteration, so the one after it
+  // is 0. (Which launch truly starts a step is for the phase detector.)
+  std::size_t phase() const { return locked() ? (seen_ + period_ - 2 - locked_at_) % period_ : 0; }
+  // Whole iterations seen alike since the lock.
+  std::uint64_t iterations() const { return locked() ? (seen_ - 1 - locked_at_) / period_ : 0; }
+  std::uint64_t observed() const { return seen_; }
+  std::uint64_t locks() const { return locks_; }
+  std::uint64_t breaks() const { return breaks_; }
+
+ private:
+  struct Candidate {
+    std::size_t period = 0;  // 0: free slot
+    std::size_t matches = 0;
+  };
+  struct Suspect {  // a period whose lock broke early, and how long it had held
+    std::size_t period = 0;
+    std::size_t held = 0;
+  };
+  static constexpr std::size_t kCandidates = 8;
+  static constexpr std::size_t kSuspects = 4;
+
+  std::uint64_t back(std::size_t distance) const { return ring_[(seen_ - 1 - distance) & ring_mask_]; }
+  void consider(std::size_t period);
+  std::size_t needed(std::size_t period) const;
+  Event follow_candidates(std::uint64_t identity);
+  Event follow_lock(std::uint64_t identity);
+
+  Options options_;
+  std::vector<std::uint64_t> ring_;    // the last identities, a power of two of them
+  std::size_t ring_mask_ = 0;
+  std::vector<std::uint64_t> last_key_, last_at_;  // identity -> where it last arrived (+1; 0: never)
+  std::size_t table_mask_ = 0;
+  std::array<Candidate, kCandidates> candidates_{};
+  std::array<Suspect, kSuspects> suspects_{};
+  std::size_t next_suspect_ = 0;
+  std::uint64_t seen_ = 0;
+  std::size_t period_ = 0;
+  std::uint64_t locked_at_ = 0;  // index of the identity that completed the lock
+  std::size_t held_ = 0;         // identities matched since the lock's candidate started
+  std::uint64_t locks_ = 0, breaks_ = 0;
+};
+
+}  // namespace vgpumem::scheduler
