@@ -29,6 +29,7 @@
 
 #include "cli/paths.h"
 #include "cli/run_options.h"
+#include "common/format_bytes.h"
 #include "shim/config.h"
 
 namespace vgpumem::cli {

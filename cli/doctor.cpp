@@ -22,6 +22,7 @@
 
 #include "cli/driver_probe.h"
 #include "cli/paths.h"
+#include "common/format_bytes.h"
 #include "shim/config.h"
 #include "vgpumem_version.h"
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/log.h"
 #include "vmm/check_mode.h"
 
 namespace vgpumem {
@@ -28,8 +29,6 @@ struct MemoryLimit {
   // The cap in bytes for a device with `device_total` bytes; UINT64_MAX when unset.
   std::uint64_t resolve(std::uint64_t device_total) const;
 };
-
-enum class LogLevel { trace, debug, info, warn, error, critical, off };
 
 // How device memory beyond the cap is handled: `off` refuses allocations over
 // the cap with the CUDA out-of-memory error; `lru` pages idle allocations to host.
@@ -91,6 +90,5 @@ std::string_view to_string(vmm::CheckMode mode);
 // Every VGPUMEM_* variable the shim reads, VGPUMEM_LIMIT_<i> written so.
 const std::vector<std::string_view>& known_variables();
 std::string expand_pid(std::string_view path, int pid);
-std::string format_bytes(std::uint64_t bytes);  // "1.50 GiB"
 
 }  // namespace vgpumem

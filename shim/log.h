@@ -1,29 +1,13 @@
-// Logging through spdlog, quiet by default (warnings and errors only).
-// Lines go to stderr or VGPUMEM_LOG_FILE, prefixed "[vgpumem pid]". A child
-// forked while another thread was logging logs through a fresh logger.
+// The shim's side of logging: the process logger (common/log.h) set up from
+// the configuration.
 #pragma once
 
-#include <spdlog/spdlog.h>
-
+#include "common/format_bytes.h"
+#include "common/log.h"
 #include "shim/config.h"
 
 namespace vgpumem {
 
-// Sets up the process logger from the configuration. Safe to call more than
-// once (the last call wins); before the first call the logger logs warnings
-// and above to stderr.
-void init_logging(const Config& config);
-
-spdlog::logger& logger();
-
-// Writes `text` to stderr with write(2): no lock, no allocation. For the
-// paths where logging itself may fail (out of memory).
-void write_stderr_line(const char* text) noexcept;
+inline void init_logging(const Config& config) { init_logging(config.log_level, config.log_file); }
 
 }  // namespace vgpumem
-
-#define VGPUMEM_LOG_TRACE(...) ::vgpumem::logger().trace(__VA_ARGS__)
-#define VGPUMEM_LOG_DEBUG(...) ::vgpumem::logger().debug(__VA_ARGS__)
-#define VGPUMEM_LOG_INFO(...) ::vgpumem::logger().info(__VA_ARGS__)
-#define VGPUMEM_LOG_WARN(...) ::vgpumem::logger().warn(__VA_ARGS__)
-#define VGPUMEM_LOG_ERROR(...) ::vgpumem::logger().error(__VA_ARGS__)

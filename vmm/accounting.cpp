@@ -2,7 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shim/log.h"
+#include "common/format_bytes.h"
+#include "common/log.h"
 
 namespace vgpumem::vmm {
 

@@ -1,6 +1,7 @@
 #include "vmm/chunk_pool.h"
 
-#include "shim/log.h"
+#include "common/format_bytes.h"
+#include "common/log.h"
 
 namespace vgpumem::vmm {
 

@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <array>
 
-#include "shim/log.h"
+#include "common/format_bytes.h"
+#include "common/log.h"
 #include "trace/recorder.h"
 #include "vmm/kernel_name.h"
 #include "vmm/pager.h"

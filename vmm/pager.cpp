@@ -6,7 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shim/log.h"
+#include "common/format_bytes.h"
+#include "common/log.h"
 #include "trace/recorder.h"
 #include "vmm/context_scope.h"
 #include "vmm/pager_device_state.h"

@@ -14,7 +14,8 @@
 #include <algorithm>
 #include <thread>
 
-#include "shim/log.h"
+#include "common/format_bytes.h"
+#include "common/log.h"
 #include "trace/recorder.h"
 #include "vmm/pager.h"
 #include "vmm/context_scope.h"

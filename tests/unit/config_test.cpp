@@ -1,3 +1,4 @@
+#include "common/format_bytes.h"
 #include "shim/config.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "shim/log.h"
+#include "common/log.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -125,18 +125,18 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 
 }  // namespace
 
-void init_logging(const Config& config) {
+void init_logging(LogLevel level, const std::string& file) {
   try {
     ProcessLogger& state = process_logger();
     std::string failed_file, why;
     spdlog::sink_ptr sink;
-    if (!config.log_file.empty()) {
-      sink = open_file_sink(config.log_file, why);
-      if (!sink) failed_file = config.log_file;
+    if (!file.empty()) {
+      sink = open_file_sink(file, why);
+      if (!sink) failed_file = file;
     }
     state.destination->set_sinks({sink ? sink : ProcessLogger::stderr_sink()});
-    state.file = sink ? config.log_file : std::string();
-    state.logger.set_level(to_spdlog(config.log_level));
+    state.file = sink ? file : std::string();
+    state.logger.set_level(to_spdlog(level));
     if (!failed_file.empty()) {
       state.logger.warn("cannot open log file {}: {}; logging to stderr", failed_file, why);
     }
