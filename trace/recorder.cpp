@@ -19,15 +19,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "vgpumem_version.h"
 
 namespace vgpumem::trace {
 
-std::uint64_t now_ns() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(now.tv_nsec);
-}
+std::uint64_t now_ns() { return monotonic_ns(); }
 
 namespace {
 

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "vmm/memory_observer.h"
+
 namespace vgpumem::trace {
 
 // Nanoseconds on CLOCK_MONOTONIC; trace timestamps are relative to recorder start.
@@ -22,10 +24,10 @@ std::uint64_t now_ns();
 
 enum class LookupPath : std::uint8_t { exported_symbol, dlsym, get_proc_address, get_proc_address_v2 };
 
-class Recorder {
+class Recorder final : public vmm::MemoryObserver {
  public:
   explicit Recorder(std::uint64_t max_events);
-  ~Recorder();
+  ~Recorder() override;
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
@@ -47,6 +49,27 @@ class Recorder {
   // A look-up of a driver entry point by name; `hooked` tells whether the caller got our hook.
   void record_lookup(LookupPath path, std::string_view name, int version, std::uint64_t flags,
                      bool hooked);
+
+  // What the memory manager reports, written down as the records above.
+  void allocated(int device, std::uint64_t address, std::uint64_t bytes, const char* api) override {
+    record_alloc(device, address, bytes, api);
+  }
+  void freed(int device, std::uint64_t address, std::uint64_t bytes, const char* api) override {
+    record_free(device, address, bytes, api);
+  }
+  void refused(int device, std::uint64_t requested, std::uint64_t in_use, std::uint64_t cap,
+               const char* api) override {
+    record_oom(device, requested, in_use, cap, api);
+  }
+  void device_bytes(int device, std::uint64_t bytes, std::uint64_t cap) override {
+    record_device_bytes(device, bytes, cap);
+  }
+  void moved(int device, std::uint64_t address, std::uint64_t bytes, bool to_host) override {
+    record_residency(device, address, bytes, to_host);
+  }
+  void resident_bytes(int device, std::uint64_t bytes, std::uint64_t cap) override {
+    record_resident_bytes(device, bytes, cap);
+  }
 
   // Builds the full document: {"traceEvents": [...], "displayTimeUnit": "ns",
   // "vgpumem": summary}. `summary_extra` is merged into the summary object.

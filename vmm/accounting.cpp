@@ -7,19 +7,19 @@
 
 namespace vgpumem::vmm {
 
-Accounting::Accounting(std::function<std::uint64_t(int)> cap_for, trace::Recorder& recorder)
-    : ledger_(std::move(cap_for)), recorder_(recorder) {}
+Accounting::Accounting(std::function<std::uint64_t(int)> cap_for, MemoryObserver& observer)
+    : ledger_(std::move(cap_for)), observer_(observer) {}
 
 void Accounting::trace_counter(int device) {
   const DeviceUsage now = ledger_.usage(device);
-  recorder_.record_device_bytes(device, now.counted, now.cap);
+  observer_.device_bytes(device, now.counted, now.cap);
 }
 
 bool Accounting::reserve(int device, std::uint64_t bytes, const char* api) {
   if (ledger_.charge(device, bytes)) return true;
   ooms_.fetch_add(1, std::memory_order_relaxed);
   const DeviceUsage now = ledger_.usage(device);
-  recorder_.record_oom(device, bytes, now.counted, now.cap, api);
+  observer_.refused(device, bytes, now.counted, now.cap, api);
   // Frameworks free their caches and retry on OOM, so this is routine: info,
   // not a warning. The summary counts them.
   VGPUMEM_LOG_INFO("{} of {} on device {} refused: {} of the {} cap in use", api, format_bytes(bytes), device,
@@ -31,7 +31,7 @@ void Accounting::abandon(int device, std::uint64_t bytes) { ledger_.refund(devic
 
 void Accounting::commit(AllocationKind kind, std::uint64_t key, int device, std::uint64_t bytes, const char* api) {
   registry_.insert(kind, key, Allocation{device, bytes, 1, true});
-  recorder_.record_alloc(device, key, bytes, api);
+  observer_.allocated(device, key, bytes, api);
   trace_counter(device);
 }
 
@@ -40,7 +40,7 @@ bool Accounting::adopt(AllocationKind kind, std::uint64_t key, int device, std::
     ledger_.refund(device, bytes);
     ooms_.fetch_add(1, std::memory_order_relaxed);
     const DeviceUsage now = ledger_.usage(device);
-    recorder_.record_oom(device, bytes, now.counted, now.cap, api);
+    observer_.refused(device, bytes, now.counted, now.cap, api);
     return false;
   }
   commit(kind, key, device, bytes, api);
@@ -63,13 +63,13 @@ void Accounting::commit_host(std::uint64_t key, std::uint64_t bytes, const char*
   std::uint64_t peak = host_bytes_peak_.load(std::memory_order_relaxed);
   while (now > peak && !host_bytes_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
-  recorder_.record_alloc(-1, key, bytes, api);
+  observer_.allocated(-1, key, bytes, api);
 }
 
 std::optional<Allocation> Accounting::forget(AllocationKind kind, std::uint64_t key, const char* api) {
   std::optional<Allocation> gone = registry_.remove(kind, key);
   if (!gone) return gone;
-  recorder_.record_free(gone->device, key, gone->bytes, api);
+  observer_.freed(gone->device, key, gone->bytes, api);
   if (kind == AllocationKind::host) {
     host_bytes_.fetch_sub(gone->bytes, std::memory_order_relaxed);
   } else if (gone->counted) {
@@ -84,7 +84,7 @@ bool Accounting::retain(AllocationKind kind, std::uint64_t key) { return registr
 std::optional<Allocation> Accounting::release(AllocationKind kind, std::uint64_t key, const char* api) {
   std::optional<Allocation> gone = registry_.release(kind, key);
   if (!gone) return gone;
-  recorder_.record_free(gone->device, key, gone->bytes, api);
+  observer_.freed(gone->device, key, gone->bytes, api);
   if (gone->counted) {
     ledger_.refund(gone->device, gone->bytes);
     trace_counter(gone->device);

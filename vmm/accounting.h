@@ -16,15 +16,15 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "trace/recorder.h"
 #include "vmm/allocation_registry.h"
 #include "vmm/cap_ledger.h"
+#include "vmm/memory_observer.h"
 
 namespace vgpumem::vmm {
 
 class Accounting {
  public:
-  Accounting(std::function<std::uint64_t(int)> cap_for, trace::Recorder& recorder);
+  Accounting(std::function<std::uint64_t(int)> cap_for, MemoryObserver& observer);
 
   // Reserves `bytes` against `device`'s cap; on refusal records an OOM and
   // returns false.
@@ -64,7 +64,7 @@ class Accounting {
 
   CapLedger ledger_;
   AllocationRegistry registry_;
-  trace::Recorder& recorder_;
+  MemoryObserver& observer_;
   std::atomic<std::uint64_t> ooms_{0};
   std::atomic<std::uint64_t> host_bytes_{0};
   std::atomic<std::uint64_t> host_bytes_peak_{0};

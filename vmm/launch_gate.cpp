@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <array>
 
+#include "common/clock.h"
 #include "common/format_bytes.h"
 #include "common/log.h"
-#include "trace/recorder.h"
 #include "vmm/kernel_name.h"
 #include "vmm/pager.h"
 #include "vmm/pager_device_state.h"
@@ -128,11 +128,11 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   bool slow = options_.check == CheckMode::torture;
   for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
   if (slow) {
-    const std::uint64_t started = trace::now_ns();
+    const std::uint64_t started = monotonic_ns();
     std::lock_guard lock(mutex_);
     RelaxedCaptureMode relaxed(driver_, capture_open());
     const CUresult result = make_held_resident(access, from, named, bit, op);
-    slow_path_ns_.fetch_add(trace::now_ns() - started, std::memory_order_relaxed);
+    slow_path_ns_.fetch_add(monotonic_ns() - started, std::memory_order_relaxed);
     if (result != CUDA_SUCCESS) return result;
   }
   for (std::size_t i = from; i < access.size(); ++i) {

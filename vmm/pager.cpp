@@ -8,7 +8,6 @@
 
 #include "common/format_bytes.h"
 #include "common/log.h"
-#include "trace/recorder.h"
 #include "vmm/context_scope.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
@@ -27,10 +26,10 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + 
 
 // ---- construction ------------------------------------------------------------------------
 
-Pager::Pager(const DriverOps& driver, CapLedger& ledger, trace::Recorder& recorder, PagerOptions options)
+Pager::Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observer, PagerOptions options)
     : driver_(driver),
       ledger_(ledger),
-      recorder_(recorder),
+      observer_(observer),
       options_(options),
       streams_(driver),
       grace_(options.grace_operations),
@@ -282,7 +281,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   offloads_.fetch_add(1, std::memory_order_relaxed);
   bytes_offloaded_.fetch_add(unit->bytes, std::memory_order_relaxed);
   unit->span_at = unit->seen_at();
-  recorder_.record_residency(unit->device, unit->span_at, unit->bytes, true);
+  observer_.moved(unit->device, unit->span_at, unit->bytes, true);
   trace_resident(unit->device, state);
   VGPUMEM_LOG_DEBUG("offloaded {} at {:#x} (last use {})", format_bytes(unit->bytes), unit->seen_at(),
                     unit->last_use.load());
@@ -500,7 +499,7 @@ CUresult Pager::fetch(Unit* unit) {
   unit->state.store(Residency::resident);
   prefetches_.fetch_add(1, std::memory_order_relaxed);
   bytes_prefetched_.fetch_add(unit->bytes, std::memory_order_relaxed);
-  recorder_.record_residency(unit->device, unit->span_at, unit->bytes, false);
+  observer_.moved(unit->device, unit->span_at, unit->bytes, false);
   trace_resident(unit->device, state);
   return CUDA_SUCCESS;
 }
@@ -667,7 +666,7 @@ void Pager::release_unit(Unit* unit) {
     state.resident_bytes -= unit->bytes;
     trace_resident(unit->device, state);
   } else if (unit->host != nullptr) {
-    recorder_.record_residency(unit->device, unit->span_at, unit->bytes, false);  // ends its span
+    observer_.moved(unit->device, unit->span_at, unit->bytes, false);  // ends its span
     host_.give_back(unit->host, unit->bytes);
     unit->host = nullptr;
   }
@@ -1091,7 +1090,7 @@ void Pager::pin_host_ahead() {
 
 void Pager::trace_resident(int device, DeviceState& state) {
   state.resident_peak = std::max(state.resident_peak, state.resident_bytes);
-  recorder_.record_resident_bytes(device, state.resident_bytes, ledger_.cap(device));
+  observer_.resident_bytes(device, state.resident_bytes, ledger_.cap(device));
 }
 
 std::uint64_t Pager::resident_bytes(int device) const {

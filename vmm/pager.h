@@ -38,14 +38,11 @@
 #include "vmm/granule_index.h"
 #include "vmm/launch_grace.h"
 #include "vmm/host_store.h"
+#include "vmm/memory_observer.h"
 #include "vmm/pointer_tables.h"
 #include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
 #include "vmm/unit.h"
-
-namespace vgpumem::trace {
-class Recorder;
-}
 
 namespace vgpumem::vmm {
 
@@ -61,7 +58,7 @@ struct PagerOptions {
 
 class Pager {
  public:
-  Pager(const DriverOps& driver, CapLedger& ledger, trace::Recorder& recorder, PagerOptions options);
+  Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observer, PagerOptions options);
   ~Pager();
   Pager(const Pager&) = delete;
   Pager& operator=(const Pager&) = delete;
@@ -350,7 +347,7 @@ class Pager {
 
   const DriverOps& driver_;
   CapLedger& ledger_;
-  trace::Recorder& recorder_;
+  MemoryObserver& observer_;
   const PagerOptions options_;
 
   GranuleIndex index_;

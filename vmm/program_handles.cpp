@@ -16,7 +16,6 @@
 
 #include "common/format_bytes.h"
 #include "common/log.h"
-#include "trace/recorder.h"
 #include "vmm/pager.h"
 #include "vmm/context_scope.h"
 #include "vmm/pager_device_state.h"
