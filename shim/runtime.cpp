@@ -112,7 +112,10 @@ vmm::Pager* Runtime::create_pager() {
     options.check = config_.check;
     options.grace_operations = config_.grace_operations;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
-    pager_.store(new vmm::Pager(*driver, accounting_.ledger(), recorder_, options), std::memory_order_release);
+    auto* pager = new vmm::Pager(*driver, accounting_.ledger(), recorder_, options);
+    access_log_ = new scheduler::AccessLog;  // leaked with the pager, whose feed it is
+    pager->set_access_feed(access_log_);
+    pager_.store(pager, std::memory_order_release);
     VGPUMEM_LOG_INFO("paging on (policy lru, check {}, host limit {})", to_string(config_.check),
                      config_.host_limit ? format_bytes(*config_.host_limit) : std::string("none"));
     if (pytorch_expandable_segments()) {
@@ -160,6 +163,7 @@ nlohmann::json Runtime::summary() const {
     summary["paging"]["check"] = to_string(config_.check);
     summary["paging"]["launch_audit"] = launch_args_->audit();
     summary["paging"]["tensor_maps"] = {{"remembered", tensor_maps_.size()}, {"found_in_launches", tensor_maps_.found()}};
+    if (access_log_ != nullptr) summary["schedule"] = access_log_->summary();
   }
   summary["pid"] = ::getpid();
   return summary;

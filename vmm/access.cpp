@@ -40,6 +40,15 @@ void Access::hold_new() {
 }
 
 void Access::release() {
+  if (feed_ != nullptr && count_ > 0) {
+    ExecutionIdentity identity = identity_;
+    identity.mix(reinterpret_cast<std::uintptr_t>(function_ != nullptr ? static_cast<const void*>(function_)
+                                                                         : static_cast<const void*>(api_)));
+    feed_->accessed(AccessRecord{identity.value(), stream_, bit_, function_, api_,
+                                 spilled_ ? spill_.data() : inline_, count_});
+  }
+  feed_ = nullptr;
+  identity_.reset();
   for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
   held_ = count_ = 0;
   if (spilled_) {

@@ -13,6 +13,7 @@
 
 #include <cuda.h>
 
+#include "vmm/access_feed.h"
 #include "vmm/unit.h"
 
 namespace vgpumem::vmm {
@@ -32,7 +33,8 @@ class Access {
   Access(const Access&) = delete;
   Access& operator=(const Access&) = delete;
 
-  // Drops every hold (the work is enqueued, or was refused).
+  // Tells the feed (if the operation was noted for one) what it touched,
+  // then drops every hold (the work is enqueued, or was refused).
   void release();
   // The units held, or about to be.
   std::size_t size() const { return count_; }
@@ -51,12 +53,31 @@ class Access {
   void drop_duplicates_from(std::size_t from);
   // Holds every unit added since the last call.
   void hold_new();
+  // A paged word or operand at `offset` into `unit`, for the identity.
+  void mix_operand(const Unit* unit, std::uint64_t offset) {
+    identity_.mix((std::uint64_t{unit->ordinal} << 8) ^ static_cast<std::uint64_t>(unit->device));
+    identity_.mix(offset);
+  }
+  // The operation is noted: release() tells `feed` about it.
+  void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, const Operation& op) {
+    feed_ = feed;
+    stream_ = stream;
+    bit_ = bit;
+    function_ = op.function;
+    api_ = op.api;
+  }
 
   Unit* inline_[kInline] = {};
   std::vector<Unit*> spill_;  // everything, once past kInline: the thread's buffer, lent
   bool spilled_ = false;
   std::size_t count_ = 0;
   std::size_t held_ = 0;  // [0, held_) each hold one count of `launching`
+  ExecutionIdentity identity_;
+  AccessFeed* feed_ = nullptr;
+  CUstream stream_ = nullptr;
+  std::uint64_t bit_ = 0;
+  CUfunction function_ = nullptr;
+  const char* api_ = "";
 };
 
 }  // namespace vgpumem::vmm

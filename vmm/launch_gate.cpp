@@ -61,6 +61,7 @@ void Pager::add_named_by_words(const std::uint64_t* words, std::size_t count, Ac
   for (std::size_t i = 0; i < count; ++i) {
     if (Unit* unit = index_.lookup(window, words[i])) {
       access.add(unit);
+      access.mix_operand(unit, words[i] - unit->address);
       into_table |= unit->tables.load(std::memory_order_acquire) != 0;
     } else {
       into_table |= tables_.may_point_into_host(words[i]);
@@ -92,8 +93,12 @@ CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstre
 void Pager::add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access) {
   const std::uint64_t end = address + bytes;
   for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
-    if (Unit* unit = index_.lookup(at)) access.add(unit);
+    if (Unit* unit = index_.lookup(at)) {
+      access.add(unit);
+      access.mix_operand(unit, at - unit->address);
+    }
   }
+  access.identity_.mix(bytes);
 }
 
 CUresult Pager::prepare_everything(int device, CUstream stream, bool per_thread, Access& access,
@@ -123,6 +128,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   CUcontext current = nullptr;
   if (StreamRegistry::needs_current_context(stream, per_thread)) driver_.context_get_current(&current);
   const std::uint64_t bit = streams_.bit_for(stream, per_thread, current);
+  if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, op);
   const std::uint64_t tick = next_tick();
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
   bool slow = options_.check == CheckMode::torture;

@@ -537,6 +537,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   if (unit == nullptr) {
     state.units.push_back(std::make_unique<Unit>());
     unit = state.units.back().get();
+    unit->ordinal = static_cast<std::uint32_t>(state.units.size() - 1);
   }
   unit->address = *address;
   unit->bytes = bytes;

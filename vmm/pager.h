@@ -210,6 +210,10 @@ class Pager {
   // go too, and are made again on the device's next use.
   void primary_context_reset(int device);
 
+  // The scheduler's access feed (null: none): told what every launch and
+  // copy touched. Set before the program's first launch.
+  void set_access_feed(AccessFeed* feed) { feed_.store(feed, std::memory_order_release); }
+
   // Ends the reclaimer thread (at process exit, before the driver goes).
   void stop_reclaimer();
   // In a forked child the thread does not exist: forget it without touching
@@ -355,6 +359,7 @@ class Pager {
   StreamRegistry streams_;
   std::atomic<std::uint64_t> tick_{1};
   LaunchGrace grace_;
+  std::atomic<AccessFeed*> feed_{nullptr};
   std::atomic<std::uint64_t> grace_evictions_{0};  // victims taken inside their grace: nothing else could go
 
   mutable std::mutex mutex_;

@@ -52,6 +52,7 @@ struct Unit {
   std::uint64_t address = 0;
   std::uint64_t bytes = 0;  // a multiple of kChunkBytes
   int device = 0;
+  std::uint32_t ordinal = 0;  // its place in its device's table: stable while the program reuses its buffers
   bool slab = false;
 
   std::atomic<Residency> state{Residency::resident};

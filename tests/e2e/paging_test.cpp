@@ -100,6 +100,32 @@ void expect_identical_under(const Workload& workload, double oversubscription, c
   EXPECT_GT(counters, 0);
 }
 
+// The access log finds the training step in what the launches touched: two
+// more steps add two periods' worth of operations, the period locks once,
+// and every step after the two that lock it is recorded whole.
+TEST(PagingSchedule, TheTrainingStepIsFoundInTheOperationStream) {
+  const auto schedule_of = [](int steps) {
+    const Workload workload{"schedule", {"--width", "1024", "--batch", "8", "--layers", "12", "--steps",
+                                         std::to_string(steps)}};
+    const struct Run paged = train(workload, "40MiB");  // the trainer wants 82 MiB at its peak
+    EXPECT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+    EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0) << "the cap must bite";
+    return paged.trace["vgpumem"]["schedule"];
+  };
+  const nlohmann::json six = schedule_of(6), eight = schedule_of(8);
+  ASSERT_TRUE(six.is_object() && eight.is_object()) << six.dump() << eight.dump();
+  const std::uint64_t period = eight["period"].get<std::uint64_t>();
+  ASSERT_GT(period, 0u) << eight.dump();
+  EXPECT_EQ(six["period"].get<std::uint64_t>(), period);
+  EXPECT_EQ(eight["operations"].get<std::uint64_t>() - six["operations"].get<std::uint64_t>(), 2 * period)
+      << "a step is one period: " << six.dump() << eight.dump();
+  EXPECT_EQ(eight["locks"].get<int>(), 1) << eight.dump();
+  EXPECT_EQ(eight["threads"].get<int>(), 1);
+  EXPECT_EQ(eight["iterations_recorded"].get<int>() - six["iterations_recorded"].get<int>(), 2)
+      << "each step after the lock is recorded";
+  EXPECT_GE(eight["iterations_recorded"].get<int>(), 5) << eight.dump();
+}
+
 TEST(Paging, TrainerAtOnePointTwoTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2); }
 TEST(Paging, TrainerAtThreeTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0); }
 TEST(Paging, TrainerAtTenTimesTheCapIsBitIdentical) { expect_identical_under(kTwentyLayers, 10.0); }

@@ -1,0 +1,167 @@
+#include "scheduler/access_log.h"
+
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace vgpumem::scheduler {
+
+struct AccessLog::ThreadLog {
+  explicit ThreadLog(const IterationDetector::Options& detector_options) : detector(detector_options) {}
+
+  // The owning thread's alone.
+  IterationDetector detector;
+  bool recording = false;  // from the operation after an iteration's end until `period` more
+  std::size_t period = 0;
+  RecordedIteration current;
+
+  // Written by the owner, read by summary() from any thread.
+  std::atomic<std::uint64_t> operations{0}, published{0}, dropped{0}, locks{0}, breaks{0};
+  std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
+  std::atomic<bool> locked{false};
+
+  std::mutex published_mutex;  // once per iteration, and readers
+  std::shared_ptr<const RecordedIteration> last;
+  std::shared_ptr<RecordedIteration> spare;  // the one before: reused once no reader holds it
+};
+
+namespace {
+
+// The thread's log for the AccessLog that asked last: one slot (a process
+// has one log; tests make several, one after another).
+struct ThreadSlot {
+  const void* owner = nullptr;
+  void* log = nullptr;
+};
+thread_local ThreadSlot t_slot;
+
+}  // namespace
+
+AccessLog::AccessLog(Options options) : options_(options) {}
+
+AccessLog::~AccessLog() {
+  if (t_slot.owner == this) t_slot = {};
+}
+
+AccessLog::ThreadLog& AccessLog::thread_log() {
+  if (t_slot.owner == this) return *static_cast<ThreadLog*>(t_slot.log);
+  std::lock_guard lock(threads_mutex_);
+  threads_.push_back(std::make_unique<ThreadLog>(options_.detector));
+  t_slot = {this, threads_.back().get()};
+  return *threads_.back();
+}
+
+void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
+  ThreadLog& log = thread_log();
+  log.operations.fetch_add(1, std::memory_order_relaxed);
+  switch (log.detector.observe(record.identity)) {
+    case IterationDetector::Event::broken:
+      if (log.recording) log.dropped.fetch_add(1, std::memory_order_relaxed);
+      log.recording = false;
+      log.breaks.fetch_add(1, std::memory_order_relaxed);
+      log.locked.store(false, std::memory_order_relaxed);
+      return;
+    case IterationDetector::Event::locked:
+      log.locks.fetch_add(1, std::memory_order_relaxed);
+      log.locked_period.store(log.detector.period(), std::memory_order_relaxed);
+      log.locked.store(true, std::memory_order_relaxed);
+      start_iteration(log);
+      return;
+    case IterationDetector::Event::none:
+      break;
+  }
+  if (!log.recording) {
+    // Locked, but this iteration was not recorded (too large, or dropped):
+    // the next one is, from its start.
+    if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log);
+    return;
+  }
+  RecordedIteration& it = log.current;
+  if (it.units.size() + record.count > options_.max_units_per_iteration) {
+    log.dropped.fetch_add(1, std::memory_order_relaxed);
+    log.recording = false;
+    return;
+  }
+  RecordedOp op;
+  op.identity = record.identity;
+  op.function = record.function;
+  op.api = record.api;
+  op.stream_bit = record.stream_bit;
+  op.first_unit = static_cast<std::uint32_t>(it.units.size());
+  op.unit_count = static_cast<std::uint32_t>(record.count);
+  it.units.insert(it.units.end(), record.units, record.units + record.count);
+  it.ops.push_back(op);
+  if (it.ops.size() == log.period) publish(log);
+}
+
+void AccessLog::start_iteration(ThreadLog& log) {
+  log.recording = true;
+  log.period = log.detector.period();
+  log.current.ops.clear();
+  log.current.units.clear();
+}
+
+// A whole iteration goes out; the next is recorded into the buffers of the
+// one before it, unless a reader still holds that.
+void AccessLog::publish(ThreadLog& log) {
+  RecordedIteration& it = log.current;
+  it.serial = log.published.fetch_add(1, std::memory_order_relaxed) + 1;
+  log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
+  {
+    std::lock_guard lock(log.published_mutex);
+    std::shared_ptr<RecordedIteration> next = std::move(log.spare);
+    if (next == nullptr || next.use_count() != 1) next = std::make_shared<RecordedIteration>();
+    next->ops.swap(it.ops);
+    next->units.swap(it.units);
+    next->serial = it.serial;
+    log.spare = std::const_pointer_cast<RecordedIteration>(std::exchange(log.last, std::move(next)));
+  }
+  it.ops.clear();
+  it.units.clear();
+}
+
+AccessLog::ThreadLog* AccessLog::busiest() const {
+  ThreadLog* best = nullptr;
+  for (const auto& log : threads_) {
+    const std::uint64_t published = log->published.load(std::memory_order_relaxed);
+    const std::uint64_t best_published = best != nullptr ? best->published.load(std::memory_order_relaxed) : 0;
+    if (best == nullptr || published > best_published ||
+        (published == best_published && log->operations.load(std::memory_order_relaxed) >
+                                            best->operations.load(std::memory_order_relaxed))) {
+      best = log.get();
+    }
+  }
+  return best;
+}
+
+std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
+  std::lock_guard lock(threads_mutex_);
+  ThreadLog* log = busiest();
+  if (log == nullptr) return nullptr;
+  std::lock_guard published(log->published_mutex);
+  return log->last;
+}
+
+nlohmann::json AccessLog::summary() const {
+  std::lock_guard lock(threads_mutex_);
+  std::uint64_t operations = 0, locks = 0, breaks = 0, recorded = 0, dropped = 0;
+  for (const auto& log : threads_) {
+    operations += log->operations.load(std::memory_order_relaxed);
+    locks += log->locks.load(std::memory_order_relaxed);
+    breaks += log->breaks.load(std::memory_order_relaxed);
+    recorded += log->published.load(std::memory_order_relaxed);
+    dropped += log->dropped.load(std::memory_order_relaxed);
+  }
+  const ThreadLog* main = busiest();
+  return {{"threads", threads_.size()},
+          {"operations", operations},
+          {"period", main != nullptr ? main->locked_period.load(std::memory_order_relaxed) : 0},
+          {"iterations", main != nullptr ? main->iterations.load(std::memory_order_relaxed) : 0},
+          {"locked", main != nullptr && main->locked.load(std::memory_order_relaxed)},
+          {"iterations_recorded", recorded},
+          {"locks", locks},
+          {"breaks", breaks},
+          {"dropped_iterations", dropped}};
+}
+
+}  // namespace vgpumem::scheduler

@@ -1,0 +1,177 @@
+// The access log on synthetic operation streams: what it records of each
+// iteration once the detector has locked, what it drops, and threads.
+#include "scheduler/access_log.h"
+
+#include "vmm/unit.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace vgpumem::scheduler {
+namespace {
+
+// A step of `ops` operations over `units`: operation i touches units i % n
+// and (i + 1) % n, identity derived from i (distinct within the step).
+struct Step {
+  std::vector<vmm::Unit> units;
+  std::size_t ops;
+  std::uint64_t salt;
+
+  Step(std::size_t unit_count, std::size_t op_count, std::uint64_t salt_value)
+      : units(unit_count), ops(op_count), salt(salt_value) {}
+
+  std::uint64_t identity(std::size_t i) const { return (i + 1) * 0x9E3779B97F4A7C15ULL ^ salt; }
+
+  void run(AccessLog& log, std::size_t from = 0, std::size_t to = SIZE_MAX) {
+    for (std::size_t i = from; i < std::min(to, ops); ++i) {
+      std::array<vmm::Unit*, 2> touched{&units[i % units.size()], &units[(i + 1) % units.size()]};
+      vmm::AccessRecord record;
+      record.identity = identity(i);
+      record.stream_bit = 1;
+      record.api = "cuLaunchKernel";
+      record.units = touched.data();
+      record.count = touched.size();
+      log.accessed(record);
+    }
+  }
+};
+
+TEST(AccessLog, RecordsEachWholeIterationOnceThePeriodLocks) {
+  AccessLog log;
+  Step step(10, 100, 1);
+  for (int i = 0; i < 2; ++i) step.run(log);
+  EXPECT_EQ(log.last_iteration(), nullptr) << "the lock completes with the second iteration: nothing recorded yet";
+  step.run(log);
+  auto recorded = log.last_iteration();
+  ASSERT_NE(recorded, nullptr);
+  EXPECT_EQ(recorded->serial, 1u);
+  ASSERT_EQ(recorded->ops.size(), 100u);
+  ASSERT_EQ(recorded->units.size(), 200u);
+  for (std::size_t i = 0; i < 100; ++i) {
+    const RecordedOp& op = recorded->ops[i];
+    EXPECT_EQ(op.identity, step.identity(i)) << "op " << i << ": ops[0] is the iteration's first operation";
+    ASSERT_EQ(op.unit_count, 2u);
+    EXPECT_EQ(recorded->units[op.first_unit], &step.units[i % 10]);
+    EXPECT_EQ(recorded->units[op.first_unit + 1], &step.units[(i + 1) % 10]);
+  }
+  step.run(log);
+  EXPECT_EQ(log.last_iteration()->serial, 2u);
+  const nlohmann::json summary = log.summary();
+  EXPECT_EQ(summary["period"], 100);
+  EXPECT_EQ(summary["iterations_recorded"], 2);
+  EXPECT_EQ(summary["locks"], 1);
+  EXPECT_EQ(summary["breaks"], 0);
+  EXPECT_EQ(summary["locked"], true);
+  EXPECT_EQ(summary["operations"], 400);
+}
+
+TEST(AccessLog, AnIterationThatBreaksIsDroppedAndTheNextLockRecordsAgain) {
+  AccessLog log;
+  Step train(10, 100, 1), evaluate(10, 40, 2);
+  for (int i = 0; i < 3; ++i) train.run(log);
+  ASSERT_EQ(log.last_iteration()->serial, 1u);
+  train.run(log, 0, 50);  // half a step, then an evaluation pass
+  evaluate.run(log);
+  nlohmann::json summary = log.summary();
+  EXPECT_EQ(summary["breaks"], 1);
+  EXPECT_EQ(summary["dropped_iterations"], 1) << "the half-recorded step";
+  EXPECT_EQ(summary["locked"], false);
+  EXPECT_EQ(log.last_iteration()->serial, 1u) << "what was published stays";
+  train.run(log, 50);  // training resumes with the second half of a step
+  for (int i = 0; i < 6; ++i) train.run(log);
+  summary = log.summary();
+  EXPECT_EQ(summary["locks"], 2);
+  EXPECT_EQ(summary["locked"], true);
+  EXPECT_EQ(summary["period"], 100);
+  auto recorded = log.last_iteration();
+  ASSERT_GT(recorded->serial, 1u);
+  ASSERT_EQ(recorded->ops.size(), 100u);
+  // The iteration now starts where the new lock put it: a rotation of the step.
+  const std::size_t shift = static_cast<std::size_t>(
+      std::find_if(recorded->ops.begin(), recorded->ops.end(),
+                   [&](const RecordedOp& op) { return op.identity == train.identity(0); }) -
+      recorded->ops.begin());
+  ASSERT_LT(shift, 100u);
+  for (std::size_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(recorded->ops[(shift + i) % 100].identity, train.identity(i));
+  }
+}
+
+TEST(AccessLog, AnIterationTooLargeToRecordIsDroppedAndTheNextOneIsRecorded) {
+  AccessLog::Options options;
+  options.max_units_per_iteration = 150;  // a step names 200
+  AccessLog small(options);
+  Step step(10, 100, 1);
+  for (int i = 0; i < 5; ++i) step.run(small);
+  EXPECT_EQ(small.last_iteration(), nullptr);
+  EXPECT_EQ(small.summary()["dropped_iterations"], 3);
+  EXPECT_EQ(small.summary()["locked"], true) << "the period holds; only the record is missing";
+
+  options.max_units_per_iteration = 200;
+  AccessLog exact(options);
+  for (int i = 0; i < 5; ++i) step.run(exact);
+  ASSERT_NE(exact.last_iteration(), nullptr);
+  EXPECT_EQ(exact.summary()["iterations_recorded"], 3);
+}
+
+TEST(AccessLog, NothingIsRecordedFromARandomStream) {
+  AccessLog log;
+  std::vector<vmm::Unit> units(16);
+  std::mt19937_64 random(5);
+  for (int i = 0; i < 20000; ++i) {
+    vmm::Unit* touched = &units[random() % units.size()];
+    vmm::AccessRecord record;
+    record.identity = random() % 64;  // few identities: chance runs are common
+    record.units = &touched;
+    record.count = 1;
+    log.accessed(record);
+  }
+  EXPECT_EQ(log.last_iteration(), nullptr);
+  EXPECT_EQ(log.summary()["locks"], 0);
+}
+
+TEST(AccessLog, ReadersKeepTheIterationTheyHoldWhileMoreArePublished) {
+  AccessLog log;
+  Step step(10, 100, 1);
+  for (int i = 0; i < 3; ++i) step.run(log);
+  auto held = log.last_iteration();
+  for (int i = 0; i < 5; ++i) step.run(log);
+  EXPECT_EQ(held->serial, 1u);
+  EXPECT_EQ(held->ops.size(), 100u) << "a published iteration is never reused while read";
+  EXPECT_EQ(held->ops[7].identity, step.identity(7));
+  EXPECT_EQ(log.last_iteration()->serial, 6u);
+}
+
+TEST(AccessLog, ConcurrentThreadsEachHaveTheirOwnPeriod) {
+  AccessLog log;
+  Step a(10, 100, 1), b(6, 70, 2);
+  std::thread first([&] {
+    for (int i = 0; i < 20; ++i) a.run(log);
+  });
+  std::thread second([&] {
+    for (int i = 0; i < 10; ++i) b.run(log);
+  });
+  for (int i = 0; i < 50; ++i) {
+    static_cast<void>(log.summary());  // a reader meanwhile
+    static_cast<void>(log.last_iteration());
+  }
+  first.join();
+  second.join();
+  const nlohmann::json summary = log.summary();
+  EXPECT_EQ(summary["threads"], 2);
+  EXPECT_EQ(summary["locks"], 2) << "one per thread: the interleaving does not mix their streams";
+  EXPECT_EQ(summary["period"], 100) << "the thread that recorded most";
+  EXPECT_EQ(summary["iterations_recorded"], 18 + 8);
+  EXPECT_EQ(log.last_iteration()->ops.size(), 100u);
+}
+
+}  // namespace
+}  // namespace vgpumem::scheduler

@@ -1,0 +1,60 @@
+// The access feed: what each launch or copy touched, told to the scheduler
+// from the launch path (docs/architecture.md, "The access feed").
+//
+// The pager calls the feed once per operation, on the program's thread,
+// right after the work was enqueued and before its units' holds are
+// dropped, so the units it names cannot move or be reused during the call.
+// The feed must take no lock that the launch path could wait on and
+// allocate nothing in a steady state: it runs on every launch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda.h>
+
+namespace vgpumem::vmm {
+
+struct Unit;
+
+// An operation's execution identity: the same kernel (or copy entry point)
+// over the same buffers at the same offsets has the same identity in every
+// iteration of a training loop. Paged words count as (unit ordinal, offset),
+// so the identity does not depend on where the arena put a buffer; other
+// words are left out, because scalars such as a random seed or a learning
+// rate change every step without changing what the step touches.
+class ExecutionIdentity {
+ public:
+  void mix(std::uint64_t value) { hash_ = (hash_ ^ value) * kPrime; }
+  std::uint64_t value() const {  // avalanched: the detector hashes it into a table
+    std::uint64_t h = hash_;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+  }
+  void reset() { hash_ = kOffset; }
+
+ private:
+  static constexpr std::uint64_t kOffset = 0xcbf29ce484222325ULL;
+  static constexpr std::uint64_t kPrime = 0x100000001b3ULL;
+  std::uint64_t hash_ = kOffset;
+};
+
+struct AccessRecord {
+  std::uint64_t identity = 0;
+  CUstream stream = nullptr;     // as the driver names it (0 and the per-thread stream told apart)
+  std::uint64_t stream_bit = 0;  // the pager's bit for the stream (StreamRegistry)
+  CUfunction function = nullptr; // the kernel; null for a copy, memset or stream memory operation
+  const char* api = "";          // the entry point the program called
+  Unit* const* units = nullptr;  // what it touched, each once, held during the call
+  std::size_t count = 0;
+};
+
+class AccessFeed {
+ public:
+  virtual ~AccessFeed() = default;
+  virtual void accessed(const AccessRecord& record) noexcept = 0;
+};
+
+}  // namespace vgpumem::vmm
