@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +54,7 @@ World& world() {
   static World w = [] {
     setenv("VGPUMEM_DRIVER", VGPUMEM_BENCH_SIM, 1);
     setenv("VGPUMEM_LIMIT", "2GiB", 1);
+    setenv("VGPUMEM_POLICY", "lru", 0);  // run with VGPUMEM_POLICY=auto to measure the access feed
     setenv("VGPUSIM_DEVICE_MEMORY", "4GiB", 1);
     World result;
     void* sim = dlopen(VGPUMEM_BENCH_SIM, RTLD_NOW | RTLD_GLOBAL);
@@ -111,6 +113,30 @@ void launch(benchmark::State& state, bool through_hook) {
   }
   state.counters["live_allocations"] = static_cast<double>(w.live.size());
 }
+
+// A training step's worth of launches: 256 launches over 1,000 live
+// allocations, each naming four of them, the step repeated. Under
+// VGPUMEM_POLICY=auto the access feed sees a period it locks on, records
+// every step and publishes it; under lru it is off. The difference between
+// the two runs is what the feed costs a launch.
+void BM_PagedStepThroughHook(benchmark::State& state) {
+  constexpr std::size_t kStep = 256;
+  hold_live(1000);
+  World& w = world();
+  std::vector<std::array<CUdeviceptr, 4>> args(kStep);
+  for (std::size_t i = 0; i < kStep; ++i) {
+    for (std::size_t j = 0; j < 4; ++j) args[i][j] = w.live[(i * 37 + j * 251) % 1000];
+  }
+  int n = 1, m = 2, k = 3, l = 4;
+  std::size_t at = 0;
+  for (auto _ : state) {
+    std::array<CUdeviceptr, 4>& a = args[at];
+    void* params[] = {&a[0], &a[1], &a[2], &a[3], &n, &m, &k, &l};
+    benchmark::DoNotOptimize(w.hooked(w.kernel, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+    at = at + 1 == kStep ? 0 : at + 1;
+  }
+}
+BENCHMARK(BM_PagedStepThroughHook);
 
 void BM_PagedLaunchDirect(benchmark::State& state) { launch(state, false); }
 void BM_PagedLaunchThroughHook(benchmark::State& state) { launch(state, true); }

@@ -123,7 +123,7 @@ std::optional<Config> report_configuration(Findings& findings) {
     findings.line("cap device " + std::to_string(device), describe(limit));
   }
   findings.line("policy", std::string(to_string(config.policy)) +
-                              (config.policy == Policy::lru ? " (pages past the cap)" : " (strict cap, no paging)"));
+                              (config.policy != Policy::off ? " (pages past the cap)" : " (strict cap, no paging)"));
   findings.line("host limit", config.host_limit ? format_bytes(*config.host_limit) : "none");
   findings.line("trace", config.trace_path.empty() ? "off" : config.trace_path);
   findings.line("log level", std::string(to_string(config.log_level)));

@@ -31,8 +31,10 @@ struct MemoryLimit {
 };
 
 // How device memory beyond the cap is handled: `off` refuses allocations over
-// the cap with the CUDA out-of-memory error; `lru` pages idle allocations to host.
-enum class Policy { off, lru };
+// the cap with the CUDA out-of-memory error; `lru` pages idle allocations to
+// host on demand; `automatic` ("auto") pages as `lru` does and learns the
+// training iteration from the launches, to schedule moves ahead of need.
+enum class Policy { off, lru, automatic };
 
 struct Config {
   MemoryLimit limit_all;                   // VGPUMEM_LIMIT

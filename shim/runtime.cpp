@@ -92,7 +92,7 @@ Runtime::Runtime(const Config& config)
       recorder_(process_recorder()),
       tracing_(!config.trace_path.empty()),
       accounting_([this](int device) { return cap_for_device(device); }, recorder_),
-      paging_wanted_(config.policy == Policy::lru && config.any_limit()) {}
+      paging_wanted_(config.policy != Policy::off && config.any_limit()) {}
 
 vmm::Pager* Runtime::create_pager() {
   // Load the driver first, outside the once below: loading takes the loader's
@@ -103,8 +103,9 @@ vmm::Pager* Runtime::create_pager() {
   std::call_once(once, [this] {
     const vmm::DriverOps* driver = interpose::paging_driver_ops();
     if (driver == nullptr) {
-      VGPUMEM_LOG_ERROR("VGPUMEM_POLICY=lru: the driver lacks a call paging needs; allocations beyond the cap "
-                        "will fail with CUDA_ERROR_OUT_OF_MEMORY instead");
+      VGPUMEM_LOG_ERROR("VGPUMEM_POLICY={}: the driver lacks a call paging needs; allocations beyond the cap "
+                        "will fail with CUDA_ERROR_OUT_OF_MEMORY instead",
+                        to_string(config_.policy));
       return;
     }
     vmm::PagerOptions options;
@@ -113,10 +114,12 @@ vmm::Pager* Runtime::create_pager() {
     options.grace_operations = config_.grace_operations;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
     auto* pager = new vmm::Pager(*driver, accounting_.ledger(), recorder_, options);
-    access_log_ = new scheduler::AccessLog;  // leaked with the pager, whose feed it is
-    pager->set_access_feed(access_log_);
+    if (config_.policy == Policy::automatic) {
+      access_log_ = new scheduler::AccessLog;  // leaked with the pager, whose feed it is
+      pager->set_access_feed(access_log_);
+    }
     pager_.store(pager, std::memory_order_release);
-    VGPUMEM_LOG_INFO("paging on (policy lru, check {}, host limit {})", to_string(config_.check),
+    VGPUMEM_LOG_INFO("paging on (policy {}, check {}, host limit {})", to_string(config_.policy), to_string(config_.check),
                      config_.host_limit ? format_bytes(*config_.host_limit) : std::string("none"));
     if (pytorch_expandable_segments()) {
       VGPUMEM_LOG_WARN("PYTORCH_CUDA_ALLOC_CONF turns on expandable segments: PyTorch then maps its memory handle "
@@ -160,6 +163,7 @@ nlohmann::json Runtime::summary() const {
   summary["calls_by_api"] = std::move(calls);
   if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) {
     summary["paging"] = pager->summary();
+    summary["paging"]["policy"] = to_string(config_.policy);
     summary["paging"]["check"] = to_string(config_.check);
     summary["paging"]["launch_audit"] = launch_args_->audit();
     summary["paging"]["tensor_maps"] = {{"remembered", tensor_maps_.size()}, {"found_in_launches", tensor_maps_.found()}};

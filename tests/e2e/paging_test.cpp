@@ -37,8 +37,8 @@ struct Run {
 };
 
 Run train(const Workload& workload, const std::string& limit, const std::string& faults = "",
-          const std::string& check = "") {
-  const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit) + check;
+          const std::string& check = "", const std::string& policy = "") {
+  const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit) + check + policy;
   const std::string report = scratch(tag, "sim"), trace = scratch(tag, "trace");
   auto env = limit.empty() ? simulator_environment() : shim_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
@@ -49,6 +49,7 @@ Run train(const Workload& workload, const std::string& limit, const std::string&
   }
   if (!faults.empty()) env["VGPUSIM_FAULTS"] = faults;
   if (!check.empty()) env["VGPUMEM_CHECK"] = check;
+  if (!policy.empty()) env["VGPUMEM_POLICY"] = policy;
   std::vector<std::string> argv{program("mlp_trainer")};
   argv.insert(argv.end(), workload.args.begin(), workload.args.end());
   Run run;
@@ -107,12 +108,17 @@ TEST(PagingSchedule, TheTrainingStepIsFoundInTheOperationStream) {
   const auto schedule_of = [](int steps) {
     const Workload workload{"schedule", {"--width", "1024", "--batch", "8", "--layers", "12", "--steps",
                                          std::to_string(steps)}};
-    const struct Run paged = train(workload, "40MiB");  // the trainer wants 82 MiB at its peak
+    const struct Run paged = train(workload, "40MiB", "", "", "auto");  // the trainer wants 82 MiB at its peak
     EXPECT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
     EXPECT_GT(paged.trace["vgpumem"]["paging"]["offloads"].get<int>(), 0) << "the cap must bite";
     return paged.trace["vgpumem"]["schedule"];
   };
   const nlohmann::json six = schedule_of(6), eight = schedule_of(8);
+  EXPECT_FALSE(train({"lru", {"--width", "1024", "--batch", "8", "--layers", "12", "--steps", "3"}}, "40MiB", "", "",
+                     "lru")
+                   .trace["vgpumem"]
+                   .contains("schedule"))
+      << "lru pages on demand and learns nothing";
   ASSERT_TRUE(six.is_object() && eight.is_object()) << six.dump() << eight.dump();
   const std::uint64_t period = eight["period"].get<std::uint64_t>();
   ASSERT_GT(period, 0u) << eight.dump();

@@ -127,6 +127,9 @@ TEST(Policy, ParsesKnownNames) {
   EXPECT_EQ(parse_policy("LRU"), Policy::lru);
   EXPECT_FALSE(parse_policy("fastest"));
   EXPECT_EQ(to_string(Policy::lru), "lru");
+  EXPECT_EQ(parse_policy("auto"), Policy::automatic);
+  EXPECT_EQ(parse_policy("Auto"), Policy::automatic);
+  EXPECT_EQ(to_string(Policy::automatic), "auto");
 }
 
 TEST(ExpandPid, ReplacesPercentPAndPercentPercent) {
