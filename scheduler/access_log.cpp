@@ -12,7 +12,9 @@ struct AccessLog::ThreadLog {
   // The owning thread's alone.
   IterationDetector detector;
   bool recording = false;  // from the operation after an iteration's end until `period` more
+  bool timing = false;     // the iteration being recorded is timed
   std::size_t period = 0;
+  std::uint64_t lock_count = 0, since_timed = 0;
   RecordedIteration current;
 
   // Written by the owner, read by summary() from any thread.
@@ -37,7 +39,7 @@ thread_local ThreadSlot t_slot;
 
 }  // namespace
 
-AccessLog::AccessLog(Options options) : options_(options) {}
+AccessLog::AccessLog(Options options, vmm::PagerControl* marks) : options_(options), marks_(marks) {}
 
 AccessLog::~AccessLog() {
   if (t_slot.owner == this) t_slot = {};
@@ -56,12 +58,19 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
   log.operations.fetch_add(1, std::memory_order_relaxed);
   switch (log.detector.observe(record.identity)) {
     case IterationDetector::Event::broken:
-      if (log.recording) log.dropped.fetch_add(1, std::memory_order_relaxed);
+      release_marks(record);
+      if (log.recording) {
+        log.dropped.fetch_add(1, std::memory_order_relaxed);
+        release_marks(log.current);
+      }
       log.recording = false;
       log.breaks.fetch_add(1, std::memory_order_relaxed);
       log.locked.store(false, std::memory_order_relaxed);
       return;
     case IterationDetector::Event::locked:
+      release_marks(record);
+      ++log.lock_count;
+      log.since_timed = options_.timing_every;  // the first iteration of a lock is timed
       log.locks.fetch_add(1, std::memory_order_relaxed);
       log.locked_period.store(log.detector.period(), std::memory_order_relaxed);
       log.locked.store(true, std::memory_order_relaxed);
@@ -71,6 +80,7 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
       break;
   }
   if (!log.recording) {
+    release_marks(record);
     // Locked, but this iteration was not recorded (too large, or dropped):
     // the next one is, from its start.
     if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log);
@@ -80,6 +90,8 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
   if (it.units.size() + record.count > options_.max_units_per_iteration) {
     log.dropped.fetch_add(1, std::memory_order_relaxed);
     log.recording = false;
+    release_marks(record);
+    release_marks(it);
     return;
   }
   RecordedOp op;
@@ -89,16 +101,51 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
   op.stream_bit = record.stream_bit;
   op.first_unit = static_cast<std::uint32_t>(it.units.size());
   op.unit_count = static_cast<std::uint32_t>(record.count);
+  op.device = record.device;
+  op.started = record.started;
+  op.ended = record.ended;
   it.units.insert(it.units.end(), record.units, record.units + record.count);
   it.ops.push_back(op);
   if (it.ops.size() == log.period) publish(log);
 }
 
 void AccessLog::start_iteration(ThreadLog& log) {
+  release_marks(log.current);
   log.recording = true;
   log.period = log.detector.period();
   log.current.ops.clear();
   log.current.units.clear();
+  log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
+  if (log.timing) log.since_timed = 0;
+  log.current.timed = log.timing;
+  log.current.thread = &log;
+  log.current.lock = log.lock_count;
+}
+
+bool AccessLog::wants_timing() noexcept {
+  const ThreadLog& log = thread_log();
+  return log.recording && log.timing;
+}
+
+StreamPosition AccessLog::position() {
+  const ThreadLog& log = thread_log();
+  return {&log, log.detector.locked(), log.lock_count, log.detector.phase()};
+}
+
+void AccessLog::release_marks(const vmm::AccessRecord& record) {
+  if (marks_ == nullptr || record.started == nullptr) return;
+  marks_->release_mark(record.device, record.started);
+  marks_->release_mark(record.device, record.ended);
+}
+
+void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
+  if (marks_ == nullptr) return;
+  for (std::size_t i = from; i < iteration.ops.size(); ++i) {
+    RecordedOp& op = iteration.ops[i];
+    if (op.started != nullptr) marks_->release_mark(op.device, op.started);
+    if (op.ended != nullptr) marks_->release_mark(op.device, op.ended);
+    op.started = op.ended = nullptr;
+  }
 }
 
 // A whole iteration goes out; the next is recorded into the buffers of the
@@ -114,10 +161,16 @@ void AccessLog::publish(ThreadLog& log) {
     next->ops.swap(it.ops);
     next->units.swap(it.units);
     next->serial = it.serial;
+    next->timed = it.timed;
+    next->thread = it.thread;
+    next->lock = it.lock;
     log.spare = std::const_pointer_cast<RecordedIteration>(std::exchange(log.last, std::move(next)));
   }
+  release_marks(it);  // the recycled iteration's: no reader holds it any more
   it.ops.clear();
   it.units.clear();
+  it.timed = log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
+  if (log.timing) log.since_timed = 0;
 }
 
 AccessLog::ThreadLog* AccessLog::busiest() const {

@@ -23,6 +23,7 @@
 
 #include "scheduler/iteration_detector.h"
 #include "vmm/access_feed.h"
+#include "vmm/pager_control.h"
 
 namespace vgpumem::scheduler {
 
@@ -33,14 +34,27 @@ struct RecordedOp {
   const char* api = "";
   std::uint64_t stream_bit = 0;
   std::uint32_t first_unit = 0, unit_count = 0;  // range in RecordedIteration::units
+  int device = 0;                                  // of its first unit
+  CUevent started = nullptr, ended = nullptr;      // timing marks of a timed iteration (else null)
 };
 
 // One whole iteration, as the detector delimited it: ops[0] is the
 // operation after the one that ended the previous iteration.
 struct RecordedIteration {
   std::vector<RecordedOp> ops;
-  std::vector<const vmm::Unit*> units;  // units never go away (vmm/unit.h): safe to keep
-  std::uint64_t serial = 0;             // 1 for the first published on its thread, and so on
+  std::vector<vmm::Unit*> units;  // units never go away (vmm/unit.h): safe to keep
+  std::uint64_t serial = 0;       // 1 for the first published on its thread, and so on
+  bool timed = false;             // its operations carry timing marks (the log releases them)
+  const void* thread = nullptr;   // the thread's log it came from
+  std::uint64_t lock = 0;         // which lock of that thread's detector delimited it
+};
+
+// Where the calling thread's stream stands (AccessLog::position).
+struct StreamPosition {
+  const void* thread = nullptr;
+  bool locked = false;
+  std::uint64_t lock = 0;   // counts the thread's locks: a new lock starts its phases afresh
+  std::size_t phase = 0;    // of the last operation, as RecordedIteration::ops indexes it
 };
 
 class AccessLog final : public vmm::AccessFeed {
@@ -48,14 +62,21 @@ class AccessLog final : public vmm::AccessFeed {
   struct Options {
     IterationDetector::Options detector;
     std::size_t max_units_per_iteration = std::size_t{1} << 20;  // longer iterations are not recorded
+    // Operations of the first iteration recorded after each lock, and of
+    // every timing_every-th after it, are timed (two marks each).
+    std::uint64_t timing_every = 32;
   };
-  explicit AccessLog(Options options);
+  // `marks`: where timing marks come from and go back to; null for none.
+  explicit AccessLog(Options options, vmm::PagerControl* marks = nullptr);
   AccessLog() : AccessLog(Options{}) {}
   ~AccessLog() override;
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
   void accessed(const vmm::AccessRecord& record) noexcept override;
+  bool wants_timing() noexcept override;
+  // The calling thread's, after its last operation.
+  StreamPosition position();
 
   // The last whole iteration recorded on the thread that has recorded most
   // (the training loop's), or null if none has been.
@@ -71,11 +92,14 @@ class AccessLog final : public vmm::AccessFeed {
  private:
   struct ThreadLog;
   ThreadLog& thread_log();
-  static void start_iteration(ThreadLog& log);
-  static void publish(ThreadLog& log);
+  void start_iteration(ThreadLog& log);
+  void publish(ThreadLog& log);
+  void release_marks(RecordedIteration& iteration, std::size_t from = 0);
+  void release_marks(const vmm::AccessRecord& record);
   ThreadLog* busiest() const;
 
   const Options options_;
+  vmm::PagerControl* const marks_;
   mutable std::mutex threads_mutex_;  // taken when a thread makes its log, and by readers
   std::vector<std::unique_ptr<ThreadLog>> threads_;
 };

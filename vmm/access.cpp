@@ -44,9 +44,13 @@ void Access::release() {
     ExecutionIdentity identity = identity_;
     identity.mix(reinterpret_cast<std::uintptr_t>(function_ != nullptr ? static_cast<const void*>(function_)
                                                                          : static_cast<const void*>(api_)));
+    const CUevent ended = started_ != nullptr ? marks_->mark(stream_) : nullptr;
     feed_->accessed(AccessRecord{identity.value(), stream_, bit_, function_, api_,
-                                 spilled_ ? spill_.data() : inline_, count_});
+                                 spilled_ ? spill_.data() : inline_, count_, at(0)->device, started_, ended});
+    started_ = nullptr;
   }
+  if (started_ != nullptr) marks_->release_mark(count_ > 0 ? at(0)->device : 0, started_);  // nobody wants it
+  started_ = nullptr;
   feed_ = nullptr;
   identity_.reset();
   for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);

@@ -14,6 +14,7 @@
 #include <cuda.h>
 
 #include "vmm/access_feed.h"
+#include "vmm/pager_control.h"
 #include "vmm/unit.h"
 
 namespace vgpumem::vmm {
@@ -58,6 +59,12 @@ class Access {
     identity_.mix((std::uint64_t{unit->ordinal} << 8) ^ static_cast<std::uint64_t>(unit->device));
     identity_.mix(offset);
   }
+  // The operation is timed: `started` was recorded before it, and release()
+  // records its end through `marks`.
+  void time(PagerControl* marks, CUevent started) {
+    marks_ = marks;
+    started_ = started;
+  }
   // The operation is noted: release() tells `feed` about it.
   void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, const Operation& op) {
     feed_ = feed;
@@ -78,6 +85,8 @@ class Access {
   std::uint64_t bit_ = 0;
   CUfunction function_ = nullptr;
   const char* api_ = "";
+  PagerControl* marks_ = nullptr;
+  CUevent started_ = nullptr;
 };
 
 }  // namespace vgpumem::vmm

@@ -49,12 +49,20 @@ struct AccessRecord {
   const char* api = "";          // the entry point the program called
   Unit* const* units = nullptr;  // what it touched, each once, held during the call
   std::size_t count = 0;
+  int device = 0;                // of the first unit
+  // When the feed asked for timing (wants_timing): marks recorded on the
+  // stream just before the work (after any wait for its units) and just
+  // after it, the feed's to give back (PagerControl::release_mark). Null
+  // otherwise.
+  CUevent started = nullptr, ended = nullptr;
 };
 
 class AccessFeed {
  public:
   virtual ~AccessFeed() = default;
   virtual void accessed(const AccessRecord& record) noexcept = 0;
+  // Whether the operation about to be enqueued on this thread is to be timed.
+  virtual bool wants_timing() noexcept { return false; }
 };
 
 }  // namespace vgpumem::vmm

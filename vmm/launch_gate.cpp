@@ -145,6 +145,9 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     note_use(access.at(i), bit, tick);
     LaunchGrace::stamp(*access.at(i), stamp);
   }
+  if (access.feed_ != nullptr && access.started_ == nullptr && access.feed_->wants_timing()) {
+    access.time(this, mark(named));
+  }
   return CUDA_SUCCESS;
 }
 

@@ -1128,6 +1128,9 @@ nlohmann::json Pager::summary() const {
   }
   return {{"policy", "lru"},
           {"offloads", offloads_.load()},
+          {"scheduled_offloads", scheduled_offloads_.load()},
+          {"scheduled_prefetches", scheduled_prefetches_.load()},
+          {"scheduled_refused", scheduled_refused_.load()},
           {"prefetches", prefetches_.load()},
           {"bytes_offloaded", bytes_offloaded_.load()},
           {"bytes_prefetched", bytes_prefetched_.load()},

@@ -39,6 +39,7 @@
 #include "vmm/launch_grace.h"
 #include "vmm/host_store.h"
 #include "vmm/memory_observer.h"
+#include "vmm/pager_control.h"
 #include "vmm/pointer_tables.h"
 #include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
@@ -56,10 +57,10 @@ struct PagerOptions {
   std::uint32_t grace_operations = 8;  // VGPUMEM_GRACE_LAUNCHES: K of LaunchGrace; 0 turns it off
 };
 
-class Pager {
+class Pager final : public PagerControl {
  public:
   Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observer, PagerOptions options);
-  ~Pager();
+  ~Pager() override;
   Pager(const Pager&) = delete;
   Pager& operator=(const Pager&) = delete;
 
@@ -214,6 +215,15 @@ class Pager {
   // copy touched. Set before the program's first launch.
   void set_access_feed(AccessFeed* feed) { feed_.store(feed, std::memory_order_release); }
 
+  // What the scheduler drives (vmm/pager_control.h; vmm/scheduled_moves.cpp).
+  bool offload_unit(Unit* unit) override;
+  bool prefetch_unit(Unit* unit) override;
+  UnitFacts facts(const Unit* unit) const override;
+  std::uint64_t paging_budget(int device) const override;
+  CUevent mark(CUstream stream) override;
+  std::int64_t elapsed_ns(int device, CUevent from, CUevent to) override;
+  void release_mark(int device, CUevent mark) override;
+
   // Ends the reclaimer thread (at process exit, before the driver goes).
   void stop_reclaimer();
   // In a forked child the thread does not exist: forget it without touching
@@ -283,6 +293,7 @@ class Pager {
   void add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access);
   bool capturing(CUstream stream) const;
   CUresult make_resident_now(Unit* unit);
+  CUcontext device_context(int device) const;
 
  public:
   bool capture_open() const { return captures_.load(std::memory_order_acquire) > 0; }
@@ -388,6 +399,7 @@ class Pager {
   std::uint64_t largest_unit_ = 0;
 
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
+  std::atomic<std::uint64_t> scheduled_offloads_{0}, scheduled_prefetches_{0}, scheduled_refused_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
   std::atomic<std::uint64_t> lifetime_pinned_bytes_[kLifetimePinReasons] = {};  // by LifetimePin bit

@@ -1,0 +1,54 @@
+// What the scheduler may ask of the pager (docs/architecture.md, "The
+// scheduler's interface"): move one unit ahead of need, and time operations.
+// Nothing here is needed for correctness: whatever the scheduler does or
+// fails to do, the launch path makes every operation's units resident
+// before it runs (on demand), so a plan can only be early, late or wasted,
+// never wrong.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+
+namespace vgpumem::vmm {
+
+struct Unit;
+
+struct UnitFacts {
+  bool live = false;  // a paged allocation holds it (not freed, not a handle's only mapping)
+  int device = 0;
+  std::uint64_t bytes = 0;
+  bool resident = false;
+  bool movable = false;  // neither pinned nor shared nor held by a launch right now
+};
+
+class PagerControl {
+ public:
+  virtual ~PagerControl() = default;
+
+  // Starts copying `unit` to the host after all work the streams that used it
+  // have enqueued so far; its chunks serve others once the copy is done (in
+  // stream order). Returns without waiting. False when it cannot go now: not
+  // resident, pinned, held by a launch between its check and its enqueue, or
+  // a capture or the host limit in the way.
+  virtual bool offload_unit(Unit* unit) = 0;
+  // Starts bringing `unit` back on the copy stream; work that names it waits
+  // for its arrival, no longer. Room is made as on demand (least recently
+  // used first). False when it cannot come now (it stays on the host, and
+  // its next use fetches it).
+  virtual bool prefetch_unit(Unit* unit) = 0;
+  virtual UnitFacts facts(const Unit* unit) const = 0;
+  // The bytes of `device`'s cap paged units may use: the cap less what the
+  // program holds outside the pager.
+  virtual std::uint64_t paging_budget(int device) const = 0;
+
+  // Timing: an event recorded on `stream` now (in the calling thread's
+  // context), null if none could be; the nanoseconds between two marks of
+  // work on `device`, once the second has completed (waits for it; -1 if
+  // unknown); and giving one back. Any thread may ask the last two.
+  virtual CUevent mark(CUstream stream) = 0;
+  virtual std::int64_t elapsed_ns(int device, CUevent from, CUevent to) = 0;
+  virtual void release_mark(int device, CUevent mark) = 0;
+};
+
+}  // namespace vgpumem::vmm

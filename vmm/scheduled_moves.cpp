@@ -1,0 +1,106 @@
+// The pager's side of the scheduler's interface (vmm/pager_control.h): a
+// unit moved on request, ahead of need, through the same offload and fetch
+// the on-demand path uses, under the pager's lock; and timing marks.
+#include "vmm/context_scope.h"
+#include "vmm/pager.h"
+#include "vmm/pager_device_state.h"
+#include "vmm/relaxed_capture_mode.h"
+
+namespace vgpumem::vmm {
+
+bool Pager::offload_unit(Unit* unit) {
+  std::lock_guard lock(mutex_);
+  // A capture open anywhere: the offload would record events on streams that
+  // may be capturing (order_after_users refuses those, not cheaply). Later.
+  if (unit->retired || unit->pins != 0 || unit->state.load() != Residency::resident || capture_open() ||
+      grace_.protects(*unit)) {
+    scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  DeviceState& state = device_state(unit->device);
+  reap_saved_units(false);
+  if (offload(state, unit) != CUDA_SUCCESS) {
+    scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  scheduled_offloads_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Pager::prefetch_unit(Unit* unit) {
+  std::lock_guard lock(mutex_);
+  if (unit->retired || unit->state.load() != Residency::on_host || capture_open()) {
+    scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Held while it comes in, so that making its room never picks it.
+  unit->launching.fetch_add(1, std::memory_order_seq_cst);
+  reap_saved_units(false);
+  const CUresult result = fetch(unit);
+  unit->launching.fetch_sub(1, std::memory_order_release);
+  if (result != CUDA_SUCCESS) {
+    scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  scheduled_prefetches_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+UnitFacts Pager::facts(const Unit* unit) const {
+  std::lock_guard lock(mutex_);
+  UnitFacts facts;
+  facts.live = !unit->retired && unit->live > 0;
+  facts.device = unit->device;
+  facts.bytes = unit->bytes;
+  facts.resident = unit->state.load() == Residency::resident;
+  facts.movable = facts.live && unit->pins == 0 && unit->launching.load() == 0;
+  return facts;
+}
+
+std::uint64_t Pager::paging_budget(int device) const {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t cap = ledger_.cap(device);
+  if (cap == kUncapped) return cap;
+  const std::uint64_t counted = ledger_.usage(device).counted;
+  auto it = devices_.find(device);
+  const std::uint64_t paged = it == devices_.end() ? 0 : it->second->pool.created_bytes();
+  const std::uint64_t outside = counted - std::min(paged, counted);
+  return cap - std::min(outside, cap);
+}
+
+CUevent Pager::mark(CUstream stream) {
+  CUevent event = nullptr;
+  if (driver_.event_elapsed == nullptr || driver_.event_create(&event, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  if (driver_.event_record(event, stream) != CUDA_SUCCESS) {
+    driver_.event_destroy(event);
+    return nullptr;
+  }
+  return event;
+}
+
+// The context the pager works in on `device` (null before its first use):
+// a thread of the scheduler's has none of its own.
+CUcontext Pager::device_context(int device) const {
+  std::lock_guard lock(mutex_);
+  auto it = devices_.find(device);
+  return it == devices_.end() ? nullptr : it->second->context;
+}
+
+std::int64_t Pager::elapsed_ns(int device, CUevent from, CUevent to) {
+  if (from == nullptr || to == nullptr) return -1;
+  ContextScope in(driver_, device_context(device));
+  if (driver_.event_synchronize(to) != CUDA_SUCCESS) return -1;
+  float ms = 0;
+  if (driver_.event_elapsed(&ms, from, to) != CUDA_SUCCESS) return -1;
+  return static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
+}
+
+void Pager::release_mark(int device, CUevent mark) {
+  if (mark == nullptr) return;
+  ContextScope in(driver_, device_context(device));
+  driver_.event_destroy(mark);
+}
+
+}  // namespace vgpumem::vmm
