@@ -35,7 +35,7 @@ constexpr std::string_view kLogLevelForms = "one of trace, debug, info, warn, er
 constexpr std::string_view kPathForms = "a file path; %p is replaced by the process id, %% by %";
 constexpr std::string_view kCountForms = "a positive integer, e.g. 1000000";
 constexpr std::string_view kDriverForms = "a path or soname of the CUDA driver library, e.g. libcuda.so.1";
-constexpr std::string_view kPolicyForms = "one of off, lru, auto";
+constexpr std::string_view kPolicyForms = "one of off, lru, auto, vdnn-all, vdnn-conv";
 constexpr std::string_view kCheckForms = "one of fast, strict, torture";
 constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
 constexpr std::uint64_t kMaxGraceOperations = 65536;
@@ -539,7 +539,7 @@ std::string_view to_string(LogLevel level) {
 }
 
 std::optional<Policy> parse_policy(std::string_view text) {
-  for (const Policy policy : {Policy::off, Policy::lru, Policy::automatic}) {
+  for (const Policy policy : {Policy::off, Policy::lru, Policy::automatic, Policy::vdnn_all, Policy::vdnn_conv}) {
     if (equals_ignoring_case(text, to_string(policy))) return policy;
   }
   return std::nullopt;
@@ -550,6 +550,8 @@ std::string_view to_string(Policy policy) {
     case Policy::off: return "off";
     case Policy::lru: return "lru";
     case Policy::automatic: return "auto";
+    case Policy::vdnn_all: return "vdnn-all";
+    case Policy::vdnn_conv: return "vdnn-conv";
   }
   return "?";
 }

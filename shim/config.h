@@ -32,9 +32,11 @@ struct MemoryLimit {
 
 // How device memory beyond the cap is handled: `off` refuses allocations over
 // the cap with the CUDA out-of-memory error; `lru` pages idle allocations to
-// host on demand; `automatic` ("auto") pages as `lru` does and learns the
-// training iteration from the launches, to schedule moves ahead of need.
-enum class Policy { off, lru, automatic };
+// host on demand; `automatic` ("auto") learns the training step from the
+// launches and moves units ahead of need on a cost-based plan (Capuchin's
+// swap planner), on demand for the rest; `vdnn_all` and `vdnn_conv` follow
+// vDNN's plans (every layer's input, or convolutions' only) as baselines.
+enum class Policy { off, lru, automatic, vdnn_all, vdnn_conv };
 
 struct Config {
   MemoryLimit limit_all;                   // VGPUMEM_LIMIT

@@ -15,6 +15,7 @@
 #include "interpose/real_driver.h"
 #include "shim/lifecycle.h"
 #include "shim/log.h"
+#include "vmm/kernel_name.h"
 
 namespace vgpumem {
 
@@ -114,9 +115,17 @@ vmm::Pager* Runtime::create_pager() {
     options.grace_operations = config_.grace_operations;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
     auto* pager = new vmm::Pager(*driver, accounting_.ledger(), recorder_, options);
-    if (config_.policy == Policy::automatic) {
-      access_log_ = new scheduler::AccessLog;  // leaked with the pager, whose feed it is
-      pager->set_access_feed(access_log_);
+    if (config_.policy != Policy::lru) {
+      scheduler::Scheduler::Options plan;
+      plan.planner = config_.policy == Policy::vdnn_all    ? scheduler::Planner::vdnn_all
+                     : config_.policy == Policy::vdnn_conv ? scheduler::Planner::vdnn_conv
+                                                           : scheduler::Planner::swap;
+      plan.grace_operations = config_.grace_operations;
+      // Leaked with the pager, whose feed it is; its planning thread stops at exit.
+      scheduler_ = new scheduler::Scheduler(plan, *pager, [driver](CUfunction function) {
+        return vmm::kernel_name(*driver, function);
+      });
+      pager->set_access_feed(scheduler_);
     }
     pager_.store(pager, std::memory_order_release);
     VGPUMEM_LOG_INFO("paging on (policy {}, check {}, host limit {})", to_string(config_.policy), to_string(config_.check),
@@ -167,7 +176,7 @@ nlohmann::json Runtime::summary() const {
     summary["paging"]["check"] = to_string(config_.check);
     summary["paging"]["launch_audit"] = launch_args_->audit();
     summary["paging"]["tensor_maps"] = {{"remembered", tensor_maps_.size()}, {"found_in_launches", tensor_maps_.found()}};
-    if (access_log_ != nullptr) summary["schedule"] = access_log_->summary();
+    if (scheduler_ != nullptr) summary["schedule"] = scheduler_->summary();
   }
   summary["pid"] = ::getpid();
   return summary;
@@ -201,6 +210,7 @@ void Runtime::at_exit() {
   try {
     // Before the driver's own teardown (library destructors run after atexit
     // handlers): the reclaimer must not be inside a driver call then.
+    if (runtime->scheduler_ != nullptr) runtime->scheduler_->stop();
     if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->stop_reclaimer();
     runtime->write_trace();
   } catch (...) {

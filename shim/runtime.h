@@ -13,7 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "interpose/hook_table.h"
-#include "scheduler/access_log.h"
+#include "scheduler/scheduler.h"
 #include "shim/config.h"
 #include "trace/recorder.h"
 #include "vmm/accounting.h"
@@ -95,7 +95,7 @@ class Runtime {
   std::atomic<bool> forked_child_{false};
   const bool paging_wanted_;
   std::atomic<vmm::Pager*> pager_{nullptr};
-  scheduler::AccessLog* access_log_ = nullptr;  // made with the pager: what the launches touched, iteration by iteration
+  scheduler::Scheduler* scheduler_ = nullptr;  // made with the pager under a learned policy: the schedule it follows
   vmm::LaunchArgs* launch_args_ = nullptr;
   vmm::PoolRegistry pools_;
   vmm::TensorMaps tensor_maps_;

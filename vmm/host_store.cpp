@@ -4,8 +4,9 @@
 
 namespace vgpumem::vmm {
 
-void* HostStore::take(std::uint64_t bytes, int device, CUresult* error) {
+void* HostStore::take(std::uint64_t bytes, int device, CUresult* error, bool* still_read) {
   *error = CUDA_SUCCESS;
+  if (still_read != nullptr) *still_read = false;
   const auto [first, last] = free_.equal_range(bytes);
   auto chosen = last;
   for (auto it = first; it != last; ++it) {
@@ -20,6 +21,7 @@ void* HostStore::take(std::uint64_t bytes, int device, CUresult* error) {
   }
   if (chosen != last) {
     void* buffer = chosen->second.buffer;
+    if (still_read != nullptr) *still_read = chosen->second.read_by == device;
     free_.erase(chosen);
     return buffer;
   }

@@ -8,9 +8,10 @@
 //
 // A buffer given back while a copy stream may still read it (a fetch's copy
 // to the device) remembers that stream's device: an offload on the same
-// device may take it at once, its copy ordered after the read on the same
-// stream; another device's copy stream is not ordered after it, so such a
-// buffer serves another device only once its own device's copy stream is
+// device may take it at once, its copy ordered after the read (take says
+// so; the pager makes its copy-out stream wait for its copy-in stream);
+// another device's copy stream is not ordered after it, so such a buffer
+// serves another device only once its own device's copy streams are
 // drained (`drain`).
 #pragma once
 
@@ -33,7 +34,9 @@ class HostStore {
 
   // A pinned buffer of `bytes` for a copy on `device`'s copy stream, or
   // nullptr when the limit or the driver refuses (`error` says which).
-  void* take(std::uint64_t bytes, int device, CUresult* error);
+  // `still_read`, if given, says whether `device`'s copy-in stream may still
+  // be reading it (the caller orders its copy after that stream).
+  void* take(std::uint64_t bytes, int device, CUresult* error, bool* still_read = nullptr);
   // `read_by`: the device whose copy stream may still read it, or kIdle.
   void give_back(void* buffer, std::uint64_t bytes, int read_by = kIdle) {
     free_.emplace(bytes, Free{buffer, read_by});

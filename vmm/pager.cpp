@@ -175,10 +175,14 @@ void Pager::set_ready(Unit* unit, CUevent event) {
 // ---- moving units ------------------------------------------------------------------------
 
 CUresult Pager::record_on_copy_stream(DeviceState& state, CUevent* event) {
+  return record_on_stream(state.copy_stream, event);
+}
+
+CUresult Pager::record_on_stream(CUstream stream, CUevent* event) {
   if (const CUresult result = driver_.event_create(event, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS) {
     return result;
   }
-  const CUresult result = driver_.event_record(*event, state.copy_stream);
+  const CUresult result = driver_.event_record(*event, stream);
   if (result != CUDA_SUCCESS) {
     driver_.event_destroy(*event);
     *event = nullptr;
@@ -238,6 +242,22 @@ CUresult Pager::synchronize_device(int device) {
 void Pager::drain_copy_stream(DeviceState& state) {
   ContextScope in(driver_, state.context);
   if (state.copy_stream != nullptr) driver_.stream_synchronize(state.copy_stream);
+  if (state.to_device_stream != nullptr) driver_.stream_synchronize(state.to_device_stream);
+}
+
+// `waiter` waits for everything enqueued on `before` so far (the pager's
+// own streams, in the device's context); if no event can be had, the host
+// waits instead.
+void Pager::order_streams(DeviceState& state, CUstream waiter, CUstream before) {
+  CUevent mark = nullptr;
+  if (driver_.event_create(&mark, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+    const bool ordered = driver_.event_record(mark, before) == CUDA_SUCCESS &&
+                         driver_.stream_wait_event(waiter, mark, 0) == CUDA_SUCCESS;
+    driver_.event_destroy(mark);
+    if (ordered) return;
+  }
+  driver_.stream_synchronize(before);
+  static_cast<void>(state);
 }
 
 CUresult Pager::offload(DeviceState& state, Unit* unit) {
@@ -251,7 +271,15 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
     return CUDA_ERROR_NOT_READY;
   }
   CUresult result = CUDA_SUCCESS;
-  void* host = host_.take(unit->bytes, unit->device, &result);
+  bool host_still_read = false;
+  void* host = host_.take(unit->bytes, unit->device, &result, &host_still_read);
+  // Copy out only what has arrived, into a buffer no fetch still reads.
+  if (host != nullptr && host_still_read) {
+    order_streams(state, state.copy_stream, state.to_device_stream);
+  } else if (host != nullptr && unit->ready != nullptr &&
+             driver_.stream_wait_event(state.copy_stream, unit->ready, 0) != CUDA_SUCCESS) {
+    order_streams(state, state.copy_stream, state.to_device_stream);
+  }
   if (host == nullptr || (result = order_after_users(state, unit)) != CUDA_SUCCESS ||
       (result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS) {
     if (host != nullptr) host_.give_back(host, unit->bytes);
@@ -469,12 +497,14 @@ CUresult Pager::fetch(Unit* unit) {
   CUresult result = map_chunks(unit);
   const bool mapped = result == CUDA_SUCCESS;
   if (mapped) {
-    // On the copy stream, after every earlier offload: the chunks' last
+    // After every offload still saving (its own, whose bytes it reads, and
+    // those whose chunks it may have been given): the chunks' last
     // contents are saved before they are overwritten.
-    result = driver_.copy_to_device_async(unit->address, unit->host, unit->bytes, state.copy_stream);
+    if (!saved_units_.empty()) order_streams(state, state.to_device_stream, state.copy_stream);
+    result = driver_.copy_to_device_async(unit->address, unit->host, unit->bytes, state.to_device_stream);
   }
   CUevent ready = nullptr;
-  if (result == CUDA_SUCCESS) result = record_on_copy_stream(state, &ready);
+  if (result == CUDA_SUCCESS) result = record_on_stream(state.to_device_stream, &ready);
   if (result != CUDA_SUCCESS) {
     // The bytes stay on the host, where they were; the caller gets an
     // out-of-memory error it can handle, and a later attempt may succeed.
@@ -489,8 +519,8 @@ CUresult Pager::fetch(Unit* unit) {
     ooms_.fetch_add(1, std::memory_order_relaxed);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  // The copy above may still read the buffer: an offload on this device is
-  // ordered after it on the same copy stream; another device's waits (HostStore).
+  // The copy above may still read the buffer: an offload on this device that
+  // takes it waits for the copy-in stream; another device's waits (HostStore).
   host_.give_back(unit->host, unit->bytes, unit->device);
   unit->host = nullptr;
   unit->used_by.store(0);
@@ -600,7 +630,7 @@ CUresult Pager::ready_device(int device) {
     if (const CUresult result = reserve_arena(); result != CUDA_SUCCESS) return result;
   }
   DeviceState& state = device_state(device);
-  if (state.copy_stream != nullptr) return CUDA_SUCCESS;
+  if (state.copy_stream != nullptr && state.to_device_stream != nullptr) return CUDA_SUCCESS;
   // The device's primary context, whatever context the caller has current
   // (a pool of device 1 used with device 0 current, a thread with none):
   // the pager's copy stream, events and chunks live there, and it outlives
@@ -612,7 +642,14 @@ CUresult Pager::ready_device(int device) {
     if (driver_.context_get_current != nullptr) driver_.context_get_current(&state.context);
   }
   ContextScope in(driver_, state.context);
-  return driver_.stream_create(&state.copy_stream, CU_STREAM_NON_BLOCKING);
+  for (CUstream* stream : {&state.copy_stream, &state.to_device_stream}) {
+    if (*stream != nullptr) continue;
+    if (const CUresult result = driver_.stream_create(stream, CU_STREAM_NON_BLOCKING); result != CUDA_SUCCESS) {
+      *stream = nullptr;
+      return result;
+    }
+  }
+  return CUDA_SUCCESS;
 }
 
 CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
@@ -956,8 +993,9 @@ void Pager::retire_device_context(DeviceState& state) {
   }
   if (state.reclaim_mark != nullptr) driver_.event_destroy(state.reclaim_mark);
   state.reclaim_mark = nullptr;
-  // The stream goes with the context; the pager's handle to it must not outlive it.
+  // The streams go with the context; the pager's handles must not outlive it.
   state.copy_stream = nullptr;
+  state.to_device_stream = nullptr;
   state.context = nullptr;
 }
 

@@ -324,6 +324,8 @@ class Pager final : public PagerControl {
   void finish_unmap(Unit* unit, bool wait);
   void unmap_now(Unit* unit);
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
+  CUresult record_on_stream(CUstream stream, CUevent* event);
+  void order_streams(DeviceState& state, CUstream waiter, CUstream before);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
   bool admits(int device, std::uint64_t bytes) const;
   void release_unit(Unit* unit);

@@ -15,7 +15,13 @@ struct Pager::DeviceState {
   DeviceState(int device, const DriverOps& driver, CapLedger& ledger) : pool(device, driver, ledger) {}
   ChunkPool pool;
   CUcontext context = nullptr;  // current when the device was first used: the reclaimer works in it
+  // Two copy streams, one per copy engine, so that units go out and come
+  // in at once: `copy_stream` to the host (offloads), `to_device_stream`
+  // back (fetches). A fetch into chunks an offload still saves waits for
+  // that save; an offload of a unit still arriving waits for its arrival;
+  // a host buffer a fetch may still read is written only after it.
   CUstream copy_stream = nullptr;
+  CUstream to_device_stream = nullptr;
   CUevent reclaim_mark = nullptr;  // the reclaimer's own, recorded on the copy stream
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)

@@ -1,0 +1,124 @@
+#include "scheduler/iteration_profile.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace vgpumem::scheduler {
+
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// A kernel leads a layer when it runs at least twice as long as the median
+// kernel (a convolution or a GEMM next to the normalisations, activations
+// and element-wise updates around it); in a step of kernels alike, each
+// one does.
+void mark_heavy(IterationProfile& profile) {
+  std::vector<double> kernel_durations;
+  for (const ProfileOp& op : profile.ops) {
+    if (op.kernel) kernel_durations.push_back(op.duration_ns);
+  }
+  const double typical = median(kernel_durations);
+  bool any = false;
+  for (ProfileOp& op : profile.ops) {
+    op.heavy = op.kernel && op.duration_ns >= 2 * typical;
+    any = any || op.heavy;
+  }
+  if (any) return;
+  for (ProfileOp& op : profile.ops) op.heavy = op.kernel;
+}
+
+}  // namespace
+
+std::size_t find_backward_begins(const IterationProfile& profile) {
+  // Idle bytes at each operation: those of units between two uses. The
+  // activations a forward pass keeps for the backward pass are all idle at
+  // the turn, and the weights it will use again with them: the curve peaks
+  // there. (Gradients idle between the backward pass and the optimizer
+  // count too, but fewer at once.)
+  const std::size_t period = profile.period();
+  if (period == 0) return 0;
+  std::vector<std::int64_t> change(period + 1, 0);
+  for (const ProfileUnit& unit : profile.units) {
+    for (std::size_t i = 1; i < unit.uses.size(); ++i) {
+      const std::size_t from = unit.uses[i - 1] + 1, to = unit.uses[i];  // idle in [from, to)
+      if (from >= to) continue;
+      change[from] += static_cast<std::int64_t>(unit.bytes);
+      change[to] -= static_cast<std::int64_t>(unit.bytes);
+    }
+  }
+  std::int64_t idle = 0, most = -1;
+  std::size_t peak = 0;
+  for (std::size_t op = 0; op < period; ++op) {
+    idle += change[op];
+    if (idle > most) {
+      most = idle;
+      peak = op;
+    }
+  }
+  return peak;
+}
+
+IterationProfile build_profile(const RecordedIteration& iteration, const ProfileSources& sources) {
+  IterationProfile profile;
+  profile.thread = iteration.thread;
+  profile.lock = iteration.lock;
+  profile.device = iteration.ops.empty() ? 0 : iteration.ops.front().device;
+  profile.ops.resize(iteration.ops.size());
+
+  std::vector<double> known;
+  for (std::size_t i = 0; i < iteration.ops.size(); ++i) {
+    const RecordedOp& recorded = iteration.ops[i];
+    ProfileOp& op = profile.ops[i];
+    op.identity = recorded.identity;
+    op.kernel = recorded.function != nullptr;
+    op.convolution = op.kernel && sources.convolution && sources.convolution(recorded.function);
+    double duration = -1, stall = -1;
+    if (sources.time) sources.time(recorded, i == 0 ? nullptr : &iteration.ops[i - 1], &duration, &stall);
+    op.duration_ns = duration;
+    op.stall_ns = std::max(stall, 0.0);
+    if (duration >= 0) known.push_back(duration);
+  }
+  const double fallback = known.empty() ? 1000.0 : median(known);
+  for (ProfileOp& op : profile.ops) {
+    if (op.duration_ns < 0) op.duration_ns = fallback;
+    op.start_ns = profile.step_ns;
+    profile.step_ns += op.duration_ns;
+    profile.stall_ns += op.stall_ns;
+  }
+
+  // Units, each once, in order of first use; the uses of each operation.
+  std::unordered_map<const vmm::Unit*, std::uint32_t> index;
+  for (std::size_t i = 0; i < iteration.ops.size(); ++i) {
+    const RecordedOp& recorded = iteration.ops[i];
+    ProfileOp& op = profile.ops[i];
+    op.first_use = static_cast<std::uint32_t>(profile.uses.size());
+    for (std::uint32_t k = 0; k < recorded.unit_count; ++k) {
+      vmm::Unit* unit = iteration.units[recorded.first_unit + k];
+      auto [it, added] = index.try_emplace(unit, static_cast<std::uint32_t>(profile.units.size()));
+      if (added) {
+        ProfileUnit fresh;
+        fresh.unit = unit;
+        fresh.bytes = sources.bytes ? sources.bytes(unit) : 0;
+        profile.units.push_back(std::move(fresh));
+        profile.total_bytes += profile.units.back().bytes;
+      }
+      std::vector<std::uint32_t>& uses = profile.units[it->second].uses;
+      if (uses.empty() || uses.back() != i) {
+        uses.push_back(static_cast<std::uint32_t>(i));
+        profile.uses.push_back(it->second);
+      }
+    }
+    op.use_count = static_cast<std::uint32_t>(profile.uses.size()) - op.first_use;
+  }
+  mark_heavy(profile);
+  profile.backward_begins = find_backward_begins(profile);
+  return profile;
+}
+
+}  // namespace vgpumem::scheduler

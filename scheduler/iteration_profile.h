@@ -1,0 +1,80 @@
+// An iteration as the planner sees it (docs/architecture.md, "The learned
+// schedule"): its operations in issue order with how long each ran on the
+// device, the units they touched, and the shape of the step — where the
+// backward pass begins and which operations lead a layer.
+//
+// Built on the planner's thread from a timed RecordedIteration; pure data
+// afterwards, so planners and their tests need no pager and no driver.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "scheduler/access_log.h"
+
+namespace vgpumem::scheduler {
+
+struct ProfileOp {
+  std::uint64_t identity = 0;
+  double duration_ns = 0;  // on the device, without waiting for its units
+  double stall_ns = 0;     // how long it waited for its units (or its stream) before it ran
+  double start_ns = 0;     // on the stall-free timeline: the sum of the durations before it
+  bool kernel = false;     // a launch (not a copy, memset or stream memory operation)
+  bool heavy = false;      // leads a layer: a kernel far longer than the typical one
+  bool convolution = false;
+  std::uint32_t first_use = 0, use_count = 0;  // range in IterationProfile::uses
+};
+
+struct ProfileUnit {
+  vmm::Unit* unit = nullptr;
+  std::uint64_t bytes = 0;
+  std::vector<std::uint32_t> uses;  // the operations that touched it, ascending
+};
+
+struct IterationProfile {
+  std::vector<ProfileOp> ops;
+  std::vector<std::uint32_t> uses;  // per operation: indexes into `units`
+  std::vector<ProfileUnit> units;   // each distinct unit once, in order of first use
+  double step_ns = 0;               // the stall-free step: the sum of the durations
+  double stall_ns = 0;              // what the recorded iteration waited, in all
+  std::size_t backward_begins = 0;  // the first operation after the live-bytes peak
+  std::uint64_t total_bytes = 0;    // of `units`: what the step needs if nothing moves
+  // How many operations after a unit's last use an offload of it can be
+  // issued: one (the feed hears of an operation while it holds its units)
+  // plus the pager's launch grace (vmm/launch_grace.h).
+  std::size_t offload_delay = 2;
+  // Which recorded stream it came from (AccessLog::position tells the
+  // launch path where it stands on the same terms).
+  const void* thread = nullptr;
+  std::uint64_t lock = 0;
+  int device = 0;
+
+  std::size_t period() const { return ops.size(); }
+  // Time at which operation `op` of iteration `round` (0 = this one) starts
+  // and ends on the unrolled stall-free timeline.
+  double start(std::size_t op, std::size_t round = 0) const {
+    return static_cast<double>(round) * step_ns + ops[op].start_ns;
+  }
+  double end(std::size_t op, std::size_t round = 0) const { return start(op, round) + ops[op].duration_ns; }
+};
+
+// What the profile needs to know beyond the recorded iteration.
+struct ProfileSources {
+  // An operation's duration and its stall, in nanoseconds (negative: unknown).
+  std::function<void(const RecordedOp& op, const RecordedOp* previous, double* duration, double* stall)> time;
+  std::function<std::uint64_t(const vmm::Unit* unit)> bytes;
+  std::function<bool(CUfunction function)> convolution;  // by the kernel's name; may be empty
+};
+
+// The profile of `iteration`; an operation of unknown duration counts as
+// the median of the known ones (1 µs if none is known).
+IterationProfile build_profile(const RecordedIteration& iteration, const ProfileSources& sources);
+
+// The live-bytes curve's peak: where the units touched before and after
+// (activations kept for the backward pass) weigh most. Sets
+// backward_begins; exposed for tests.
+std::size_t find_backward_begins(const IterationProfile& profile);
+
+}  // namespace vgpumem::scheduler

@@ -1,0 +1,77 @@
+// simulate() and step_floor(): what a plan costs, and what no plan can beat.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "scheduler/copy_timeline.h"
+#include "scheduler/swap_plan.h"
+
+namespace vgpumem::scheduler {
+
+PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link) {
+  PlanTiming timing;
+  const std::size_t period = profile.period();
+  if (period == 0) return timing;
+  constexpr std::size_t kRounds = 3;  // the last is measured: the wrapping gaps are in flight by then
+  const std::size_t horizon = kRounds * period;
+  const std::size_t swaps = plan.swaps.size();
+  // Per swap and round: when its offload is saved and when it lands.
+  std::vector<double> saved(swaps * (kRounds + 1), -std::numeric_limits<double>::infinity());
+  std::vector<double> landed(swaps * (kRounds + 1), -std::numeric_limits<double>::infinity());
+  std::vector<std::vector<std::size_t>> offload_at(period), prefetch_at(period), needed_at(period);
+  for (std::size_t s = 0; s < swaps; ++s) {
+    const PlannedSwap& swap = plan.swaps[s];
+    offload_at[timeline::offload_issued_unrolled(profile, swap) % period].push_back(s);
+    prefetch_at[swap.prefetch_at].push_back(s);
+    needed_at[swap.needed_by].push_back(s);
+  }
+  // The round of a swap instance whose event falls at unrolled x.
+  const auto round_of = [&](std::size_t x, std::size_t offset) { return x >= offset ? (x - offset) / period : kRounds; };
+
+  double compute_free = 0, out_free = 0, in_free = 0, measured_from = 0;
+  for (std::size_t x = 0; x < horizon; ++x) {
+    const std::size_t op = x % period;
+    const bool measured = x >= (kRounds - 1) * period;
+    if (x == (kRounds - 1) * period) measured_from = compute_free;
+    double start = compute_free;
+    for (const std::size_t s : needed_at[op]) {
+      const std::size_t r = round_of(x, timeline::needed_unrolled(profile, plan.swaps[s]));
+      if (r < kRounds) start = std::max(start, landed[s * (kRounds + 1) + r]);
+    }
+    if (measured) timing.stall_ns += start - compute_free;
+    compute_free = start + profile.ops[op].duration_ns;
+    for (const std::size_t s : offload_at[op]) {
+      const std::size_t r = round_of(x, timeline::offload_issued_unrolled(profile, plan.swaps[s]));
+      if (r >= kRounds) continue;
+      const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
+      out_free = std::max(out_free, compute_free) + link.to_host_ns(bytes);
+      saved[s * (kRounds + 1) + r] = out_free;
+      if (measured) timing.bytes_to_host += bytes;
+    }
+    for (const std::size_t s : prefetch_at[op]) {
+      const std::size_t r = round_of(x, timeline::prefetch_unrolled(profile, plan.swaps[s]));
+      if (r >= kRounds) continue;
+      const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
+      in_free = std::max({in_free, compute_free, saved[s * (kRounds + 1) + r]}) + link.to_device_ns(bytes);
+      landed[s * (kRounds + 1) + r] = in_free;
+      if (measured) timing.bytes_to_device += bytes;
+    }
+  }
+  timing.step_ns = compute_free - measured_from;
+  return timing;
+}
+
+double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link) {
+  // Every unit of the step is used in every step. At the step's busiest
+  // moment at most `budget` bytes are on the device, so at least the rest is
+  // elsewhere then; being used again before the same moment of the next
+  // step, it crosses the link inwards once a step, and (the state repeating)
+  // outwards once too. The two directions run at once and under compute, so
+  // the step lasts at least the longest of the three.
+  const std::uint64_t away = profile.total_bytes > budget ? profile.total_bytes - budget : 0;
+  const double out = static_cast<double>(away) / link.to_host_bytes_per_ns;
+  const double in = static_cast<double>(away) / link.to_device_bytes_per_ns;
+  return std::max({profile.step_ns, out, in});
+}
+
+}  // namespace vgpumem::scheduler

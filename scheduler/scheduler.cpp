@@ -1,0 +1,210 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace vgpumem::scheduler {
+
+namespace {
+
+// A replaced table is freed once this long has passed: a launch reads it
+// for well under a microsecond.
+constexpr auto kRetirement = std::chrono::seconds(1);
+
+// A prefetch whose user waited longer than this counts as late.
+constexpr double kLateNs = 1000;
+
+const char* planner_name(Planner planner) {
+  switch (planner) {
+    case Planner::swap: return "auto";
+    case Planner::vdnn_all: return "vdnn-all";
+    case Planner::vdnn_conv: return "vdnn-conv";
+  }
+  return "auto";
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Options options, vmm::PagerControl& pager, std::function<std::string(CUfunction)> kernel_name)
+    : options_(std::move(options)), pager_(pager), kernel_name_(std::move(kernel_name)), log_(options_.log, &pager) {
+  thread_ = std::thread([this] { planning_loop(); });
+}
+
+Scheduler::~Scheduler() {
+  stop();
+  const TriggerTable* none = nullptr;
+  table_.store(none, std::memory_order_release);
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+// ---- the launch path ------------------------------------------------------------------------
+
+void Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
+  log_.accessed(record);
+  const TriggerTable* table = table_.load(std::memory_order_acquire);
+  if (table == nullptr) return;
+  const StreamPosition at = log_.position();
+  if (!at.locked || at.thread != table->thread || at.lock != table->lock || at.phase >= table->period()) return;
+  if (table->identity[at.phase] != record.identity) {
+    // The stream is not where the plan thinks: the detector breaks on the
+    // next mismatch, and until then on demand does the work.
+    strayed_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  followed_.fetch_add(1, std::memory_order_relaxed);
+  // Room first, then what comes back.
+  for (std::uint32_t i = table->offload_begin[at.phase]; i < table->offload_begin[at.phase + 1]; ++i) {
+    (pager_.offload_unit(table->offloads[i]) ? offloads_ : refused_).fetch_add(1, std::memory_order_relaxed);
+  }
+  for (std::uint32_t i = table->prefetch_begin[at.phase]; i < table->prefetch_begin[at.phase + 1]; ++i) {
+    (pager_.prefetch_unit(table->prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// ---- planning -------------------------------------------------------------------------------
+
+void Scheduler::planning_loop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, options_.poll, [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    plan_now();
+    lock.lock();
+  }
+}
+
+IterationProfile Scheduler::profile(const RecordedIteration& iteration) {
+  ProfileSources sources;
+  sources.time = [this](const RecordedOp& op, const RecordedOp* previous, double* duration, double* stall) {
+    const std::int64_t ran = pager_.elapsed_ns(op.device, op.started, op.ended);
+    *duration = ran < 0 ? -1.0 : static_cast<double>(ran);
+    *stall = -1;
+    if (previous != nullptr && previous->stream_bit == op.stream_bit && previous->device == op.device) {
+      const std::int64_t waited = pager_.elapsed_ns(op.device, previous->ended, op.started);
+      if (waited >= 0) *stall = static_cast<double>(waited);
+    }
+  };
+  sources.bytes = [this](const vmm::Unit* unit) {
+    const vmm::UnitFacts facts = pager_.facts(unit);
+    return facts.live ? facts.bytes : 0;  // a unit freed since is nothing to plan for
+  };
+  if (options_.planner == Planner::vdnn_conv) {
+    sources.convolution = [this](CUfunction function) {
+      std::string name = kernel_name_ ? kernel_name_(function) : std::string();
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      return name.find("conv") != std::string::npos || name.find("implicit_gemm") != std::string::npos ||
+             name.find("wgrad") != std::string::npos || name.find("dgrad") != std::string::npos;
+    };
+  }
+  IterationProfile result = build_profile(iteration, sources);
+  result.offload_delay = 1 + options_.grace_operations;
+  return result;
+}
+
+// Where the plan in force made a user wait, its prefetches go earlier next
+// time by as long as it waited (at most a step).
+void Scheduler::learn_leads(const IterationProfile& profile) {
+  if (current_ == nullptr || current_->thread != profile.thread || current_->lock != profile.lock ||
+      current_->period() != profile.period()) {
+    return;
+  }
+  const std::size_t period = profile.period();
+  for (std::size_t s = 0; s < current_->plan.swaps.size(); ++s) {
+    const PlannedSwap& swap = current_->plan.swaps[s];
+    if (swap.needed_by >= period) continue;
+    const double waited = profile.ops[swap.needed_by].stall_ns;
+    if (waited < kLateNs) continue;
+    const vmm::Unit* unit = nullptr;
+    for (std::size_t i = current_->prefetch_begin[swap.prefetch_at]; i < current_->prefetch_begin[swap.prefetch_at + 1];
+         ++i) {
+      const ProfileOp& user = profile.ops[swap.needed_by];
+      for (std::uint32_t k = 0; k < user.use_count; ++k) {
+        if (profile.units[profile.uses[user.first_use + k]].unit == current_->prefetches[i]) {
+          unit = current_->prefetches[i];
+        }
+      }
+    }
+    if (unit == nullptr) continue;
+    double& lead = leads_[{unit, swap.needed_by}];
+    lead = std::min(lead + waited, profile.step_ns);
+  }
+}
+
+bool Scheduler::plan_now() {
+  const std::shared_ptr<const RecordedIteration> iteration = log_.last_iteration();
+  if (iteration == nullptr || !iteration->timed || iteration->ops.empty()) return false;
+  {
+    std::lock_guard lock(mutex_);
+    if (iteration->thread == planned_thread_ && iteration->serial <= planned_serial_) return false;
+    planned_thread_ = iteration->thread;
+    planned_serial_ = iteration->serial;
+  }
+  const IterationProfile step = profile(*iteration);
+  const std::uint64_t budget = pager_.paging_budget(step.device);
+  Plan plan;
+  {
+    std::lock_guard lock(mutex_);
+    learn_leads(step);
+    switch (options_.planner) {
+      case Planner::swap: plan = plan_auto(step, budget, options_.link, leads_); break;
+      case Planner::vdnn_all: plan = plan_vdnn(step, budget, options_.link, false); break;
+      case Planner::vdnn_conv: plan = plan_vdnn(step, budget, options_.link, true); break;
+    }
+  }
+  const PlanTiming predicted = simulate(step, plan, options_.link);
+  nlohmann::json numbers = {{"period", step.period()},
+                            {"compute_ns", step.step_ns},
+                            {"recorded_stall_ns", step.stall_ns},
+                            {"step_bytes", step.total_bytes},
+                            {"budget", plan.budget},
+                            {"target", plan.target},
+                            {"swaps", plan.swaps.size()},
+                            {"peak_after", plan.peak_after},
+                            {"fits", plan.fits},
+                            {"backward_begins", step.backward_begins},
+                            {"predicted_step_ns", predicted.step_ns},
+                            {"predicted_stall_ns", predicted.stall_ns},
+                            {"floor_ns", step_floor(step, budget, options_.link)}};
+  publish(std::make_unique<TriggerTable>(make_trigger_table(step, std::move(plan))));
+  std::lock_guard lock(mutex_);
+  last_plan_ = std::move(numbers);
+  return true;
+}
+
+void Scheduler::publish(std::unique_ptr<TriggerTable> table) {
+  std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  while (!retired_.empty() && now - retired_.front().since > kRetirement) retired_.pop_front();
+  table_.store(table.get(), std::memory_order_release);
+  if (current_ != nullptr) retired_.push_back({std::move(current_), now});
+  current_ = std::move(table);
+  ++plans_;
+}
+
+nlohmann::json Scheduler::summary() const {
+  nlohmann::json out = log_.summary();
+  out["planner"] = planner_name(options_.planner);
+  out["operations_followed"] = followed_.load(std::memory_order_relaxed);
+  out["operations_strayed"] = strayed_.load(std::memory_order_relaxed);
+  out["scheduled_offloads"] = offloads_.load(std::memory_order_relaxed);
+  out["scheduled_prefetches"] = prefetches_.load(std::memory_order_relaxed);
+  out["scheduled_refused"] = refused_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mutex_);
+  out["plans"] = plans_;
+  out["plan"] = last_plan_.is_null() ? nlohmann::json::object() : last_plan_;
+  return out;
+}
+
+}  // namespace vgpumem::scheduler

@@ -1,0 +1,102 @@
+// The learned schedule (docs/architecture.md, "The learned schedule"): the
+// pager's access feed, which records the step (AccessLog), plans on a
+// thread of its own from each timed recording, and follows the plan on the
+// launch path — at each operation, the offloads and prefetches the plan
+// puts there, when the stream is where the plan was learned.
+//
+// Nothing depends on the plan for correctness: every operation's units are
+// made resident on demand before it runs, so a trigger that is refused,
+// late, or made stale by a change of the program costs time, never bytes.
+//
+// The launch path (accessed) takes no lock and allocates nothing of its
+// own; it reads the published trigger table through an atomic pointer.
+// Tables are replaced whole; a replaced one is freed once it has been out
+// of use for a while (retire()).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/access_log.h"
+#include "scheduler/swap_plan.h"
+#include "scheduler/trigger_table.h"
+#include "vmm/pager_control.h"
+
+namespace vgpumem::scheduler {
+
+enum class Planner { swap, vdnn_all, vdnn_conv };  // VGPUMEM_POLICY auto, vdnn-all, vdnn-conv
+
+class Scheduler final : public vmm::AccessFeed {
+ public:
+  struct Options {
+    Planner planner = Planner::swap;
+    AccessLog::Options log;
+    LinkModel link;
+    std::size_t grace_operations = 1;  // the pager's launch grace (PagerOptions)
+    // How often the planning thread looks for a new recording.
+    std::chrono::milliseconds poll{2};
+  };
+  Scheduler(Options options, vmm::PagerControl& pager, std::function<std::string(CUfunction)> kernel_name);
+  ~Scheduler() override;  // stops the planning thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void accessed(const vmm::AccessRecord& record) noexcept override;
+  bool wants_timing() noexcept override { return log_.wants_timing(); }
+
+  // Stops planning (at exit, before the driver goes away); the last plan
+  // stays in force. Idempotent.
+  void stop();
+  // Plans from the latest timed recording now, on the calling thread, if
+  // there is one newer than the last plan's; true if a table was published.
+  // (The planning thread calls this; tests may too.)
+  bool plan_now();
+
+  const AccessLog& log() const { return log_; }
+  // The trace summary's "schedule": the access log's and the plan's.
+  nlohmann::json summary() const;
+
+ private:
+  void planning_loop();
+  IterationProfile profile(const RecordedIteration& iteration);
+  void learn_leads(const IterationProfile& profile);
+  void publish(std::unique_ptr<TriggerTable> table);
+
+  const Options options_;
+  vmm::PagerControl& pager_;
+  const std::function<std::string(CUfunction)> kernel_name_;
+  AccessLog log_;
+
+  std::atomic<const TriggerTable*> table_{nullptr};
+
+  // Launch-path counters.
+  std::atomic<std::uint64_t> followed_{0}, strayed_{0}, offloads_{0}, prefetches_{0}, refused_{0};
+
+  mutable std::mutex mutex_;  // the planner's state below
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+  std::uint64_t planned_serial_ = 0;
+  const void* planned_thread_ = nullptr;
+  std::uint64_t plans_ = 0;
+  std::unique_ptr<TriggerTable> current_;  // what table_ points at
+  struct Retired {
+    std::unique_ptr<TriggerTable> table;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::deque<Retired> retired_;
+  PrefetchLeads leads_;
+  nlohmann::json last_plan_;  // the predicted numbers of the plan in force
+};
+
+}  // namespace vgpumem::scheduler

@@ -1,0 +1,91 @@
+// A swap plan and the planners that make one (docs/architecture.md, "The
+// learned schedule"). A plan names, for units of a profiled iteration, the
+// operation after which each goes to the host and the one at whose issue it
+// starts coming back; the executor (scheduler.h) turns it into triggers.
+//
+// Positions are operation indexes of the profile; a gap may wrap from late
+// in one iteration to early in the next (the optimizer's last touch of a
+// weight to the next forward pass), so `needed_by` may be below
+// `offload_after` and a trigger's index is taken modulo the period.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "scheduler/iteration_profile.h"
+
+namespace vgpumem::scheduler {
+
+// The host link, per direction (both copy engines run at once).
+struct LinkModel {
+  double to_host_bytes_per_ns = 55.0;    // 55 GB/s: the H100's pinned rate (docs/gpu-facts.md §8)
+  double to_device_bytes_per_ns = 55.0;
+  double latency_ns = 2000;              // per copy
+  double to_host_ns(std::uint64_t bytes) const {
+    return latency_ns + static_cast<double>(bytes) / to_host_bytes_per_ns;
+  }
+  double to_device_ns(std::uint64_t bytes) const {
+    return latency_ns + static_cast<double>(bytes) / to_device_bytes_per_ns;
+  }
+};
+
+struct PlannedSwap {
+  std::uint32_t unit = 0;           // index in IterationProfile::units
+  std::uint32_t offload_after = 0;  // its last use before the gap; the offload goes at the next issue
+  std::uint32_t prefetch_at = 0;    // the prefetch goes once this operation is issued (mod period)
+  std::uint32_t needed_by = 0;      // its next use (mod period)
+  // The prefetch goes no earlier than this operation (unrolled from the
+  // last use, as prefetch_at is): the unit must stay away at the peak it
+  // was chosen to cover, even where the link cannot bring it back in time.
+  std::uint32_t not_before = 0;
+  double free_ns = 0;               // Capuchin's free time: the gap less both copies
+};
+
+struct Plan {
+  const char* policy = "";
+  std::vector<PlannedSwap> swaps;
+  std::uint64_t budget = 0;         // the paging budget it was made for
+  std::uint64_t target = 0;         // budget less the margin
+  std::uint64_t peak_before = 0;    // predicted resident peak without the plan (the step's bytes)
+  std::uint64_t peak_after = 0;     // with it
+  bool fits = true;                 // peak_after <= target (else the on-demand path makes up the rest)
+};
+
+// Extra lead for a prefetch that arrived late: per (unit, needed_by), the
+// nanoseconds its trigger moves earlier than the link alone says.
+using PrefetchLeads = std::map<std::pair<const vmm::Unit*, std::uint32_t>, double>;
+
+// Capuchin's swap planner, without recomputation: gaps ranked by free
+// time, taken at the predicted peak until it is under `budget` less a
+// margin; prefetches placed on the simulated copy-in timeline to land in
+// time. Nothing is planned when the step fits.
+Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+               const PrefetchLeads& leads = {});
+
+// vDNN: each forward layer's input (the units its leading kernel touches
+// that wait for the backward pass) goes out after its forward use and comes
+// back one layer ahead in the backward pass; every layer, or only those led
+// by a convolution. Whatever the cap.
+Plan plan_vdnn(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link, bool convolutions_only);
+
+// The predicted resident bytes when each operation is issued, under `plan`.
+std::vector<std::uint64_t> resident_curve(const IterationProfile& profile, const Plan& plan);
+
+// What a plan costs on the two-engine copy timeline, in the steady state
+// (the second of two iterations run back to back).
+struct PlanTiming {
+  double step_ns = 0;
+  double stall_ns = 0;  // compute waiting for a prefetch
+  std::uint64_t bytes_to_host = 0, bytes_to_device = 0;
+};
+PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link);
+
+// A lower bound no schedule can beat, computed without any planner: the
+// stall-free compute, or the time the link needs to move out and back the
+// bytes that cannot stay (the step's bytes less the budget), whichever is
+// longer. docs/benchmarks.md says why it holds.
+double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link);
+
+}  // namespace vgpumem::scheduler

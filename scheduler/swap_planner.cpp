@@ -1,0 +1,143 @@
+// plan_auto: Capuchin's swap selection without recomputation (Peng et al.
+// 2020, §4.3), on the profiled step.
+#include <algorithm>
+#include <cstdint>
+#include <cstddef>
+#include <limits>
+
+#include "scheduler/copy_timeline.h"
+#include "scheduler/plan_placement.h"
+#include "scheduler/swap_plan.h"
+
+namespace vgpumem::scheduler {
+
+namespace {
+
+// Room kept below the budget: 3 % of it and at least one 2 MiB chunk, for
+// what the profile cannot see (a unit allocated mid-step, rounding).
+std::uint64_t margin(std::uint64_t budget) {
+  return std::max<std::uint64_t>(budget / 33, std::uint64_t{2} << 20);
+}
+
+// Every gap between two consecutive uses of a unit, the wrapping one
+// included, with the prefetch as late as the link alone allows.
+std::vector<PlannedSwap> candidates(const IterationProfile& profile, const LinkModel& link,
+                                    const PrefetchLeads& leads) {
+  std::vector<PlannedSwap> out;
+  const std::size_t period = profile.period();
+  for (std::uint32_t u = 0; u < profile.units.size(); ++u) {
+    const ProfileUnit& unit = profile.units[u];
+    if (unit.bytes == 0) continue;
+    for (std::size_t i = 0; i < unit.uses.size(); ++i) {
+      PlannedSwap swap;
+      swap.unit = u;
+      swap.offload_after = unit.uses[i];
+      swap.needed_by = unit.uses[(i + 1) % unit.uses.size()];
+      const std::size_t need = timeline::needed_unrolled(profile, swap);
+      const std::size_t first_absent = timeline::offload_issued_unrolled(profile, swap) + 1;
+      if (need <= first_absent) continue;  // too short to be away for even one operation
+      const double out_done = timeline::end(profile, timeline::offload_issued_unrolled(profile, swap)) + link.to_host_ns(unit.bytes);
+      const double in_ns = link.to_device_ns(unit.bytes);
+      const auto lead = leads.find({unit.unit, swap.needed_by});
+      const double latest_start =
+          timeline::start(profile, need) - in_ns - (lead == leads.end() ? 0.0 : lead->second);
+      std::size_t k = timeline::last_ending_by(profile, latest_start, first_absent, need - 1);
+      swap.prefetch_at = static_cast<std::uint32_t>(k % period);
+      swap.free_ns = latest_start - out_done;
+      out.push_back(swap);
+    }
+  }
+  return out;
+}
+
+// Where operation `op` falls in `swap`'s gap, unrolled as the swap's own
+// positions are; 0 if outside the part of the gap the unit can be away.
+std::size_t position_in_gap(const IterationProfile& profile, const PlannedSwap& swap, std::size_t op) {
+  const std::size_t period = profile.period();
+  const std::size_t first = timeline::offload_issued_unrolled(profile, swap) + 1;
+  const std::size_t need = timeline::needed_unrolled(profile, swap);
+  const std::size_t distance = (op + period - first % period) % period;
+  return first + distance < need ? first + distance : 0;
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> resident_curve(const IterationProfile& profile, const Plan& plan) {
+  const std::size_t period = profile.period();
+  std::vector<std::int64_t> change(period + 1, 0);
+  const auto subtract = [&](std::size_t from, std::size_t to, std::uint64_t bytes) {  // [from, to], mod period
+    change[from] -= static_cast<std::int64_t>(bytes);
+    change[to + 1] += static_cast<std::int64_t>(bytes);
+  };
+  for (const PlannedSwap& swap : plan.swaps) {
+    const std::size_t first = timeline::offload_issued_unrolled(profile, swap) + 1;
+    const std::size_t last = timeline::prefetch_unrolled(profile, swap);
+    if (last < first) continue;
+    const std::uint64_t bytes = profile.units[swap.unit].bytes;
+    const std::size_t from = first % period, to = from + (last - first);
+    if (to < period) {
+      subtract(from, to, bytes);
+    } else {
+      subtract(from, period - 1, bytes);
+      subtract(0, to - period, bytes);
+    }
+  }
+  std::vector<std::uint64_t> curve(period);
+  std::int64_t resident = static_cast<std::int64_t>(profile.total_bytes);
+  for (std::size_t op = 0; op < period; ++op) {
+    resident += change[op];
+    curve[op] = static_cast<std::uint64_t>(std::max<std::int64_t>(resident, 0));
+  }
+  return curve;
+}
+
+Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+               const PrefetchLeads& leads) {
+  Plan plan;
+  plan.policy = "auto";
+  plan.budget = budget;
+  plan.target = budget - std::min(budget, margin(budget));
+  plan.peak_before = plan.peak_after = profile.total_bytes;
+  if (profile.period() == 0 || profile.total_bytes <= plan.target) return plan;
+
+  std::vector<PlannedSwap> pool = candidates(profile, link, leads);
+  std::vector<std::size_t> taken(pool.size(), SIZE_MAX);  // where in plan.swaps, if taken
+  std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+  for (;;) {
+    const auto peak = std::max_element(curve.begin(), curve.end());
+    plan.peak_after = *peak;
+    if (*peak <= plan.target) break;
+    const std::size_t op = static_cast<std::size_t>(peak - curve.begin());
+    // The gap around the peak with the most free time: its copies hide
+    // best. Among equals, the larger unit frees more at once. A gap taken
+    // already counts if its prefetch goes before the peak (it is then held
+    // back to it: later than the link wants, but the unit is away there).
+    std::size_t best = pool.size(), best_at = 0;
+    for (std::size_t c = 0; c < pool.size(); ++c) {
+      const std::size_t at = position_in_gap(profile, pool[c], op);
+      if (at == 0) continue;
+      if (taken[c] != SIZE_MAX && timeline::prefetch_unrolled(profile, plan.swaps[taken[c]]) >= at) continue;
+      if (best == pool.size() || pool[c].free_ns > pool[best].free_ns ||
+          (pool[c].free_ns == pool[best].free_ns &&
+           profile.units[pool[c].unit].bytes > profile.units[pool[best].unit].bytes)) {
+        best = c;
+        best_at = at;
+      }
+    }
+    if (best == pool.size()) break;  // nothing more can be away there: on demand makes up the rest
+    if (taken[best] == SIZE_MAX) {
+      taken[best] = plan.swaps.size();
+      plan.swaps.push_back(pool[best]);
+    }
+    PlannedSwap& swap = plan.swaps[taken[best]];
+    swap.not_before = std::max<std::uint32_t>(swap.not_before, static_cast<std::uint32_t>(best_at));
+    // Copies queue on each engine: earlier prefetches where later ones
+    // would land too late, and the peak may move.
+    place_copies(profile, link, leads, &plan);
+    curve = resident_curve(profile, plan);
+  }
+  plan.fits = plan.peak_after <= plan.target;
+  return plan;
+}
+
+}  // namespace vgpumem::scheduler

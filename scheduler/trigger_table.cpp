@@ -1,0 +1,45 @@
+#include "scheduler/trigger_table.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "scheduler/copy_timeline.h"
+
+namespace vgpumem::scheduler {
+
+TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
+  TriggerTable table;
+  table.thread = profile.thread;
+  table.lock = profile.lock;
+  const std::size_t period = profile.period();
+  table.identity.reserve(period);
+  for (const ProfileOp& op : profile.ops) table.identity.push_back(op.identity);
+
+  // Within an operation, the prefetch needed first goes first.
+  std::stable_sort(plan.swaps.begin(), plan.swaps.end(), [&](const PlannedSwap& a, const PlannedSwap& b) {
+    return timeline::needed_unrolled(profile, a) < timeline::needed_unrolled(profile, b);
+  });
+  // Counting sort of the triggers by the operation that fires them.
+  std::vector<std::uint32_t> offload_count(period + 1, 0), prefetch_count(period + 1, 0);
+  for (const PlannedSwap& swap : plan.swaps) {
+    ++offload_count[timeline::offload_issued_unrolled(profile, swap) % period + 1];
+    ++prefetch_count[swap.prefetch_at + 1];
+  }
+  for (std::size_t p = 0; p < period; ++p) {
+    offload_count[p + 1] += offload_count[p];
+    prefetch_count[p + 1] += prefetch_count[p];
+  }
+  table.offload_begin = offload_count;
+  table.prefetch_begin = prefetch_count;
+  table.offloads.resize(plan.swaps.size());
+  table.prefetches.resize(plan.swaps.size());
+  for (const PlannedSwap& swap : plan.swaps) {
+    vmm::Unit* unit = profile.units[swap.unit].unit;
+    table.offloads[offload_count[timeline::offload_issued_unrolled(profile, swap) % period]++] = unit;
+    table.prefetches[prefetch_count[swap.prefetch_at]++] = unit;
+  }
+  table.plan = std::move(plan);
+  return table;
+}
+
+}  // namespace vgpumem::scheduler

@@ -1,0 +1,30 @@
+// A plan as the launch path follows it: for each operation of the step, the
+// units to send to the host and the units to bring back once that operation
+// is issued. Immutable once published; read without a lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/iteration_profile.h"
+#include "scheduler/swap_plan.h"
+
+namespace vgpumem::scheduler {
+
+struct TriggerTable {
+  // The stream it was learned from (StreamPosition): it applies there only.
+  const void* thread = nullptr;
+  std::uint64_t lock = 0;
+  std::vector<std::uint64_t> identity;  // per operation: what the stream must be doing for the plan to hold
+  // Per operation p: [offload_begin[p], offload_begin[p+1]) in `offloads`.
+  std::vector<std::uint32_t> offload_begin, prefetch_begin;
+  std::vector<vmm::Unit*> offloads, prefetches;
+  Plan plan;  // what it came from, for the summary and the trace
+
+  std::size_t period() const { return identity.size(); }
+};
+
+TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan);
+
+}  // namespace vgpumem::scheduler

@@ -1,0 +1,186 @@
+// The scheduler's interface to the pager (vmm/pager_control.h) on the
+// simulated driver: units offloaded and prefetched at arbitrary moments,
+// between asynchronous writes on a program stream, never lose a byte. A
+// plan can be early, late or wrong; the data must not care.
+#include <array>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "pager_fixture.h"
+#include "vmm/access_feed.h"
+
+namespace vgpumem::test {
+namespace {
+
+// Catches the unit each range names (the feed is told of every access).
+class UnitCatcher final : public vmm::AccessFeed {
+ public:
+  void accessed(const vmm::AccessRecord& record) noexcept override {
+    last = record.count > 0 ? record.units[0] : nullptr;
+  }
+  vmm::Unit* last = nullptr;
+};
+
+class ScheduledMovesTest : public PagerTest {};
+
+TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing) {
+  constexpr std::uint64_t kBytes = kChunk;
+  constexpr unsigned kBuffers = 12;  // three times the cap
+  make_pager(4 * kChunk);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+
+  std::array<CUdeviceptr, kBuffers> buffers{};
+  std::array<vmm::Unit*, kBuffers> units{};
+  std::array<unsigned, kBuffers> version{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kBytes));
+  for (unsigned i = 0; i < kBuffers; ++i) {
+    vmm::Access access;
+    ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, nullptr, false, access), CUDA_SUCCESS);
+    access.release();
+    units[i] = catcher.last;
+    ASSERT_NE(units[i], nullptr);
+    version[i] = i;
+  }
+
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  // Pinned sources, reused once the stream has drained: the copies read
+  // them when they run, not when they are issued.
+  constexpr unsigned kSources = 8;
+  std::array<unsigned char*, kSources> sources{};
+  for (auto& source : sources) {
+    void* p = nullptr;
+    ASSERT_EQ(cuMemAllocHost(&p, kBytes), CUDA_SUCCESS);
+    source = static_cast<unsigned char*>(p);
+  }
+
+  std::mt19937 random(2026);
+  unsigned next_source = 0, writes = 0, moves = 0, checks = 0;
+  for (int step = 0; step < 600; ++step) {
+    const unsigned i = random() % kBuffers;
+    switch (random() % 4) {
+      case 0: {  // an asynchronous write of a new version, as a kernel would
+        if (next_source == kSources) {
+          ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+          next_source = 0;
+        }
+        version[i] += kBuffers;
+        unsigned char* source = sources[next_source++];
+        for (std::uint64_t b = 0; b < kBytes; ++b) source[b] = static_cast<unsigned char>(b * 31 + version[i]);
+        vmm::Access access;
+        ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, stream, false, access), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyHtoDAsync(buffers[i], source, kBytes, stream), CUDA_SUCCESS);
+        ++writes;
+        break;
+      }
+      case 1:
+        moves += pager_->offload_unit(units[i]) ? 1 : 0;
+        break;
+      case 2:
+        moves += pager_->prefetch_unit(units[i]) ? 1 : 0;
+        break;
+      default:  // the program looks (synchronously, as cuMemcpyDtoH does)
+        ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+        next_source = 0;
+        EXPECT_TRUE(holds(buffers[i], kBytes, version[i])) << "buffer " << i << " at step " << step;
+        ++checks;
+        break;
+    }
+    EXPECT_LE(physical_bytes_now() - baseline_, cap_) << "the simulator's own count, step " << step;
+  }
+  ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+  for (unsigned i = 0; i < kBuffers; ++i) EXPECT_TRUE(holds(buffers[i], kBytes, version[i])) << "buffer " << i;
+  EXPECT_GT(writes, 100u);
+  EXPECT_GT(moves, 100u) << "the scheduled moves must actually happen for this test to mean anything";
+  EXPECT_GT(checks, 100u);
+  pager_->set_access_feed(nullptr);
+  for (auto* source : sources) cuMemFreeHost(source);
+  cuStreamDestroy(stream);
+}
+
+TEST_F(ScheduledMovesTest, APrefetchedUnitFreedBeforeItsUseIsNotWrittenAfterItsChunksAreReused) {
+  make_pager(2 * kChunk);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 3> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  vmm::Access access;
+  ASSERT_EQ(pager_->prepare_range(buffers[0], kChunk, nullptr, false, access), CUDA_SUCCESS);
+  access.release();
+  vmm::Unit* first = catcher.last;
+  for (const CUdeviceptr other : {buffers[1], buffers[2]}) {  // past its launch grace
+    vmm::Access next;
+    ASSERT_EQ(pager_->prepare_range(other, kChunk, nullptr, false, next), CUDA_SUCCESS);
+  }
+  ASSERT_FALSE(pager_->facts(first).resident) << "three chunks under a cap of two: the first went out";
+  ASSERT_TRUE(pager_->prefetch_unit(first));  // its copy back is queued
+  CUresult freed = CUDA_SUCCESS;
+  ASSERT_TRUE(pager_->free(buffers[0], &freed));
+  ASSERT_EQ(freed, CUDA_SUCCESS);
+  CUdeviceptr reused = 0;
+  ASSERT_EQ(pager_->allocate(0, kChunk, &reused), CUDA_SUCCESS);
+  write(reused, kChunk, 77);
+  EXPECT_TRUE(holds(reused, kChunk, 77)) << "the late copy of a freed unit landed on its successor";
+  EXPECT_FALSE(pager_->prefetch_unit(first)) << "a freed unit is never brought back";
+  pager_->set_access_feed(nullptr);
+}
+
+// The launch grace off: a unit may go the moment its last user is issued.
+void without_grace(vmm::PagerOptions& options) { options.grace_operations = 0; }
+
+// Units by buffer, caught from the feed as each is touched once more.
+std::vector<vmm::Unit*> units_of(vmm::Pager& pager, UnitCatcher& catcher, std::span<const CUdeviceptr> buffers) {
+  std::vector<vmm::Unit*> units;
+  for (const CUdeviceptr p : buffers) {
+    vmm::Access access;
+    EXPECT_EQ(pager.prepare_range(p, kChunk, nullptr, false, access), CUDA_SUCCESS);
+    access.release();
+    units.push_back(catcher.last);
+  }
+  return units;
+}
+
+// Saves queue on the copy-out engine; a prefetch given the chunks of the
+// last one must not overwrite them before that save has read them.
+TEST_F(ScheduledMovesTest, APrefetchIntoChunksStillBeingSavedWaitsForTheSave) {
+  make_pager(4 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 6> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  // Touched in this order, 0 and 1 go out again; 2..5 stay, 5 last named.
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  for (int i : {2, 3, 4}) ASSERT_TRUE(pager_->offload_unit(units[i])) << i;  // three saves queue
+  ASSERT_FALSE(pager_->facts(units[0]).resident);
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // takes the last save's chunks
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+}
+
+// A unit still arriving is copied out only once it has arrived.
+TEST_F(ScheduledMovesTest, AnOffloadOfAUnitStillArrivingWaitsForItsArrival) {
+  make_pager(4 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 6> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  for (int i : {2, 3, 5}) ASSERT_TRUE(pager_->offload_unit(units[i])) << i;
+  // Buffer 5 freed on the host: its pinned buffer is free and read by no
+  // copy, so the offload below takes it, and only the unit's own arrival
+  // orders that offload's copy.
+  CUresult freed = CUDA_SUCCESS;
+  ASSERT_TRUE(pager_->free(buffers[5], &freed));
+  ASSERT_EQ(freed, CUDA_SUCCESS);
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));
+  ASSERT_TRUE(pager_->prefetch_unit(units[1]));  // queued behind the first on the copy-in engine
+  ASSERT_TRUE(pager_->offload_unit(units[1]));   // straight back out
+  pager_->set_access_feed(nullptr);
+  expect_held(std::span<const CUdeviceptr>(buffers.data(), 5), kChunk);
+}
+
+}  // namespace
+}  // namespace vgpumem::test
