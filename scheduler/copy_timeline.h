@@ -34,7 +34,12 @@ inline std::size_t offload_issued_unrolled(const IterationProfile& profile, cons
   return std::size_t{swap.offload_after} + profile.offload_delay;
 }
 
-// The last operation in [lo, hi] that ends by `time`, or lo if none does.
-std::size_t last_ending_by(const IterationProfile& profile, double time, std::size_t lo, std::size_t hi);
+// A prefetch fired by operation x (once x is issued) starts copying when x
+// starts on the device, at the latest: the program's thread issues ahead
+// of the device, or the device waits for it anyway.
+inline double prefetch_start(const IterationProfile& profile, std::size_t x) { return start(profile, x); }
+
+// The last operation in [lo, hi] that starts by `time`, or lo if none does.
+std::size_t last_starting_by(const IterationProfile& profile, double time, std::size_t lo, std::size_t hi);
 
 }  // namespace vgpumem::scheduler::timeline

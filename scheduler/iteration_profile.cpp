@@ -2,31 +2,35 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <utility>
 
 namespace vgpumem::scheduler {
 
 namespace {
 
-double median(std::vector<double> values) {
+// The value a `fraction` of `values` lie below.
+double quantile(std::vector<double> values, double fraction) {
   if (values.empty()) return 0;
-  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  return *middle;
+  const auto at = values.begin() + static_cast<std::ptrdiff_t>(static_cast<double>(values.size() - 1) * fraction);
+  std::nth_element(values.begin(), at, values.end());
+  return *at;
 }
+double median(std::vector<double> values) { return quantile(std::move(values), 0.5); }
 
-// A kernel leads a layer when it runs at least twice as long as the median
-// kernel (a convolution or a GEMM next to the normalisations, activations
-// and element-wise updates around it); in a step of kernels alike, each
-// one does.
+// A kernel leads a layer when it runs more than twice as long as the lower
+// quartile of kernels (a convolution or a GEMM next to the normalisations,
+// activations and element-wise updates around it: those are the many short
+// ones, and the backward pass doubles the layers' own); in a step of
+// kernels alike, each one does.
 void mark_heavy(IterationProfile& profile) {
   std::vector<double> kernel_durations;
   for (const ProfileOp& op : profile.ops) {
     if (op.kernel) kernel_durations.push_back(op.duration_ns);
   }
-  const double typical = median(kernel_durations);
+  const double typical = quantile(kernel_durations, 0.25);
   bool any = false;
   for (ProfileOp& op : profile.ops) {
-    op.heavy = op.kernel && op.duration_ns >= 2 * typical;
+    op.heavy = op.kernel && op.duration_ns > 2 * typical;
     any = any || op.heavy;
   }
   if (any) return;

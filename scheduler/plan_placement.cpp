@@ -10,13 +10,13 @@ namespace vgpumem::scheduler {
 
 namespace timeline {
 
-std::size_t last_ending_by(const IterationProfile& profile, double time, std::size_t lo, std::size_t hi) {
-  if (hi < lo || end(profile, lo) > time) return lo;
-  // end() grows with x: the last x in [lo, hi] with end(x) <= time.
+std::size_t last_starting_by(const IterationProfile& profile, double time, std::size_t lo, std::size_t hi) {
+  if (hi < lo || start(profile, lo) > time) return lo;
+  // start() grows with x: the last x in [lo, hi] with start(x) <= time.
   std::size_t good = lo, bad = hi + 1;
   while (bad - good > 1) {
     const std::size_t middle = good + (bad - good) / 2;
-    if (end(profile, middle) <= time) good = middle;
+    if (start(profile, middle) <= time) good = middle;
     else bad = middle;
   }
   return good;
@@ -56,9 +56,9 @@ void place_copies(const IterationProfile& profile, const LinkModel& link, const 
         std::min(timeline::start(profile, need) - (lead == leads.end() ? 0.0 : lead->second), in_free_by);
     const double in_ns = link.to_device_ns(unit.bytes);
     const std::size_t hold = std::clamp<std::size_t>(swap.not_before, first_absent, need - 1);
-    const std::size_t k = std::max(hold, timeline::last_ending_by(profile, land_by - in_ns, first_absent, need - 1));
+    const std::size_t k = std::max(hold, timeline::last_starting_by(profile, land_by - in_ns, first_absent, need - 1));
     swap.prefetch_at = static_cast<std::uint32_t>(k % period);
-    in_free_by = std::max(timeline::end(profile, k), saved[s]);
+    in_free_by = std::max(timeline::prefetch_start(profile, k), saved[s]);
   }
 }
 

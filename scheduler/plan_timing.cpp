@@ -40,6 +40,16 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
     }
     if (measured) timing.stall_ns += start - compute_free;
     compute_free = start + profile.ops[op].duration_ns;
+    // Its prefetches start with it (copy_timeline.h).
+    for (const std::size_t s : prefetch_at[op]) {
+      const std::size_t r = round_of(x, timeline::prefetch_unrolled(profile, plan.swaps[s]));
+      if (r >= kRounds) continue;
+      const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
+      in_free = std::max({in_free, start, saved[s * (kRounds + 1) + r]}) + link.to_device_ns(bytes);
+      landed[s * (kRounds + 1) + r] = in_free;
+      if (measured) timing.bytes_to_device += bytes;
+    }
+    // Its offloads wait for what its stream holds, itself included.
     for (const std::size_t s : offload_at[op]) {
       const std::size_t r = round_of(x, timeline::offload_issued_unrolled(profile, plan.swaps[s]));
       if (r >= kRounds) continue;
@@ -47,14 +57,6 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
       out_free = std::max(out_free, compute_free) + link.to_host_ns(bytes);
       saved[s * (kRounds + 1) + r] = out_free;
       if (measured) timing.bytes_to_host += bytes;
-    }
-    for (const std::size_t s : prefetch_at[op]) {
-      const std::size_t r = round_of(x, timeline::prefetch_unrolled(profile, plan.swaps[s]));
-      if (r >= kRounds) continue;
-      const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
-      in_free = std::max({in_free, compute_free, saved[s * (kRounds + 1) + r]}) + link.to_device_ns(bytes);
-      landed[s * (kRounds + 1) + r] = in_free;
-      if (measured) timing.bytes_to_device += bytes;
     }
   }
   timing.step_ns = compute_free - measured_from;

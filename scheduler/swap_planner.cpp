@@ -41,7 +41,7 @@ std::vector<PlannedSwap> candidates(const IterationProfile& profile, const LinkM
       const auto lead = leads.find({unit.unit, swap.needed_by});
       const double latest_start =
           timeline::start(profile, need) - in_ns - (lead == leads.end() ? 0.0 : lead->second);
-      std::size_t k = timeline::last_ending_by(profile, latest_start, first_absent, need - 1);
+      std::size_t k = timeline::last_starting_by(profile, latest_start, first_absent, need - 1);
       swap.prefetch_at = static_cast<std::uint32_t>(k % period);
       swap.free_ns = latest_start - out_done;
       out.push_back(swap);
@@ -113,15 +113,21 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     // already counts if its prefetch goes before the peak (it is then held
     // back to it: later than the link wants, but the unit is away there).
     std::size_t best = pool.size(), best_at = 0;
+    double best_slack = 0;
     for (std::size_t c = 0; c < pool.size(); ++c) {
       const std::size_t at = position_in_gap(profile, pool[c], op);
       if (at == 0) continue;
       if (taken[c] != SIZE_MAX && timeline::prefetch_unrolled(profile, plan.swaps[taken[c]]) >= at) continue;
-      if (best == pool.size() || pool[c].free_ns > pool[best].free_ns ||
-          (pool[c].free_ns == pool[best].free_ns &&
-           profile.units[pool[c].unit].bytes > profile.units[pool[best].unit].bytes)) {
+      // Held away until the peak, its prefetch may have to go later than
+      // the link wants: the slack is what is left of its free time then.
+      const double held_start = timeline::prefetch_start(profile, at) + link.to_device_ns(profile.units[pool[c].unit].bytes);
+      const double slack =
+          std::min(pool[c].free_ns, timeline::start(profile, timeline::needed_unrolled(profile, pool[c])) - held_start);
+      if (best == pool.size() || slack > best_slack ||
+          (slack == best_slack && profile.units[pool[c].unit].bytes > profile.units[pool[best].unit].bytes)) {
         best = c;
         best_at = at;
+        best_slack = slack;
       }
     }
     if (best == pool.size()) break;  // nothing more can be away there: on demand makes up the rest

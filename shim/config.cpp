@@ -496,7 +496,7 @@ ConfigResult parse_config(const std::function<const char*(const char*)>& getenv_
     config.limit_device[device] = *limit.value;
   }
 
-  if (!policy_given) config.policy = config.any_limit() ? Policy::lru : Policy::off;
+  if (!policy_given) config.policy = config.any_limit() ? Policy::automatic : Policy::off;
   return ConfigResult{std::move(config), std::nullopt};
 }
 

@@ -47,7 +47,7 @@ struct Config {
   std::string trace_path_pattern;          // VGPUMEM_TRACE as written, to re-expand in a forked child
   std::uint64_t trace_max_events = 1'000'000;  // VGPUMEM_TRACE_MAX_EVENTS
   std::string driver_path = "libcuda.so.1";    // VGPUMEM_DRIVER: the real driver to load
-  Policy policy = Policy::off;             // VGPUMEM_POLICY; default lru when any limit is set
+  Policy policy = Policy::off;             // VGPUMEM_POLICY; default auto when any limit is set
   std::optional<std::uint64_t> host_limit; // VGPUMEM_HOST_LIMIT: pinned host bytes; unset = no cap
   vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
   std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)

@@ -69,7 +69,7 @@ TEST(Doctor, OnTheSimulatedDriverListsDevicesAndCaps) {
         std::string("version       13.0 (13000)"), std::string("GPUs          2"),
         std::string("GPU 0         vgpusim simulated device 0, 8.00 GiB, cap 2.00 GiB"),
         std::string("GPU 1         vgpusim simulated device 1, 8.00 GiB, cap 4.00 GiB"),
-        std::string("policy        lru"), std::string("preloaded     no"), std::string("no problems found")}) {
+        std::string("policy        auto"), std::string("preloaded     no"), std::string("no problems found")}) {
     EXPECT_NE(doctor.out.find(expected), std::string::npos) << "missing \"" << expected << "\" in\n" << doctor.out;
   }
 }

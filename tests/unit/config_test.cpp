@@ -184,9 +184,9 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.grace_operations, 0u);
 }
 
-TEST(ParseConfig, PolicyDefaultsToLruOnlyWhenACapIsSet) {
-  EXPECT_EQ(parse_ok({{"VGPUMEM_LIMIT", "1G"}}).policy, Policy::lru);
-  EXPECT_EQ(parse_ok({{"VGPUMEM_LIMIT_3", "1G"}}).policy, Policy::lru);
+TEST(ParseConfig, PolicyDefaultsToAutoOnlyWhenACapIsSet) {
+  EXPECT_EQ(parse_ok({{"VGPUMEM_LIMIT", "1G"}}).policy, Policy::automatic);
+  EXPECT_EQ(parse_ok({{"VGPUMEM_LIMIT_3", "1G"}}).policy, Policy::automatic);
   EXPECT_EQ(parse_ok({{"VGPUMEM_TRACE", "t.json"}}).policy, Policy::off);
 }
 

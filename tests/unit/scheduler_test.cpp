@@ -1,0 +1,213 @@
+// The scheduler end to end on a stand-in pager: it records a timed step,
+// plans from it, and then moves units exactly where the plan says, only on
+// the stream it learned, and never once that stream goes elsewhere.
+#include "scheduler/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "vmm/unit.h"
+
+namespace vgpumem::scheduler {
+namespace {
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+// A pager that moves nothing and keeps a simulated clock for the marks.
+class StandInPager final : public vmm::PagerControl {
+ public:
+  struct Move {
+    bool offload;
+    const vmm::Unit* unit;
+    std::size_t at;  // how many operations had been fed
+  };
+
+  bool offload_unit(vmm::Unit* unit) override {
+    moves.push_back({true, unit, fed});
+    return true;
+  }
+  bool prefetch_unit(vmm::Unit* unit) override {
+    moves.push_back({false, unit, fed});
+    return true;
+  }
+  vmm::UnitFacts facts(const vmm::Unit* unit) const override {
+    vmm::UnitFacts f;
+    f.live = true;
+    f.bytes = bytes.at(unit);
+    f.resident = true;
+    f.movable = true;
+    return f;
+  }
+  std::uint64_t paging_budget(int) const override { return budget; }
+  CUevent mark(CUstream) override {
+    const auto event = reinterpret_cast<CUevent>(++next_mark);
+    std::lock_guard lock(mutex);
+    times[event] = now;
+    return event;
+  }
+  std::int64_t elapsed_ns(int, CUevent from, CUevent to) override {
+    std::lock_guard lock(mutex);
+    auto a = times.find(from), b = times.find(to);
+    return a == times.end() || b == times.end() ? -1 : static_cast<std::int64_t>(b->second - a->second);
+  }
+  void release_mark(int, CUevent event) override {
+    std::lock_guard lock(mutex);
+    times.erase(event);
+  }
+
+  std::map<const vmm::Unit*, std::uint64_t> bytes;
+  std::uint64_t budget = 0;
+  std::vector<Move> moves;
+  std::size_t fed = 0;
+  double now = 0;
+
+ private:
+  std::uintptr_t next_mark = 0;
+  std::mutex mutex;
+  std::map<CUevent, double> times;
+};
+
+// A CNN-shaped step (as in swap_planner_test.cpp): 8 forward layers over
+// 64 MiB activations, the loss, 8 backward layers, 8 updates.
+struct Step {
+  static constexpr std::uint32_t kLayers = 8;
+  std::array<vmm::Unit, 2 * kLayers + 2> units;
+  std::vector<std::vector<std::uint32_t>> touches;
+  std::vector<double> durations;
+  std::uint64_t salt = 0;
+
+  explicit Step(StandInPager& pager) {
+    constexpr std::uint32_t n = kLayers, grad = 2 * n + 1;
+    for (std::uint32_t u = 0; u < units.size(); ++u) pager.bytes[&units[u]] = (u > n && u < grad) ? 4 * kMiB : 64 * kMiB;
+    for (std::uint32_t l = 0; l < n; ++l) add(2'000'000, {l, n + 1 + l, l + 1});
+    add(500'000, {n, grad});
+    for (std::uint32_t l = n; l-- > 0;) add(4'000'000, {l, n + 1 + l, grad});
+    for (std::uint32_t l = 0; l < n; ++l) add(250'000, {n + 1 + l});
+  }
+  void add(double ns, std::vector<std::uint32_t> touched) {
+    durations.push_back(ns);
+    touches.push_back(std::move(touched));
+  }
+  std::uint64_t total() const { return 10 * 64 * kMiB + 8 * 4 * kMiB; }
+  std::uint64_t identity(std::size_t op) const { return (op + 1) * 0x9E3779B97F4A7C15ULL ^ salt; }
+
+  void run(Scheduler& scheduler, StandInPager& pager, std::size_t iterations) {
+    for (std::size_t it = 0; it < iterations; ++it) {
+      for (std::size_t op = 0; op < durations.size(); ++op) {
+        std::vector<vmm::Unit*> touched;
+        for (std::uint32_t u : touches[op]) touched.push_back(&units[u]);
+        vmm::AccessRecord record;
+        record.identity = identity(op);
+        record.stream_bit = 1;
+        record.function = reinterpret_cast<CUfunction>(op + 1);
+        record.api = "cuLaunchKernel";
+        record.units = touched.data();
+        record.count = touched.size();
+        const bool timed = scheduler.wants_timing();
+        if (timed) record.started = pager.mark(nullptr);
+        pager.now += durations[op];
+        if (timed) record.ended = pager.mark(nullptr);
+        ++pager.fed;
+        scheduler.accessed(record);
+      }
+    }
+  }
+};
+
+Scheduler::Options quiet() {
+  Scheduler::Options options;
+  options.poll = std::chrono::hours(1);  // the test plans when it wants (plan_now)
+  options.grace_operations = 0;
+  options.log.detector.min_confirm = 16;
+  return options;
+}
+
+TEST(Scheduler, FollowsThePlanItLearnedOperationByOperation) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);  // locks, then records a timed iteration
+  ASSERT_TRUE(scheduler.plan_now());
+  EXPECT_FALSE(scheduler.plan_now()) << "nothing newer to plan from";
+  EXPECT_TRUE(pager.moves.empty()) << "nothing moves before a plan is in force";
+
+  const std::size_t period = step.durations.size();
+  const std::size_t from = pager.fed;
+  step.run(scheduler, pager, 2);
+  const nlohmann::json summary = scheduler.summary();
+  const std::size_t swaps = summary["plan"]["swaps"];
+  ASSERT_GT(swaps, 0u);
+  EXPECT_TRUE(summary["plan"]["fits"].get<bool>());
+  // Each swap goes out once and comes back once an iteration, in the
+  // steady state (the second iteration under the plan).
+  std::size_t offloads = 0, prefetches = 0;
+  for (const auto& move : pager.moves) {
+    if (move.at <= from + period) continue;
+    (move.offload ? offloads : prefetches) += 1;
+  }
+  EXPECT_EQ(offloads, swaps);
+  EXPECT_EQ(prefetches, swaps);
+  // A unit goes out only after the operation that last used it before its
+  // gap, and comes back before its next use.
+  for (const auto& move : pager.moves) {
+    const std::size_t op = (move.at - 1) % period;  // the operation whose feed fired it
+    for (std::uint32_t u : step.touches[op]) {
+      if (move.offload) {
+        EXPECT_NE(&step.units[u], move.unit) << "offloaded by its own user, op " << op;
+      }
+    }
+  }
+  EXPECT_EQ(summary["operations_strayed"], 0);
+}
+
+TEST(Scheduler, MovesNothingOnceTheStreamGoesElsewhere) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);
+  ASSERT_TRUE(scheduler.plan_now());
+  // An evaluation pass: other identities over the same units.
+  Step evaluation(pager);
+  evaluation.salt = 0xE7A1;
+  const std::size_t before = pager.moves.size();
+  evaluation.run(scheduler, pager, 2);
+  EXPECT_LE(pager.moves.size() - before, 2u) << "at most the triggers of the operation that broke the pattern";
+  EXPECT_GE(scheduler.summary()["breaks"].get<std::uint64_t>(), 1u) << "the detector saw the change";
+}
+
+TEST(Scheduler, TriggersApplyOnlyOnTheThreadTheyWereLearnedOn) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);
+  ASSERT_TRUE(scheduler.plan_now());
+  std::thread other([&] { step.run(scheduler, pager, 3); });
+  other.join();
+  EXPECT_TRUE(pager.moves.empty()) << "another thread running the same step is not the stream the plan knows";
+}
+
+TEST(Scheduler, PlansNothingWhenTheStepFits) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = 2 * step.total();
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);
+  ASSERT_TRUE(scheduler.plan_now());
+  step.run(scheduler, pager, 2);
+  EXPECT_TRUE(pager.moves.empty());
+  EXPECT_EQ(scheduler.summary()["plan"]["swaps"], 0);
+}
+
+}  // namespace
+}  // namespace vgpumem::scheduler

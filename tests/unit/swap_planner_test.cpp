@@ -1,0 +1,261 @@
+// The planners on synthetic steps: what auto and vDNN choose, where the
+// prefetches go, what the plan costs on the two-engine timeline, and that
+// no plan that fits beats the independent floor.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "scheduler/copy_timeline.h"
+#include "scheduler/iteration_profile.h"
+#include "scheduler/swap_plan.h"
+#include "scheduler/trigger_table.h"
+#include "vmm/unit.h"
+
+namespace vgpumem::scheduler {
+namespace {
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+// A step written as operations over numbered units, profiled as the
+// scheduler profiles a recording (build_profile).
+struct SyntheticStep {
+  std::vector<vmm::Unit> units;
+  std::vector<std::uint64_t> bytes;
+  std::vector<double> durations;
+  std::vector<std::vector<std::uint32_t>> touches;
+  std::set<std::size_t> convolutions;
+
+  explicit SyntheticStep(std::size_t unit_count) : units(unit_count), bytes(unit_count, 0) {}
+
+  void op(double duration, std::vector<std::uint32_t> touched) {
+    durations.push_back(duration);
+    touches.push_back(std::move(touched));
+  }
+
+  IterationProfile profile(std::size_t offload_delay = 2) {
+    RecordedIteration recorded;
+    for (std::size_t i = 0; i < durations.size(); ++i) {
+      RecordedOp op;
+      op.identity = i + 1;
+      op.function = reinterpret_cast<CUfunction>(i + 1);
+      op.first_unit = static_cast<std::uint32_t>(recorded.units.size());
+      op.unit_count = static_cast<std::uint32_t>(touches[i].size());
+      for (std::uint32_t u : touches[i]) recorded.units.push_back(&units[u]);
+      recorded.ops.push_back(op);
+    }
+    ProfileSources sources;
+    sources.time = [this](const RecordedOp& op, const RecordedOp*, double* duration, double* stall) {
+      *duration = durations[op.identity - 1];
+      *stall = 0;
+    };
+    sources.bytes = [this](const vmm::Unit* unit) { return bytes[static_cast<std::size_t>(unit - units.data())]; };
+    sources.convolution = [this](CUfunction f) {
+      return convolutions.count(reinterpret_cast<std::uintptr_t>(f) - 1) != 0;
+    };
+    IterationProfile result = build_profile(recorded, sources);
+    result.offload_delay = offload_delay;
+    return result;
+  }
+};
+
+// A CNN-shaped step: `layers` forward operations, each reading its input
+// activation and weights and writing its output; the loss; the backward
+// operations in reverse, each reading the layer's input, weights and
+// incoming gradient; an optimizer update per layer. Activation a_l is unit
+// l (a_0 the batch), weights w_l unit layers + 1 + l, gradient buffer one
+// unit more.
+SyntheticStep cnn(int layers, std::uint64_t activation, std::uint64_t weights, double forward_ns) {
+  const std::uint32_t n = static_cast<std::uint32_t>(layers);
+  SyntheticStep step(2 * n + 2);
+  const std::uint32_t grad = 2 * n + 1;
+  for (std::uint32_t l = 0; l <= n; ++l) step.bytes[l] = activation;
+  for (std::uint32_t l = 0; l < n; ++l) step.bytes[n + 1 + l] = weights;
+  step.bytes[grad] = activation;
+  for (std::uint32_t l = 0; l < n; ++l) step.op(forward_ns, {l, n + 1 + l, l + 1});
+  step.op(forward_ns / 4, {n, grad});  // the loss
+  for (std::uint32_t l = n; l-- > 0;) step.op(2 * forward_ns, {l, n + 1 + l, grad});
+  for (std::uint32_t l = 0; l < n; ++l) step.op(forward_ns / 8, {n + 1 + l});
+  return step;
+}
+
+TEST(IterationProfile, FindsTheTurnAndTheLayerHeads) {
+  SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
+  const IterationProfile profile = step.profile();
+  EXPECT_EQ(profile.period(), 8u + 1 + 8 + 8);
+  // The peak of idle bytes lies between the last forward and the first
+  // backward operation.
+  EXPECT_GE(profile.backward_begins, 7u);
+  EXPECT_LE(profile.backward_begins, 9u);
+  for (std::size_t op = 0; op < profile.period(); ++op) {
+    const bool layer = op < 8 || (op >= 9 && op < 17);
+    EXPECT_EQ(profile.ops[op].heavy, layer) << op;
+  }
+  EXPECT_EQ(profile.total_bytes, 10 * 64 * kMiB + 8 * 4 * kMiB);
+  EXPECT_DOUBLE_EQ(profile.step_ns, 8 * 100'000 + 25'000 + 8 * 200'000 + 8 * 12'500);
+}
+
+TEST(SwapPlanner, NothingMovesWhenTheStepFits) {
+  SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
+  const IterationProfile profile = step.profile();
+  const Plan plan = plan_auto(profile, 2 * profile.total_bytes, LinkModel{});
+  EXPECT_TRUE(plan.swaps.empty());
+  EXPECT_TRUE(plan.fits);
+}
+
+TEST(SwapPlanner, ACnnStepWithComputeToSpareFitsUnderHalfItsBytesAndHidesEveryCopy) {
+  // 64 MiB crosses the link in 1.2 ms; each forward layer runs 2 ms.
+  SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 2'000'000);
+  const IterationProfile profile = step.profile();
+  const std::uint64_t budget = profile.total_bytes / 2;
+  const LinkModel link;
+  const Plan plan = plan_auto(profile, budget, link);
+  ASSERT_TRUE(plan.fits) << plan.peak_after << " > " << plan.target;
+  const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+  EXPECT_LE(*std::max_element(curve.begin(), curve.end()), plan.target);
+  const PlanTiming timing = simulate(profile, plan, link);
+  EXPECT_LE(timing.step_ns, 1.05 * profile.step_ns) << "stall " << timing.stall_ns;
+  EXPECT_GE(timing.bytes_to_host, profile.total_bytes - budget);
+  // A buffer the step keeps may go out twice a step (before the backward
+  // pass and after it), never more.
+  EXPECT_LE(timing.bytes_to_host, 2 * profile.total_bytes);
+}
+
+TEST(SwapPlanner, PrefetchesLandBeforeTheirUseWhenTheLinkAllows) {
+  SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 2'000'000);
+  const IterationProfile profile = step.profile();
+  const LinkModel link;
+  const Plan plan = plan_auto(profile, profile.total_bytes / 3, link);
+  ASSERT_TRUE(plan.fits);
+  EXPECT_LT(simulate(profile, plan, link).stall_ns, 0.01 * profile.step_ns);
+  for (const PlannedSwap& swap : plan.swaps) {
+    const std::size_t need = timeline::needed_unrolled(profile, swap);
+    const std::size_t at = timeline::prefetch_unrolled(profile, swap);
+    EXPECT_LT(at, need);
+    EXPECT_GT(at, timeline::offload_issued_unrolled(profile, swap)) << "a unit is away for at least one operation";
+  }
+}
+
+TEST(SwapPlanner, ALinkBoundStepStillFitsAndCostsNoLessThanTheFloor) {
+  // 64 MiB layers of 100 µs: the link, not compute, sets the pace. (Each
+  // operation and the two before it hold their units: half the step's
+  // bytes leaves them room.)
+  SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 100'000);
+  const IterationProfile profile = step.profile();
+  const LinkModel link;
+  const std::uint64_t budget = profile.total_bytes / 2;
+  const Plan plan = plan_auto(profile, budget, link);
+  EXPECT_TRUE(plan.fits);
+  const double floor = step_floor(profile, budget, link);
+  EXPECT_GT(floor, profile.step_ns) << "the floor is the link's here";
+  EXPECT_GE(simulate(profile, plan, link).step_ns, floor);
+}
+
+TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
+  std::mt19937 random(14);
+  const LinkModel link;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::uint32_t unit_count = 4 + random() % 24;
+    SyntheticStep step(unit_count);
+    for (auto& b : step.bytes) b = (1 + random() % 32) * 2 * kMiB;
+    const int ops = 10 + static_cast<int>(random() % 80);
+    for (int i = 0; i < ops; ++i) {
+      std::vector<std::uint32_t> touched;
+      for (int k = 0, n = 1 + static_cast<int>(random() % 3); k < n; ++k) touched.push_back(random() % unit_count);
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      step.op(1'000 + random() % 2'000'000, touched);
+    }
+    const IterationProfile profile = step.profile(1 + random() % 9);
+    const std::uint64_t budget = profile.total_bytes * (20 + random() % 70) / 100;
+    const Plan plan = plan_auto(profile, budget, link);
+    const PlanTiming timing = simulate(profile, plan, link);
+    if (plan.fits) {
+      EXPECT_GE(timing.step_ns * 1.000001, step_floor(profile, budget, link)) << "trial " << trial;
+      const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+      EXPECT_LE(*std::max_element(curve.begin(), curve.end()), plan.target) << "trial " << trial;
+    }
+    EXPECT_GE(timing.step_ns, profile.step_ns) << "trial " << trial;
+    // The table fires each swap once each way.
+    const TriggerTable table = make_trigger_table(profile, plan);
+    EXPECT_EQ(table.offloads.size(), plan.swaps.size());
+    EXPECT_EQ(table.offload_begin.back(), plan.swaps.size());
+    EXPECT_EQ(table.prefetch_begin.back(), plan.swaps.size());
+  }
+}
+
+TEST(SwapPlanner, APrefetchThatArrivedLateGoesEarlierNextTime) {
+  SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 2'000'000);
+  const IterationProfile profile = step.profile();
+  const LinkModel link;
+  const Plan before = plan_auto(profile, profile.total_bytes / 2, link);
+  // One placed by the link alone (not held back to cover a peak).
+  const auto free = std::find_if(before.swaps.begin(), before.swaps.end(), [&](const PlannedSwap& swap) {
+    return timeline::prefetch_unrolled(profile, swap) > swap.not_before;
+  });
+  ASSERT_NE(free, before.swaps.end());
+  const PlannedSwap late = *free;
+  PrefetchLeads leads;
+  leads[{profile.units[late.unit].unit, late.needed_by}] = 3 * 2'000'000;
+  const Plan after = plan_auto(profile, profile.total_bytes / 2, link, leads);
+  bool found = false;
+  for (const PlannedSwap& swap : after.swaps) {
+    if (swap.unit != late.unit || swap.needed_by != late.needed_by) continue;
+    found = true;
+    EXPECT_LT(timeline::prefetch_unrolled(profile, swap), timeline::prefetch_unrolled(profile, late));
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(VdnnPlanner, OffloadsEachForwardLayersInputAndPrefetchesItOneLayerAhead) {
+  SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
+  const IterationProfile profile = step.profile();
+  const Plan plan = plan_vdnn(profile, profile.total_bytes, LinkModel{}, false);
+  // Every activation a forward layer reads waits for the backward pass
+  // (the weights too: the access stream does not say which is which).
+  std::set<std::uint32_t> offloaded;
+  for (const PlannedSwap& swap : plan.swaps) {
+    offloaded.insert(swap.unit);
+    EXPECT_LT(swap.offload_after, profile.backward_begins);
+    EXPECT_GE(swap.needed_by, profile.backward_begins);
+    // One layer ahead: at the head of the backward layer before its user's
+    // (or as early as it may go).
+    EXPECT_LT(swap.prefetch_at, swap.needed_by);
+    EXPECT_GE(swap.prefetch_at + 2, swap.needed_by > 0 ? std::min<std::uint32_t>(swap.needed_by, 2) : 0);
+  }
+  for (std::uint32_t l = 0; l < 7; ++l) {  // the last layer's input is needed again at once
+    const std::uint32_t activation = static_cast<std::uint32_t>(
+        std::find_if(profile.units.begin(), profile.units.end(),
+                     [&](const ProfileUnit& u) { return u.unit == &step.units[l]; }) -
+        profile.units.begin());
+    EXPECT_TRUE(offloaded.count(activation)) << "layer " << l << "'s input";
+  }
+  // vDNN moves what it moves whatever the cap: here the step fits.
+  EXPECT_FALSE(plan.swaps.empty());
+}
+
+TEST(VdnnPlanner, TheConvolutionVariantMovesOnlyTheInputsOfConvolutionLayers) {
+  SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
+  for (std::size_t op : {0, 1, 2}) step.convolutions.insert(op);
+  const IterationProfile profile = step.profile();
+  const Plan all = plan_vdnn(profile, profile.total_bytes, LinkModel{}, false);
+  const Plan conv = plan_vdnn(profile, profile.total_bytes, LinkModel{}, true);
+  EXPECT_LT(conv.swaps.size(), all.swaps.size());
+  for (const PlannedSwap& swap : conv.swaps) {
+    bool led_by_a_convolution = false;
+    for (std::size_t op : {0, 1, 2}) {
+      const ProfileOp& head = profile.ops[op];
+      for (std::uint32_t k = 0; k < head.use_count; ++k) {
+        led_by_a_convolution |= profile.uses[head.first_use + k] == swap.unit;
+      }
+    }
+    EXPECT_TRUE(led_by_a_convolution) << "unit " << swap.unit;
+  }
+}
+
+}  // namespace
+}  // namespace vgpumem::scheduler
