@@ -1,4 +1,4 @@
-// Paging end to end (VGPUMEM_POLICY=lru, the default with a cap): the demo
+// Paging end to end (VGPUMEM_POLICY=lru, and auto, the default with a cap): the demo
 // trainer, whose working set is 1.2, 3 and 10 times the cap, trains to
 // bit-identical weights and loss, while the simulated driver's own report
 // shows its physical peak under the cap and no illegal access.
@@ -63,19 +63,23 @@ Run train(const Workload& workload, const std::string& limit, const std::string&
   return run;
 }
 
-void expect_identical_under(const Workload& workload, double oversubscription, const std::string& check = "") {
+// Returns the paged run's trace summary.
+nlohmann::json expect_identical_under(const Workload& workload, double oversubscription, const std::string& check = "",
+                                      const std::string& policy = "") {
   const Run baseline = train(workload, "");
-  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
-  ASSERT_NE(baseline.result, "");
+  EXPECT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  EXPECT_NE(baseline.result, "");
   const auto cap = static_cast<std::uint64_t>(static_cast<double>(baseline.wanted) / oversubscription);
-  const Run paged = train(workload, std::to_string(cap), "", check);
-  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  const Run paged = train(workload, std::to_string(cap), "", check, policy);
+  if (paged.trace.is_null() || paged.simulator.is_null()) {
+    ADD_FAILURE() << "no trace or report: " << paged.process.out << paged.process.err;
+    return {};
+  }
+  EXPECT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
   EXPECT_EQ(paged.result, baseline.result) << "weights and loss must be bit-identical";
-  ASSERT_FALSE(paged.simulator.is_null());
   EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), cap)
       << "the simulated driver's own count of physical device memory";
   EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0) << paged.simulator.dump();
-  ASSERT_FALSE(paged.trace.is_null());
   const nlohmann::json& paging = paged.trace["vgpumem"]["paging"];
   EXPECT_GT(paging["offloads"].get<int>(), 0) << "the cap was never reached: the test proves nothing";
   EXPECT_GT(paging["prefetches"].get<int>(), 0);
@@ -99,6 +103,40 @@ void expect_identical_under(const Workload& workload, double oversubscription, c
   EXPECT_EQ(spans_begun, paging["offloads"].get<int>());
   EXPECT_GE(spans_ended, paging["prefetches"].get<int>());
   EXPECT_GT(counters, 0);
+  return paged.trace["vgpumem"];
+}
+
+// The learned schedule at half, a third and a quarter of the trainer's
+// peak, over enough steps for a plan to be made and followed: every byte
+// as without a cap, whatever the plan does (at a third and a quarter the
+// demo trainer's step cannot fit with eight operations' grace, and auto
+// pages on demand: the plan is dropped, and says so).
+const Workload kEightSteps{"8 steps", {"--width", "1024", "--batch", "8", "--layers", "12", "--steps", "8"}};
+TEST(PagingSchedule, AutoAtHalfTheTrainersPeakIsBitIdentical) { expect_identical_under(kEightSteps, 2.0, "", "auto"); }
+TEST(PagingSchedule, AutoAtAThirdOfTheTrainersPeakIsBitIdentical) { expect_identical_under(kEightSteps, 3.0, "", "auto"); }
+TEST(PagingSchedule, AutoAtAQuarterOfTheTrainersPeakIsBitIdentical) { expect_identical_under(kEightSteps, 4.0, "", "auto"); }
+TEST(PagingSchedule, AutoUnderStrictCheckingIsBitIdentical) { expect_identical_under(kEightSteps, 1.5, "strict", "auto"); }
+
+// Where the step can fit, the plan is made and followed: units move ahead
+// of need, and the run is still bit-identical.
+TEST(PagingSchedule, AutoMovesUnitsAheadOfNeedWhereTheStepCanFit) {
+  const nlohmann::json summary = expect_identical_under(kEightSteps, 1.4, "", "auto");
+  ASSERT_TRUE(summary.contains("schedule")) << summary.dump();
+  const nlohmann::json& schedule = summary["schedule"];
+  EXPECT_EQ(schedule["planner"], "auto");
+  EXPECT_GE(schedule["plans"].get<int>(), 1) << schedule.dump();
+  EXPECT_TRUE(schedule["plan"]["fits"].get<bool>()) << schedule.dump();
+  EXPECT_GT(schedule["plan"]["swaps"].get<int>(), 0) << schedule.dump();
+  EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
+  EXPECT_GT(schedule["scheduled_prefetches"].get<int>(), 0) << schedule.dump();
+}
+
+// The vDNN baselines run the same program to the same bytes.
+TEST(PagingSchedule, VdnnBaselinesAreBitIdentical) {
+  for (const char* policy : {"vdnn-all", "vdnn-conv"}) {
+    const nlohmann::json summary = expect_identical_under(kEightSteps, 2.0, "", policy);
+    EXPECT_EQ(summary["schedule"]["planner"], policy);
+  }
 }
 
 // The access log finds the training step in what the launches touched: two
@@ -132,8 +170,8 @@ TEST(PagingSchedule, TheTrainingStepIsFoundInTheOperationStream) {
   EXPECT_GE(eight["iterations_recorded"].get<int>(), 5) << eight.dump();
 }
 
-TEST(Paging, TrainerAtOnePointTwoTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2); }
-TEST(Paging, TrainerAtThreeTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0); }
+TEST(Paging, TrainerAtOnePointTwoTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2, "", "lru"); }
+TEST(Paging, TrainerAtThreeTimesTheCapIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0, "", "lru"); }
 TEST(Paging, TrainerAtTenTimesTheCapIsBitIdentical) { expect_identical_under(kTwentyLayers, 10.0); }
 // VGPUMEM_CHECK: chunks reused only once unmapped; everything else offloaded
 // before every operation. Any access outside the rules would fault.
