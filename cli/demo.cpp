@@ -1,116 +1,41 @@
-// `vgpumem demo [--out DIR]`: the demo trainer on the simulated driver, three
-// times --
+// `vgpumem demo [--out DIR]`: the demo trainer on the simulated driver --
 //   1. without the shim: the baseline result, the simulator's peak and time;
-//   2. under the shim with a cap a third of what it needs (VGPUMEM_POLICY=lru,
-//      the default): the same result bit for bit, the simulator's own peak
-//      under the cap, no illegal access, what was moved, the simulated
-//      slowdown next to the link's floor, and a trace to open;
-//   3. the same cap with paging off (VGPUMEM_POLICY=off): CUDA's
+//   2. under the shim at 60 % of what it needs, paged on demand (lru) and on
+//      the learned schedule (auto, the default), side by side: the same
+//      result bit for bit, the simulator's own peak under the cap, no
+//      illegal access, what was moved, the simulated time of each;
+//   3. a third of what it needs under auto: still bit-identical;
+//   4. the same cap with paging off (VGPUMEM_POLICY=off): CUDA's
 //      out-of-memory error, and a clean stop.
 // Exits non-zero if any of that does not hold.
 #include "cli/demo.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <iomanip>
 #include <iostream>
-#include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/paths.h"
-#include "cli/run_options.h"
+#include "cli/sim_runs.h"
 #include "common/format_bytes.h"
-#include "shim/config.h"
 
 namespace vgpumem::cli {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-RunResult spawn(const std::vector<std::string>& program, const std::map<std::string, std::string>& environment,
-                const std::string& output_path) {
-  CStringArray argv(program);
-  CStringArray envp = CStringArray::from_environment(environment);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = 0;
-  RunResult result;
-  if (posix_spawn(&pid, argv.data()[0], &actions, nullptr, argv.data(), envp.data()) == 0) {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-    }
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  std::ifstream in(output_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  result.output = text.str();
-  return result;
+std::uint64_t paging_value(const SimRun& run, const char* key) {
+  if (!run.trace.is_object() || !run.trace.contains("paging")) return 0;
+  return run.trace.at("paging").value(key, std::uint64_t{0});
 }
-
-std::string result_line(const std::string& output) {
-  const std::size_t start = output.find("RESULT ");
-  if (start == std::string::npos) return "";
-  return output.substr(start, output.find('\n', start) - start);
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.good()) return nullptr;
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception&) {
-    return nullptr;
-  }
-}
-
-std::uint64_t simulator_peak(const nlohmann::json& report) {
-  if (report.is_null()) return 0;
-  return report.at("devices").at(0).value("physical_bytes_peak", std::uint64_t{0});
-}
-
-RunResult run_trainer(const std::string& dir, const std::string& name, bool shim, const std::string& limit,
-                      const std::vector<std::string>& trainer_args, const std::string& policy = "") {
-  RunOptions options;
-  options.simulated = true;
-  options.simulated_device_memory = "16GiB";
-  options.preload_shim = shim;
-  if (!limit.empty()) options.limit = limit;
-  if (shim) options.trace = dir + "/" + name + ".trace.json";
-  std::map<std::string, std::string> env = run_environment(options, current_environment());
-  env["VGPUSIM_REPORT"] = dir + "/" + name + ".simulator.json";
-  if (!policy.empty()) env["VGPUMEM_POLICY"] = policy;
-  std::vector<std::string> program{demo_trainer()};
-  program.insert(program.end(), trainer_args.begin(), trainer_args.end());
-  return spawn(program, env, dir + "/" + name + ".out");
-}
-
-double milliseconds(const nlohmann::json& report) {
-  return report.is_null() ? 0.0 : static_cast<double>(report.value("simulated_time_ns", std::uint64_t{0})) / 1e6;
-}
-
-std::string fixed(double value, int decimals) {
-  std::ostringstream text;
-  text.setf(std::ios::fixed);
-  text.precision(decimals);
-  text << value;
-  return text.str();
+std::uint64_t schedule_value(const SimRun& run, const char* key) {
+  if (!run.trace.is_object() || !run.trace.contains("schedule")) return 0;
+  return run.trace.at("schedule").value(key, std::uint64_t{0});
 }
 
 }  // namespace
@@ -143,65 +68,86 @@ int run_demo(const std::vector<std::string>& args) {
   }
   // Wide layers and a small batch: 4 MiB weight matrices and as much for
   // their gradients dominate, as parameters and optimizer state do in a
-  // large model; the simulator's host kernels stay quick.
-  const std::vector<std::string> trainer_args{"--layers", "12", "--width", "1024", "--batch", "8", "--steps", "3"};
+  // large model; the simulator's host kernels stay quick. Eight steps: the
+  // learned schedule locks on the step after two and plans from the third.
+  const std::vector<std::string> trainer_args{"--layers", "12", "--width", "1024", "--batch", "8", "--steps", "8"};
+  std::vector<std::string> trainer{demo_trainer()};
+  trainer.insert(trainer.end(), trainer_args.begin(), trainer_args.end());
   bool ok = true;
   auto verdict = [&ok](bool good, const std::string& what) {
     std::cout << (good ? "  ok    " : "  FAIL  ") << what << "\n";
     ok = ok && good;
   };
+  const auto run = [&](const std::string& name, bool shim, std::uint64_t cap, const std::string& policy) {
+    SimRunRequest request;
+    request.dir = dir;
+    request.name = name;
+    request.program = trainer;
+    request.shim = shim;
+    if (cap != 0) request.limit = std::to_string(cap);
+    request.policy = policy;
+    return run_simulated(request);
+  };
 
-  std::cout << "vgpumem demo: a 12-layer MLP trained for 3 steps on the simulated driver\n\n";
-  const RunResult baseline = run_trainer(dir, "baseline", false, "", trainer_args);
-  const nlohmann::json baseline_sim = read_json(dir + "/baseline.simulator.json");
-  const std::uint64_t baseline_peak = simulator_peak(baseline_sim);
+  std::cout << "vgpumem demo: a 12-layer MLP trained for 8 steps on the simulated driver\n\n";
+  const SimRun baseline = run("baseline", false, 0, "");
+  const std::uint64_t baseline_peak = simulator_peak(baseline.simulator);
   std::cout << "1. without vgpumem\n";
-  verdict(baseline.exit_code == 0 && !result_line(baseline.output).empty(), "trained: " + result_line(baseline.output));
+  verdict(baseline.exit_code == 0 && !baseline.result.empty(), "trained: " + outcome(baseline.result));
   std::cout << "        simulated device memory at peak: " << format_bytes(baseline_peak) << ", simulated time "
-            << fixed(milliseconds(baseline_sim), 2) << " ms\n\n";
+            << fixed(simulated_ms(baseline.simulator), 2) << " ms\n\n";
   if (!ok) {
     std::cout << baseline.output;
     return 1;
   }
+  const auto check_paged = [&](const SimRun& paged, std::uint64_t cap) {
+    verdict(paged.exit_code == 0 && outcome(paged.result) == outcome(baseline.result),
+            "bit-identical result: " + outcome(paged.result));
+    verdict(simulator_peak(paged.simulator) <= cap,
+            "simulator's own peak " + format_bytes(simulator_peak(paged.simulator)) + " <= cap");
+    verdict(!paged.simulator.is_null() && paged.simulator.value("illegal_accesses", 0) == 0, "no illegal memory access");
+  };
 
-  // A third of what the program needs: 3x oversubscription.
-  const std::uint64_t cap = baseline_peak / 3 / (1u << 20) * (1u << 20);
-  const RunResult paged = run_trainer(dir, "paged", true, std::to_string(cap), trainer_args);
-  const nlohmann::json paged_sim = read_json(dir + "/paged.simulator.json");
-  const nlohmann::json paged_trace = read_json(dir + "/paged.trace.json");
-  std::cout << "2. under vgpumem with a " << format_bytes(cap) << " cap, a third of that (vgpumem run --limit " << cap
-            << " --simulated)\n";
-  verdict(paged.exit_code == 0 && result_line(paged.output) == result_line(baseline.output),
-          "bit-identical result: " + result_line(paged.output));
-  verdict(simulator_peak(paged_sim) <= cap,
-          "simulator's own peak " + format_bytes(simulator_peak(paged_sim)) + " <= cap");
-  verdict(!paged_sim.is_null() && paged_sim.value("illegal_accesses", 0) == 0, "no illegal memory access");
-  if (!paged_trace.is_null() && paged_trace.at("vgpumem").contains("paging")) {
-    const auto& paging = paged_trace.at("vgpumem").at("paging");
-    const auto offloaded = paging.value("bytes_offloaded", std::uint64_t{0});
-    const auto prefetched = paging.value("bytes_prefetched", std::uint64_t{0});
-    const double slowdown = milliseconds(paged_sim) / std::max(milliseconds(baseline_sim), 1e-9);
-    // The floor: every byte moved once over a 55 GB/s link, nothing overlapped.
-    const double floor_ms = static_cast<double>(offloaded + prefetched) / 55e9 * 1e3;
-    std::cout << "        moved " << format_bytes(offloaded) << " to the host in " << paging.value("offloads", 0)
-              << " offloads and " << format_bytes(prefetched) << " back in " << paging.value("prefetches", 0)
-              << " prefetches (on demand, LRU)\n";
-    std::cout << "        " << paging.value("stalled_operations", 0) << " launches and copies waited for data on its way "
-              << "in, " << fixed(static_cast<double>(paging.value("stall_ns", std::uint64_t{0})) / 1e6, 2)
-              << " ms of GPU time in all\n";
-    std::cout << "        simulated time " << fixed(milliseconds(paged_sim), 2) << " ms: " << fixed(slowdown, 2)
-              << "x the baseline; the copies alone need " << fixed(floor_ms, 2)
-              << " ms at 55 GB/s (on-demand paging overlaps nothing yet)\n";
+  // 60 % of what the program needs: the step fits with moves planned ahead.
+  const std::uint64_t cap = baseline_peak * 6 / 10 / (1u << 20) * (1u << 20);
+  std::cout << "2. under vgpumem with a " << format_bytes(cap) << " cap, 60 % of that: on demand (lru) and on the "
+            << "learned schedule (auto, the default)\n";
+  const SimRun lru = run("lru", true, cap, "lru");
+  std::cout << "   lru  (vgpumem run --limit " << cap << " --simulated, VGPUMEM_POLICY=lru)\n";
+  check_paged(lru, cap);
+  const SimRun automatic = run("auto", true, cap, "auto");
+  std::cout << "   auto (vgpumem run --limit " << cap << " --simulated)\n";
+  check_paged(automatic, cap);
+  verdict(schedule_value(automatic, "plans") > 0 && schedule_value(automatic, "scheduled_prefetches") > 0,
+          "auto learned the step and moved units ahead of need (" +
+              std::to_string(schedule_value(automatic, "scheduled_offloads")) + " offloads, " +
+              std::to_string(schedule_value(automatic, "scheduled_prefetches")) + " prefetches planned)");
+  std::cout << "\n        policy  simulated time  vs baseline  moved out   moved in    stalled ops  stall time\n";
+  for (const auto& [name, paged] : {std::pair<const char*, const SimRun*>{"lru", &lru}, {"auto", &automatic}}) {
+    const double ms = simulated_ms(paged->simulator);
+    std::cout << "        " << std::left << std::setw(8) << name << std::right << std::setw(11) << fixed(ms, 2)
+              << " ms" << std::setw(12) << fixed(ms / std::max(simulated_ms(baseline.simulator), 1e-9), 2) << "x  "
+              << std::left << std::setw(12) << format_bytes(paging_value(*paged, "bytes_offloaded"))
+              << std::setw(12) << format_bytes(paging_value(*paged, "bytes_prefetched")) << std::right
+              << std::setw(11) << paging_value(*paged, "stalled_operations") << std::setw(9)
+              << fixed(static_cast<double>(paging_value(*paged, "stall_ns")) / 1e6, 2) << " ms\n";
   }
-  verdict(!paged_trace.is_null(), "trace written: " + dir + "/paged.trace.json (open in ui.perfetto.dev)");
+  std::cout << "        traces: " << dir << "/lru.trace.json, " << dir
+            << "/auto.trace.json (open in ui.perfetto.dev; scripts/plot_timeline.py draws them)\n\n";
+
+  // A third: the demo trainer's step cannot fit with its launch grace, and
+  // auto pages on demand (the summary's schedule.plan says so).
+  const std::uint64_t third = baseline_peak / 3 / (1u << 20) * (1u << 20);
+  std::cout << "3. a " << format_bytes(third) << " cap, a third of that, under auto\n";
+  check_paged(run("third", true, third, "auto"), third);
   std::cout << "\n";
 
-  const RunResult refused = run_trainer(dir, "paging-off", true, std::to_string(cap), trainer_args, "off");
-  std::cout << "3. the same cap with paging off (VGPUMEM_POLICY=off)\n";
+  const SimRun refused = run("paging-off", true, third, "off");
+  std::cout << "4. the same cap with paging off (VGPUMEM_POLICY=off)\n";
   verdict(refused.exit_code == 3 && refused.output.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos,
           "the program got CUDA_ERROR_OUT_OF_MEMORY and stopped cleanly (exit " +
               std::to_string(refused.exit_code) + ")");
-  verdict(simulator_peak(read_json(dir + "/paging-off.simulator.json")) <= cap, "simulator's own peak <= cap");
+  verdict(simulator_peak(refused.simulator) <= third, "simulator's own peak <= cap");
   std::cout << "\nfiles: " << dir << "\n" << (ok ? "demo passed\n" : "demo FAILED\n");
   return ok ? 0 : 1;
 }

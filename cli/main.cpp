@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench.h"
 #include "cli/demo.h"
 #include "cli/doctor.h"
 #include "cli/run_options.h"
@@ -16,7 +17,10 @@ constexpr const char* kUsage = R"(usage: vgpumem <command> [options]
 
 commands:
   run     run a program with libvgpumem.so preloaded
-  demo    run the demo trainer on the simulated driver (no GPU needed)
+  demo    run the demo trainer on the simulated driver (no GPU needed): on
+          demand (lru) and on the learned schedule (auto) side by side
+  bench   every policy on layered workloads shaped like ResNet-50, VGG-16,
+          BERT-large and GPT-2-medium, on the simulated driver (minutes)
   doctor  what to include in a bug report: version, driver, GPUs, caps, policy,
           whether the shim is preloaded here; exits 1 if anything would stop vgpumem
 
@@ -71,6 +75,7 @@ int main(int argc, char** argv) {
   }
   if (command == "doctor") return vgpumem::cli::run_doctor(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command == "demo") return vgpumem::cli::run_demo(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (command == "bench") return vgpumem::cli::run_bench(std::vector<std::string>(args.begin() + 1, args.end()));
   std::cerr << "vgpumem: unknown command \"" << command << "\"\n" << kUsage;
   return 2;
 }

@@ -39,8 +39,10 @@ std::string shim_path() { return (library_dir() / "libvgpumem.so").string(); }
 
 std::string simulator_dir() { return (in_build_tree() ? library_dir() / "sim" : private_dir()).string(); }
 
-std::string demo_trainer() {
-  return (in_build_tree() ? fs::path(self_directory()) / "mlp_trainer" : private_dir() / "mlp_trainer").string();
+std::string demo_trainer() { return workload_program("mlp_trainer"); }
+
+std::string workload_program(const std::string& name) {
+  return (in_build_tree() ? fs::path(self_directory()) / name : private_dir() / name).string();
 }
 
 }  // namespace vgpumem::cli

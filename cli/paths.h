@@ -22,5 +22,6 @@ bool in_build_tree();          // the command runs from a CMake build tree
 std::string shim_path();       // libvgpumem.so
 std::string simulator_dir();   // the directory of the simulated libcuda.so.1
 std::string demo_trainer();    // the demo's training program
+std::string workload_program(const std::string& name);  // a simulated workload (mlp_trainer, layered_trainer)
 
 }  // namespace vgpumem::cli

@@ -1,0 +1,204 @@
+// `vgpumem bench`: the learned schedule against its baselines on the
+// simulated driver (docs/benchmarks.md, "The learned schedule"). For each
+// layered workload (tests/workloads/layered_trainer.cpp): a run without the
+// shim for the result, the peak and the uncapped step; then, at each cap (a
+// fraction of that peak), a run under each policy. Each cell: the
+// steady-state step (the workload's last), the floor, their ratio, the bytes
+// moved each way and the stall time per step, and whether the result was
+// bit-identical. Byte sizes are scaled down by --scale and the link with
+// them (VGPUSIM_LINK_GBPS = 55 / scale), so time ratios are an H100's.
+//
+// Not run in CI: a full table takes minutes.
+#include "cli/bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/paths.h"
+#include "cli/sim_runs.h"
+#include "common/format_bytes.h"
+
+namespace vgpumem::cli {
+namespace {
+
+constexpr double kLinkGBps = 55.0;  // the H100's pinned rate each way (docs/gpu-facts.md §8)
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+struct Options {
+  std::vector<std::string> models{"resnet50", "vgg16", "bert-large", "gpt2-medium"};
+  std::vector<std::string> caps{"50", "33", "25"};
+  std::vector<std::string> policies{"lru", "vdnn-all", "vdnn-conv", "auto"};
+  int steps = 10;
+  int scale = 64;
+  std::string dir, markdown;
+};
+
+constexpr const char* kUsage =
+    "usage: vgpumem bench [--models resnet50,vgg16,bert-large,gpt2-medium] [--caps 50,33,25] "
+    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 10] [--scale 64] [--out DIR] [--markdown FILE]";
+
+bool parse(const std::vector<std::string>& args, Options* options) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& key = args[i];
+    if (i + 1 >= args.size()) {
+      std::cerr << "vgpumem bench: " << key << " needs a value; " << kUsage << "\n";
+      return false;
+    }
+    const std::string value = args[++i];
+    if (key == "--models") options->models = split(value);
+    else if (key == "--caps") options->caps = split(value);
+    else if (key == "--policies") options->policies = split(value);
+    else if (key == "--steps") options->steps = std::atoi(value.c_str());
+    else if (key == "--scale") options->scale = std::atoi(value.c_str());
+    else if (key == "--out") options->dir = value;
+    else if (key == "--markdown") options->markdown = value;
+    else {
+      std::cerr << "vgpumem bench: unknown option \"" << key << "\"; " << kUsage << "\n";
+      return false;
+    }
+  }
+  if (options->steps < 4 || options->scale < 1) {
+    std::cerr << "vgpumem bench: --steps must be at least 4 (the schedule learns over the first three) and --scale "
+                 "at least 1\n";
+    return false;
+  }
+  for (const std::string& cap : options->caps) {
+    const int percent = std::atoi(cap.c_str());
+    if (percent <= 0 || percent > 100) {
+      std::cerr << "vgpumem bench: --caps takes percentages of each workload's peak, 1 to 100 (got \"" << cap
+                << "\")\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::uint64_t number(const std::string& text) { return text.empty() ? 0 : std::stoull(text); }
+
+struct Cell {
+  std::string model, policy;
+  int cap_percent = 0;
+  std::uint64_t cap = 0;
+  double step_ns = 0, floor_ns = 0, uncapped_ns = 0;
+  double out_bytes = 0, in_bytes = 0, stall_ns = 0;  // per step, averaged over the run
+  bool identical = false, clean = false;
+};
+
+std::string row(const Cell& c) {
+  std::ostringstream line;
+  line << "| " << c.model << " | " << c.cap_percent << " % (" << format_bytes(c.cap) << ") | " << c.policy << " | "
+       << fixed(c.step_ns / 1e6, 2) << " ms | " << fixed(c.floor_ns / 1e6, 2) << " ms | **"
+       << fixed(c.step_ns / std::max(c.floor_ns, 1.0), 2) << "** | " << fixed(c.step_ns / std::max(c.uncapped_ns, 1.0), 2)
+       << " | " << format_bytes(static_cast<std::uint64_t>(c.out_bytes)) << " | "
+       << format_bytes(static_cast<std::uint64_t>(c.in_bytes)) << " | " << fixed(c.stall_ns / 1e6, 2) << " ms | "
+       << (c.identical && c.clean ? "yes" : "**NO**") << " |";
+  return line.str();
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& args) {
+  Options options;
+  if (!parse(args, &options)) return 2;
+  if (options.dir.empty()) {
+    char pattern[] = "/tmp/vgpumem-bench-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) {
+      std::perror("vgpumem bench: mkdtemp");
+      return 1;
+    }
+    options.dir = pattern;
+  }
+  std::filesystem::create_directories(options.dir);
+  const std::string trainer = workload_program("layered_trainer");
+  if (!std::filesystem::exists(trainer)) {
+    std::cerr << "vgpumem bench: " << trainer << " is missing; it is built with the tests (VGPUMEM_BUILD_TESTS=ON)\n";
+    return 1;
+  }
+  const std::string link = fixed(kLinkGBps / options.scale, 6);
+  std::cout << "vgpumem bench: layered workloads on the simulated driver, sizes / " << options.scale << ", link "
+            << link << " GB/s (55 / " << options.scale << "), " << options.steps << " steps each\n\n";
+  const std::string header =
+      "| workload | cap | policy | step | floor | step / floor | step / uncapped | out / step | in / step | "
+      "stall / step | bit-identical |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
+  std::cout << header << "\n";
+  std::vector<Cell> cells;
+  bool ok = true;
+  for (const std::string& model : options.models) {
+    SimRunRequest request;
+    request.dir = options.dir;
+    request.program = {trainer, "--model", model, "--steps", std::to_string(options.steps), "--scale",
+                       std::to_string(options.scale)};
+    request.extra_environment["VGPUSIM_LINK_GBPS"] = link;
+    request.name = model + "-uncapped";
+    request.shim = false;
+    const SimRun uncapped = run_simulated(request);
+    if (uncapped.exit_code != 0 || uncapped.result.empty()) {
+      std::cerr << "vgpumem bench: " << model << " did not run (exit " << uncapped.exit_code << "):\n"
+                << uncapped.output;
+      ok = false;
+      continue;
+    }
+    const std::uint64_t peak = number(result_field(uncapped.result, "peak_device_bytes_wanted"));
+    const double uncapped_ns = static_cast<double>(number(result_field(uncapped.result, "step_ns")));
+    for (const std::string& cap_text : options.caps) {
+      const int percent = std::atoi(cap_text.c_str());
+      const std::uint64_t cap = peak * static_cast<std::uint64_t>(percent) / 100 / (1u << 20) * (1u << 20);
+      // The floor, from the uncapped run alone: its step, or the time the
+      // link needs to move out and back what cannot stay (each direction
+      // has its own engine), whichever is longer.
+      const double away = static_cast<double>(peak > cap ? peak - cap : 0);
+      const double floor_ns = std::max(uncapped_ns, away / (kLinkGBps / options.scale));
+      for (const std::string& policy : options.policies) {
+        request.shim = true;
+        request.limit = std::to_string(cap);
+        request.policy = policy;
+        request.name = model + "-" + cap_text + "-" + policy;
+        const SimRun run = run_simulated(request);
+        Cell cell;
+        cell.model = model;
+        cell.policy = policy;
+        cell.cap_percent = percent;
+        cell.cap = cap;
+        cell.uncapped_ns = uncapped_ns;
+        cell.floor_ns = floor_ns;
+        cell.step_ns = static_cast<double>(number(result_field(run.result, "step_ns")));
+        cell.identical = run.exit_code == 0 && outcome(run.result) == outcome(uncapped.result);
+        cell.clean = !run.simulator.is_null() && run.simulator.value("illegal_accesses", 0) == 0 &&
+                     simulator_peak(run.simulator) <= cap;
+        if (run.trace.is_object() && run.trace.contains("paging")) {
+          const nlohmann::json& paging = run.trace.at("paging");
+          cell.out_bytes = static_cast<double>(paging.value("bytes_offloaded", std::uint64_t{0})) / options.steps;
+          cell.in_bytes = static_cast<double>(paging.value("bytes_prefetched", std::uint64_t{0})) / options.steps;
+          cell.stall_ns = static_cast<double>(paging.value("stall_ns", std::uint64_t{0})) / options.steps;
+        }
+        ok = ok && cell.identical && cell.clean;
+        std::cout << row(cell) << std::endl;
+        cells.push_back(cell);
+      }
+    }
+  }
+  if (!options.markdown.empty()) {
+    std::ofstream out(options.markdown);
+    out << header << "\n";
+    for (const Cell& cell : cells) out << row(cell) << "\n";
+  }
+  std::cout << "\nfiles: " << options.dir << "\n";
+  return ok ? 0 : 1;
+}
+
+}  // namespace vgpumem::cli

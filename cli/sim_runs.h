@@ -1,0 +1,44 @@
+// Running a workload on the simulated driver, with or without the shim, and
+// reading what it left: its output, the simulator's report and the trace.
+// Shared by `vgpumem demo` and `vgpumem bench`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace vgpumem::cli {
+
+struct SimRun {
+  int exit_code = -1;
+  std::string output;        // stdout and stderr
+  std::string result;        // the workload's RESULT line ("" if none)
+  nlohmann::json simulator;  // VGPUSIM_REPORT (null if none)
+  nlohmann::json trace;      // VGPUMEM_TRACE's "vgpumem" object (null without the shim)
+};
+
+struct SimRunRequest {
+  std::string dir, name;          // files go to dir/name.{out,simulator.json,trace.json}
+  std::vector<std::string> program;
+  bool shim = true;
+  std::string limit;              // VGPUMEM_LIMIT ("" for none)
+  std::string policy;             // VGPUMEM_POLICY ("" for the default)
+  std::map<std::string, std::string> extra_environment;
+};
+
+SimRun run_simulated(const SimRunRequest& request);
+
+// The value of `key=` in a RESULT line, or "" (key names end at '=').
+std::string result_field(const std::string& result, const std::string& key);
+// The RESULT line without the fields that describe the run rather than its
+// outcome (peak_device_bytes_wanted, step_ns, compute_ns).
+std::string outcome(const std::string& result);
+
+std::uint64_t simulator_peak(const nlohmann::json& report);
+double simulated_ms(const nlohmann::json& report);
+std::string fixed(double value, int decimals);
+
+}  // namespace vgpumem::cli
