@@ -153,23 +153,29 @@ bool Scheduler::plan_now() {
   }
   const IterationProfile step = profile(*iteration);
   const std::uint64_t budget = pager_.paging_budget(step.device);
+  // The link as measured on the pager's copies, where it has been.
+  LinkModel link = options_.link;
+  if (const double out = pager_.link_bytes_per_ns(true); out > 0) link.to_host_bytes_per_ns = out;
+  if (const double in = pager_.link_bytes_per_ns(false); in > 0) link.to_device_bytes_per_ns = in;
   Plan plan;
   {
     std::lock_guard lock(mutex_);
     learn_leads(step);
     switch (options_.planner) {
-      case Planner::swap: plan = plan_auto(step, budget, options_.link, leads_); break;
-      case Planner::vdnn_all: plan = plan_vdnn(step, budget, options_.link, false); break;
-      case Planner::vdnn_conv: plan = plan_vdnn(step, budget, options_.link, true); break;
+      case Planner::swap: plan = plan_auto(step, budget, link, leads_); break;
+      case Planner::vdnn_all: plan = plan_vdnn(step, budget, link, false); break;
+      case Planner::vdnn_conv: plan = plan_vdnn(step, budget, link, true); break;
     }
   }
   // A plan that cannot bring the step under the cap leaves the on-demand
   // path to evict at the peak, and its victims are the units the plan is
   // about to want: the two fight (measured: 15-30 % slower than on demand
   // alone on the demo trainer at 33-45 % of its peak). On demand alone, then.
-  const std::size_t unfit_swaps = plan.fits ? 0 : plan.swaps.size();
-  if (!plan.fits) plan.swaps.clear();
-  const PlanTiming predicted = simulate(step, plan, options_.link);
+  // (vDNN's plans are kept whatever they do: they are the baselines.)
+  const bool drop = !plan.fits && options_.planner == Planner::swap;
+  const std::size_t unfit_swaps = drop ? plan.swaps.size() : 0;
+  if (drop) plan.swaps.clear();
+  const PlanTiming predicted = simulate(step, plan, link);
   nlohmann::json numbers = {{"period", step.period()},
                             {"compute_ns", step.step_ns},
                             {"recorded_stall_ns", step.stall_ns},
@@ -183,7 +189,9 @@ bool Scheduler::plan_now() {
                             {"backward_begins", step.backward_begins},
                             {"predicted_step_ns", predicted.step_ns},
                             {"predicted_stall_ns", predicted.stall_ns},
-                            {"floor_ns", step_floor(step, budget, options_.link)}};
+                            {"floor_ns", step_floor(step, budget, link)},
+                            {"link_to_host_gbps", link.to_host_bytes_per_ns},
+                            {"link_to_device_gbps", link.to_device_bytes_per_ns}};
   publish(std::make_unique<TriggerTable>(make_trigger_table(step, std::move(plan))));
   std::lock_guard lock(mutex_);
   last_plan_ = std::move(numbers);

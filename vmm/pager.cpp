@@ -280,13 +280,23 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
              driver_.stream_wait_event(state.copy_stream, unit->ready, 0) != CUDA_SUCCESS) {
     order_streams(state, state.copy_stream, state.to_device_stream);
   }
-  if (host == nullptr || (result = order_after_users(state, unit)) != CUDA_SUCCESS ||
+  CUevent timed_from = nullptr, timed_to = nullptr;
+  const bool timed = host != nullptr && link_meter_.begin(LinkMeter::kToHost, &timed_from, &timed_to);
+  if (host != nullptr && (result = order_after_users(state, unit)) == CUDA_SUCCESS && timed) {
+    driver_.event_record(timed_from, state.copy_stream);
+  }
+  if (host == nullptr || result != CUDA_SUCCESS ||
       (result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS) {
+    if (timed) link_meter_.end(LinkMeter::kToHost, state.context, timed_from, timed_to, 0, false);
     if (host != nullptr) host_.give_back(host, unit->bytes);
     unit->state.store(Residency::resident);
     VGPUMEM_LOG_WARN("cannot offload {} at {:#x}: error {}{}", format_bytes(unit->bytes), unit->seen_at(),
                      static_cast<int>(result), host == nullptr ? " (no pinned host memory left; VGPUMEM_HOST_LIMIT)" : "");
     return result;
+  }
+  if (timed) {
+    const bool recorded = driver_.event_record(timed_to, state.copy_stream) == CUDA_SUCCESS;
+    link_meter_.end(LinkMeter::kToHost, state.context, timed_from, timed_to, unit->bytes, recorded);
   }
   CUevent saved = nullptr;
   if ((result = record_on_copy_stream(state, &saved)) != CUDA_SUCCESS) {
@@ -432,6 +442,7 @@ bool Pager::unmap_oldest_save(DeviceState& state) {
 
 void Pager::reap_saved_units(bool wait) {
   reap_freed_allocations();
+  link_meter_.poll();
   if (!reclaimer_) reap_stall_timers();  // with one, the reclaimer reads them (time_stalls)
   auto done = [&](Unit* unit) {
     ContextScope in(driver_, device_state(unit->device).context);  // its save is on that device's copy stream
@@ -501,7 +512,14 @@ CUresult Pager::fetch(Unit* unit) {
     // those whose chunks it may have been given): the chunks' last
     // contents are saved before they are overwritten.
     if (!saved_units_.empty()) order_streams(state, state.to_device_stream, state.copy_stream);
+    CUevent timed_from = nullptr, timed_to = nullptr;
+    const bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);
+    if (timed) driver_.event_record(timed_from, state.to_device_stream);
     result = driver_.copy_to_device_async(unit->address, unit->host, unit->bytes, state.to_device_stream);
+    if (timed) {
+      const bool recorded = result == CUDA_SUCCESS && driver_.event_record(timed_to, state.to_device_stream) == CUDA_SUCCESS;
+      link_meter_.end(LinkMeter::kToDevice, state.context, timed_from, timed_to, unit->bytes, recorded);
+    }
   }
   CUevent ready = nullptr;
   if (result == CUDA_SUCCESS) result = record_on_stream(state.to_device_stream, &ready);

@@ -37,6 +37,7 @@
 #include "vmm/driver_ops.h"
 #include "vmm/granule_index.h"
 #include "vmm/launch_grace.h"
+#include "vmm/link_meter.h"
 #include "vmm/host_store.h"
 #include "vmm/memory_observer.h"
 #include "vmm/pager_control.h"
@@ -220,6 +221,9 @@ class Pager final : public PagerControl {
   bool prefetch_unit(Unit* unit) override;
   UnitFacts facts(const Unit* unit) const override;
   std::uint64_t paging_budget(int device) const override;
+  double link_bytes_per_ns(bool to_host) const override {
+    return link_meter_.bytes_per_ns(to_host ? LinkMeter::kToHost : LinkMeter::kToDevice);
+  }
   CUevent mark(CUstream stream) override;
   std::int64_t elapsed_ns(int device, CUevent from, CUevent to) override;
   void release_mark(int device, CUevent mark) override;
@@ -372,6 +376,7 @@ class Pager final : public PagerControl {
   StreamRegistry streams_;
   std::atomic<std::uint64_t> tick_{1};
   LaunchGrace grace_;
+  LinkMeter link_meter_{driver_};  // under mutex_, but for its rates
   std::atomic<AccessFeed*> feed_{nullptr};
   std::atomic<std::uint64_t> grace_evictions_{0};  // victims taken inside their grace: nothing else could go
 

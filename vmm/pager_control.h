@@ -41,6 +41,9 @@ class PagerControl {
   // The bytes of `device`'s cap paged units may use: the cap less what the
   // program holds outside the pager.
   virtual std::uint64_t paging_budget(int device) const = 0;
+  // The link's rate as measured on the pager's own copies so far, bytes a
+  // nanosecond (GB/s), to the host or to the device; 0 before any.
+  virtual double link_bytes_per_ns(bool to_host) const = 0;
 
   // Timing: an event recorded on `stream` now (in the calling thread's
   // context), null if none could be; the nanoseconds between two marks of

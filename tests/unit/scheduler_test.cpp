@@ -47,6 +47,7 @@ class StandInPager final : public vmm::PagerControl {
     return f;
   }
   std::uint64_t paging_budget(int) const override { return budget; }
+  double link_bytes_per_ns(bool) const override { return 0; }  // unmeasured: the planner uses its default
   CUevent mark(CUstream) override {
     const auto event = reinterpret_cast<CUevent>(++next_mark);
     std::lock_guard lock(mutex);
