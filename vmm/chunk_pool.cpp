@@ -7,12 +7,26 @@ namespace vgpumem::vmm {
 
 ChunkPool::~ChunkPool() = default;  // chunks live as long as the process: the driver reclaims them at exit
 
-std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error) {
+std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error, std::uint64_t saves_done,
+                                                            std::uint64_t* save) {
   *error = CUDA_SUCCESS;
+  if (save != nullptr) *save = 0;
   if (!free_.empty()) {
-    const CUmemGenericAllocationHandle chunk = free_.back();
+    // The last given back whose save is done (or that had none); else the
+    // one whose save ends first.
+    std::size_t chosen = free_.size();
+    for (std::size_t i = free_.size(); i-- > 0;) {
+      if (free_[i].save <= saves_done) {
+        chosen = i;
+        break;
+      }
+      if (chosen == free_.size() || free_[i].save < free_[chosen].save) chosen = i;
+    }
+    const Free taken = free_[chosen];
+    free_[chosen] = free_.back();
     free_.pop_back();
-    return chunk;
+    if (save != nullptr && taken.save > saves_done) *save = taken.save;
+    return taken.chunk;
   }
   bool cap_full = false;
   std::optional<CUmemGenericAllocationHandle> chunk = create(error, &cap_full);
@@ -49,7 +63,7 @@ std::optional<CUmemGenericAllocationHandle> ChunkPool::create(CUresult* error, b
 std::uint64_t ChunkPool::release_free(std::uint64_t bytes) {
   std::uint64_t released = 0;
   while (released < bytes && !free_.empty()) {
-    driver_.release(free_.back());
+    driver_.release(free_.back().chunk);
     free_.pop_back();
     ledger_.refund(device_, kChunkBytes);
     --created_;

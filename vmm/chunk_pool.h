@@ -9,8 +9,10 @@
 // (create(), then give_back()).
 //
 // A chunk given back by an eviction may still be read by the copy that saves
-// its contents; that copy runs on the pager's copy stream, so whoever reuses
-// the chunk orders its first write after the copy stream (see Pager).
+// its contents: it carries that save's serial (the pager numbers a device's
+// saves in the order its copy-out stream runs them), and whoever reuses it
+// orders its first write after that save (see Pager). take() prefers chunks
+// whose saves are done, then the oldest save.
 #pragma once
 
 #include <cstdint>
@@ -32,12 +34,16 @@ class ChunkPool {
   ChunkPool& operator=(const ChunkPool&) = delete;
 
   // A free chunk, or a new one if the cap allows; nullopt when neither
-  // (`error` says whether the cap or the driver refused).
-  std::optional<CUmemGenericAllocationHandle> take(CUresult* error);
+  // (`error` says whether the cap or the driver refused). `saves_done`: the
+  // serial up to which saves have completed; `*save` gets the chunk's save
+  // serial if that is later (its first write must wait for it), else 0.
+  std::optional<CUmemGenericAllocationHandle> take(CUresult* error, std::uint64_t saves_done = 0,
+                                                   std::uint64_t* save = nullptr);
   // A new chunk charged to the cap; nullopt when the cap refuses
   // (`cap_full`) or the driver does (`error` is the driver's). Logs nothing.
   std::optional<CUmemGenericAllocationHandle> create(CUresult* error, bool* cap_full);
-  void give_back(CUmemGenericAllocationHandle chunk) { free_.push_back(chunk); }
+  // `save`: the serial of a save that may still read it (0: none).
+  void give_back(CUmemGenericAllocationHandle chunk, std::uint64_t save = 0) { free_.push_back({chunk, save}); }
   // Releases free chunks until `bytes` are refunded to the cap or none is left.
   std::uint64_t release_free(std::uint64_t bytes);
 
@@ -50,7 +56,11 @@ class ChunkPool {
   int device_;
   const DriverOps& driver_;
   CapLedger& ledger_;
-  std::vector<CUmemGenericAllocationHandle> free_;
+  struct Free {
+    CUmemGenericAllocationHandle chunk;
+    std::uint64_t save;
+  };
+  std::vector<Free> free_;
   std::uint64_t created_ = 0;
 };
 

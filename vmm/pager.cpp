@@ -245,6 +245,20 @@ void Pager::drain_copy_stream(DeviceState& state) {
   if (state.to_device_stream != nullptr) driver_.stream_synchronize(state.to_device_stream);
 }
 
+// The copy-in stream waits for save `serial` (and so every save before it)
+// unless it is done.
+void Pager::order_after_save(DeviceState& state, std::uint64_t serial) {
+  if (serial <= state.saves_done) return;
+  const Unit* at = nullptr;  // the save numbered `serial`, or the first after it
+  for (const Unit* saving : saved_units_) {
+    if (saving->device != state.pool.device() || saving->save_serial < serial || saving->saved == nullptr) continue;
+    if (at == nullptr || saving->save_serial < at->save_serial) at = saving;
+  }
+  if (at == nullptr || driver_.stream_wait_event(state.to_device_stream, at->saved, 0) != CUDA_SUCCESS) {
+    order_streams(state, state.to_device_stream, state.copy_stream);
+  }
+}
+
 // `waiter` waits for everything enqueued on `before` so far (the pager's
 // own streams, in the device's context); if no event can be had, the host
 // waits instead.
@@ -306,7 +320,8 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   // the copy stream); the range stays mapped on them until the save
   // completes. Strict: they stay the unit's until its range is unmapped, so
   // nothing can reach another buffer's bytes through it.
-  if (options_.check == CheckMode::fast) return_chunks(state, &unit->chunks);
+  unit->save_serial = ++state.saves_issued;
+  if (options_.check == CheckMode::fast) return_chunks(state, &unit->chunks, saved != nullptr ? unit->save_serial : 0);
   unit->host = host;
   unit->saved = saved;
   unit->unmap_pending = true;
@@ -378,18 +393,22 @@ bool Pager::unmap_chunk_run(std::uint64_t address, std::size_t count) {
   return unmapped;
 }
 
-void Pager::return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks) {
-  for (CUmemGenericAllocationHandle chunk : *chunks) state.pool.give_back(chunk);
+void Pager::return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t save) {
+  for (CUmemGenericAllocationHandle chunk : *chunks) state.pool.give_back(chunk, save);
   chunks->clear();
 }
 
 void Pager::finish_unmap(Unit* unit, bool wait) {
-  ContextScope in(driver_, device_state(unit->device).context);
+  DeviceState& state = device_state(unit->device);
+  ContextScope in(driver_, state.context);
   if (unit->saved != nullptr) {
     if (wait) driver_.event_synchronize(unit->saved);
     driver_.event_destroy(unit->saved);
     unit->saved = nullptr;
   }
+  // Done (waited for, or found done by the caller): so is every save before
+  // it on the copy-out stream.
+  state.saves_done = std::max(state.saves_done, unit->save_serial);
   unit->unmap_pending = false;
   const bool home = unmap_chunks(unit, unit->bytes / kChunkBytes);
   if (!(unmap_aliases(unit) && home)) {
@@ -454,21 +473,30 @@ void Pager::reap_saved_units(bool wait) {
 }
 
 CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
-                            std::vector<CUmemGenericAllocationHandle>* chunks) {
+                            std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save) {
+  std::uint64_t latest = 0;
+  std::vector<std::uint64_t> saves;  // each taken chunk's, to give them back as they came
   while (chunks->size() < count) {
     CUresult error = CUDA_SUCCESS;
-    if (auto chunk = state.pool.take(&error)) {
+    std::uint64_t save = 0;
+    if (auto chunk = state.pool.take(&error, state.saves_done, &save)) {
       chunks->push_back(*chunk);
+      saves.push_back(save);
+      latest = std::max(latest, save);
       continue;
     }
     if (error == CUDA_ERROR_OUT_OF_MEMORY && unmap_oldest_save(state)) continue;  // strict: its chunks come back
     if (error != CUDA_ERROR_OUT_OF_MEMORY || !offload_lru(state, keep)) {
-      return_chunks(state, chunks);
+      for (std::size_t i = 0; i < chunks->size(); ++i) state.pool.give_back((*chunks)[i], i < saves.size() ? saves[i] : 0);
+      chunks->clear();
       ooms_.fetch_add(1, std::memory_order_relaxed);
       return error == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : error;
     }
   }
   if (state.pool.free_chunks() < options_.spare_chunks) wake_reclaimer();
+  // A caller that asks for no serial orders itself after the whole
+  // copy-out stream (a new unit's `ready`, a synchronous copy there).
+  if (after_save != nullptr) *after_save = latest;
   return CUDA_SUCCESS;
 }
 
@@ -501,17 +529,19 @@ CUresult Pager::fetch(Unit* unit) {
   unmap_now(unit);  // wanted back before its offload was reaped: its range must be free first
   if (unit->stale_mapping) repair_stale_mapping(state, unit);
   std::vector<CUmemGenericAllocationHandle> chunks;
-  if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks); result != CUDA_SUCCESS) {
+  std::uint64_t after_save = 0;
+  if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks, &after_save);
+      result != CUDA_SUCCESS) {
     return result;
   }
   unit->chunks = std::move(chunks);
   CUresult result = map_chunks(unit);
   const bool mapped = result == CUDA_SUCCESS;
   if (mapped) {
-    // After every offload still saving (its own, whose bytes it reads, and
-    // those whose chunks it may have been given): the chunks' last
-    // contents are saved before they are overwritten.
-    if (!saved_units_.empty()) order_streams(state, state.to_device_stream, state.copy_stream);
+    // After the save of any chunk it was given that may still be read (its
+    // own save, whose bytes it reads, was waited for by unmap_now): the
+    // chunks' last contents are saved before they are overwritten.
+    order_after_save(state, after_save);
     CUevent timed_from = nullptr, timed_to = nullptr;
     const bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);
     if (timed) driver_.event_record(timed_from, state.to_device_stream);

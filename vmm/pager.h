@@ -307,8 +307,10 @@ class Pager final : public PagerControl {
 
  private:
   CUresult fetch(Unit* unit);
+  // `after_save`, if given: the latest save (serial) a taken chunk may still
+  // be read by, 0 if none; the caller orders its writes after it.
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
-                       std::vector<CUmemGenericAllocationHandle>* chunks);
+                       std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save = nullptr);
   CUresult map_chunks(Unit* unit);
   bool offload_lru(DeviceState& state, const Unit* keep);
   CUresult offload(DeviceState& state, Unit* unit);
@@ -330,6 +332,7 @@ class Pager final : public PagerControl {
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
   CUresult record_on_stream(CUstream stream, CUevent* event);
   void order_streams(DeviceState& state, CUstream waiter, CUstream before);
+  void order_after_save(DeviceState& state, std::uint64_t serial);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
   bool admits(int device, std::uint64_t bytes) const;
   void release_unit(Unit* unit);
@@ -353,7 +356,8 @@ class Pager final : public PagerControl {
   void unpin_neighbours(Unit* unit, const Alias& alias);
   void forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes);
   void release_handle_if_unused(CUmemGenericAllocationHandle handle);
-  static void return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks);
+  static void return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks,
+                            std::uint64_t save = 0);
   std::map<std::uint64_t, AllocationInfo>::iterator live_allocation(CUdeviceptr address);
   void set_ready(Unit* unit, CUevent event);
   void trace_resident(int device, DeviceState& state);

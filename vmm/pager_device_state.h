@@ -22,7 +22,11 @@ struct Pager::DeviceState {
   // a host buffer a fetch may still read is written only after it.
   CUstream copy_stream = nullptr;
   CUstream to_device_stream = nullptr;
-  CUevent reclaim_mark = nullptr;  // the reclaimer's own, recorded on the copy stream
+  CUevent reclaim_mark = nullptr;
+  // Saves are numbered in the order the copy-out stream runs them; all up
+  // to saves_done have completed. A chunk a save may still read carries its
+  // number (ChunkPool), and a fetch into it waits for that save alone.
+  std::uint64_t saves_issued = 0, saves_done = 0;  // the reclaimer's own, recorded on the copy stream
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
   std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic

@@ -160,6 +160,36 @@ TEST_F(ScheduledMovesTest, APrefetchIntoChunksStillBeingSavedWaitsForTheSave) {
   expect_held(buffers, kChunk);
 }
 
+// A prefetch given a chunk whose save is still running, behind none, must
+// still wait for that save: here an 8 MiB save outlasts the 2 MiB copy in.
+TEST_F(ScheduledMovesTest, APrefetchWaitsForTheSaveOfTheChunkItWasGivenNotOnlyTheLast) {
+  make_pager(6 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  CUdeviceptr z = 0, w = 0, x = 0, y = 0;
+  vmm::Unit* unit_z = nullptr;
+  vmm::Unit* unit_x = nullptr;
+  ASSERT_EQ(pager_->allocate(0, kChunk, &z), CUDA_SUCCESS);
+  write(z, kChunk, 1);
+  unit_z = catcher.last;
+  ASSERT_EQ(pager_->allocate(0, kChunk, &w), CUDA_SUCCESS);
+  write(w, kChunk, 2);
+  ASSERT_EQ(pager_->allocate(0, 4 * kChunk, &x), CUDA_SUCCESS);
+  write(x, 4 * kChunk, 3);
+  unit_x = catcher.last;
+  ASSERT_EQ(pager_->allocate(0, kChunk, &y), CUDA_SUCCESS);  // z, least recently used, goes out
+  write(y, kChunk, 4);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_FALSE(pager_->facts(unit_z).resident);
+  ASSERT_TRUE(pager_->offload_unit(unit_x));   // an 8 MiB save: 152 us on the copy-out engine
+  ASSERT_TRUE(pager_->prefetch_unit(unit_z));  // given one of x's chunks: 38 us on the copy-in engine
+  pager_->set_access_feed(nullptr);
+  EXPECT_TRUE(holds(x, 4 * kChunk, 3)) << "x's save read z's bytes";
+  EXPECT_TRUE(holds(z, kChunk, 1));
+  EXPECT_TRUE(holds(w, kChunk, 2));
+  EXPECT_TRUE(holds(y, kChunk, 4));
+}
+
 // A unit still arriving is copied out only once it has arrived.
 TEST_F(ScheduledMovesTest, AnOffloadOfAUnitStillArrivingWaitsForItsArrival) {
   make_pager(4 * kChunk, std::nullopt, without_grace);
