@@ -97,10 +97,16 @@ struct Cell {
   double step_ns = 0, floor_ns = 0, uncapped_ns = 0;
   double out_bytes = 0, in_bytes = 0, stall_ns = 0;  // per step, averaged over the run
   bool identical = false, clean = false;
+  bool kernel_too_large = false;  // one kernel's operands exceed the cap: out of memory under any policy
 };
 
 std::string row(const Cell& c) {
   std::ostringstream line;
+  if (c.kernel_too_large) {
+    line << "| " << c.model << " | " << c.cap_percent << " % (" << format_bytes(c.cap) << ") | " << c.policy
+         << " | out of memory: one kernel's operands exceed the cap | | | | | | | (no run) |";
+    return line.str();
+  }
   line << "| " << c.model << " | " << c.cap_percent << " % (" << format_bytes(c.cap) << ") | " << c.policy << " | "
        << fixed(c.step_ns / 1e6, 2) << " ms | " << fixed(c.floor_ns / 1e6, 2) << " ms | **"
        << fixed(c.step_ns / std::max(c.floor_ns, 1.0), 2) << "** | " << fixed(c.step_ns / std::max(c.uncapped_ns, 1.0), 2)
@@ -186,7 +192,10 @@ int run_bench(const std::vector<std::string>& args) {
           cell.in_bytes = static_cast<double>(paging.value("bytes_prefetched", std::uint64_t{0})) / options.steps;
           cell.stall_ns = static_cast<double>(paging.value("stall_ns", std::uint64_t{0})) / options.steps;
         }
-        ok = ok && cell.identical && cell.clean;
+        cell.kernel_too_large = run.exit_code == 3 &&
+                                run.output.find("more than its cap") != std::string::npos &&
+                                run.output.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
+        ok = ok && ((cell.identical && cell.clean) || cell.kernel_too_large);
         std::cout << row(cell) << std::endl;
         cells.push_back(cell);
       }

@@ -64,7 +64,7 @@ class AccessLog final : public vmm::AccessFeed {
     std::size_t max_units_per_iteration = std::size_t{1} << 20;  // longer iterations are not recorded
     // Operations of the first iteration recorded after each lock, and of
     // every timing_every-th after it, are timed (two marks each).
-    std::uint64_t timing_every = 32;
+    std::uint64_t timing_every = 256;
   };
   // `marks`: where timing marks come from and go back to; null for none.
   explicit AccessLog(Options options, vmm::PagerControl* marks = nullptr);
