@@ -417,14 +417,15 @@ struct Options {
   std::exit(2);
 }
 
-long positive(const std::string& key, const char* text) {
+long integer(const std::string& key, const char* text, long least) {
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
-  if (*text == '\0' || *end != '\0' || value < 1 || value > (1L << 30)) {
-    usage_error(key + " wants a positive integer, not '" + text + "'");
+  if (*text == '\0' || *end != '\0' || value < least || value > (1L << 30)) {
+    usage_error(key + (least > 0 ? " wants a positive integer" : " wants an integer >= 0") + ", not '" + text + "'");
   }
   return value;
 }
+long positive(const std::string& key, const char* text) { return integer(key, text, 1); }
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -443,7 +444,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--steps") o.steps = static_cast<int>(positive(key, value));
     else if (key == "--scale") o.scale = static_cast<unsigned>(positive(key, value));
     else if (key == "--batch") o.batch = static_cast<int>(positive(key, value));
-    else o.seed = static_cast<unsigned>(positive(key, value));
+    else o.seed = static_cast<unsigned>(integer(key, value, 0));
   }
   if (o.model.empty()) usage_error("--model is required");
   return o;
@@ -845,8 +846,7 @@ std::string mib(std::uint64_t bytes) {
 void describe(const Plan& p) {
   const Model& m = p.model;
   std::printf("model %s batch %d scale %u\n", m.name.c_str(), m.batch, g_scale);
-  std::printf("%-4s %-34s %12s %12s %11s %11s %11s %11s\n", "#", "layer", "out", "weights", "GFLOP", "fwd_us",
-              "bwd_us", "light_us");
+  std::printf("%-4s %-34s %12s %12s %11s %11s %11s\n", "#", "layer", "out", "weights", "GFLOP", "fwd_us", "bwd_us");
   std::vector<double> fwd(m.nodes.size(), 0.0), bwd(m.nodes.size(), 0.0);
   double loss_ns = 0, opt_ns = 0, heavy_ns = 0, light_ns = 0;
   for (const Launch& l : p.launches) {
