@@ -957,7 +957,9 @@ int main(int argc, char** argv) {
     CHECK(cuMemAlloc(&t.ptr, t.scaled));
     peak += t.scaled;
   }
-  // Weights: small uniform values from the seed; optimizer state zero.
+  // Weights: small uniform values from the seed; everything else zero, so
+  // nothing is ever read before it was written (a tied embedding's gradient
+  // accumulates over rows the LM head's does not cover).
   std::uint64_t rng = mix64(o.seed);
   for (const Tensor& t : plan.tensors) {
     if (t.role == Role::Weight) {
@@ -968,7 +970,7 @@ int main(int argc, char** argv) {
       }
       CHECK(cuMemcpyHtoDAsync(t.ptr, host.data(), t.scaled, stream));
       CHECK(cuStreamSynchronize(stream));  // the host buffer goes out of scope
-    } else if (t.role == Role::Moment1 || t.role == Role::Moment2) {
+    } else {
       CHECK(cuMemsetD32Async(t.ptr, 0, t.scaled / 4, stream));
     }
   }
