@@ -1,8 +1,10 @@
 # Runs the trainer twice on the simulated driver and fails unless both RESULT
-# lines are identical.
+# lines are identical. ARGS (optional): more options for the trainer, as one
+# space-separated string.
+separate_arguments(ARGS UNIX_COMMAND "${ARGS}")
 set(ENV{LD_LIBRARY_PATH} "${SIM_DIR}:$ENV{LD_LIBRARY_PATH}")
 foreach(run 1 2)
-  execute_process(COMMAND ${TRAINER} --steps 3 OUTPUT_VARIABLE out${run} RESULT_VARIABLE rc${run})
+  execute_process(COMMAND ${TRAINER} --steps 3 ${ARGS} OUTPUT_VARIABLE out${run} RESULT_VARIABLE rc${run})
   if(NOT rc${run} EQUAL 0)
     message(FATAL_ERROR "trainer run ${run} failed (${rc${run}}): ${out${run}}")
   endif()
