@@ -209,9 +209,14 @@ void Runtime::at_exit() {
   if (runtime == nullptr) return;
   try {
     // Before the driver's own teardown (library destructors run after atexit
-    // handlers): the reclaimer must not be inside a driver call then.
-    if (runtime->scheduler_ != nullptr) runtime->scheduler_->stop();
-    if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->stop_reclaimer();
+    // handlers): the reclaimer must not be inside a driver call then. A
+    // forked child has neither thread, and must not touch their locks: the
+    // parent's planning thread may have held its own at the fork, and no one
+    // in the child would ever release it.
+    if (!runtime->forked_child_.load(std::memory_order_relaxed)) {
+      if (runtime->scheduler_ != nullptr) runtime->scheduler_->stop();
+      if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->stop_reclaimer();
+    }
     runtime->write_trace();
   } catch (...) {
     // exit() is a C frame too: nothing may unwind into it.

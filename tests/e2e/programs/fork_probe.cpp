@@ -1,9 +1,11 @@
 // Forks a process that pages, two ways:
 //
-//   fork_probe          the child exits without touching CUDA (as a
-//                       data-loader worker does). Its exit runs the shim's
-//                       exit handler, in a process where the pager's
-//                       reclaimer thread does not exist.
+//   fork_probe          a hundred children, one after another, exit
+//                       without touching CUDA (as data-loader workers do).
+//                       Each exit runs the shim's exit handler, in a process
+//                       where the pager's reclaimer thread and the
+//                       scheduler's planning thread do not exist (and may
+//                       have held their locks at the fork).
 //   fork_probe held     the fork happens while another thread is inside the
 //                       shim holding the pager's lock: an allocation past the
 //                       cap offloads, and the simulated driver parks the
@@ -228,6 +230,7 @@ int held(bool logging) {
 
 int exits() {
   constexpr std::size_t kBuffers = 6;
+  constexpr int kChildren = 300;
   use_primary_context();
   std::vector<CUdeviceptr> buffers(kBuffers);
   for (std::size_t i = 0; i < kBuffers; ++i) {  // beyond the cap: some are offloaded
@@ -235,10 +238,24 @@ int exits() {
     CHECK(cuMemsetD32(buffers[i], static_cast<unsigned>(i), kInts));
   }
   std::fflush(stdout);
-  const pid_t child = fork();
-  if (child < 0) return 3;
-  if (child == 0) std::exit(0);  // atexit handlers run here
-  if (const int status = wait_for_child(child, 60); status != 0) return status;
+  // Many children, one after another: each fork lands somewhere in what the
+  // shim's threads are doing (the planner takes its lock every few
+  // milliseconds), and none of the children may wait on a lock of theirs.
+  for (int i = 0; i < kChildren; ++i) {
+    const pid_t child = fork();
+    if (child < 0) return 3;
+    if (child == 0) {
+      alarm(10);
+      std::exit(0);  // atexit handlers run here
+    }
+    // Blocking: the child's alarm ends a stuck one.
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::printf("fork child %d of %d ended badly (status %#x%s)\n", i + 1, kChildren, static_cast<unsigned>(status),
+                  WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM ? ", stuck: killed by its alarm" : "");
+      return 4;
+    }
+  }
   for (std::size_t i = 0; i < kBuffers; ++i) {
     if (!holds(buffers[i], static_cast<unsigned>(i))) {
       std::printf("fork parent lost buffer %zu\n", i);
