@@ -9,6 +9,7 @@
 #include "cli/demo.h"
 #include "cli/doctor.h"
 #include "cli/run_options.h"
+#include "cli/simulate.h"
 #include "vgpumem_version.h"
 
 namespace {
@@ -21,6 +22,8 @@ commands:
           demand (lru) and on the learned schedule (auto) side by side
   bench   every policy on layered workloads shaped like ResNet-50, VGG-16,
           BERT-large and GPT-2-medium, on the simulated driver (minutes)
+  simulate  a trace's recorded step planned again under another cap, policy or
+          link: predicted step time, floor, bytes moved, stall (no GPU, seconds)
   doctor  what to include in a bug report: version, driver, GPUs, caps, policy,
           whether the shim is preloaded here; exits 1 if anything would stop vgpumem
 
@@ -75,6 +78,9 @@ int main(int argc, char** argv) {
   }
   if (command == "doctor") return vgpumem::cli::run_doctor(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command == "demo") return vgpumem::cli::run_demo(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (command == "simulate") {
+    return vgpumem::cli::run_simulate(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
   if (command == "bench") return vgpumem::cli::run_bench(std::vector<std::string>(args.begin() + 1, args.end()));
   std::cerr << "vgpumem: unknown command \"" << command << "\"\n" << kUsage;
   return 2;

@@ -1,4 +1,4 @@
-// simulate() and step_floor(): what a plan costs, and what no plan can beat.
+// simulate(): what a plan costs on the two-engine timeline.
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -61,19 +61,6 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
   }
   timing.step_ns = compute_free - measured_from;
   return timing;
-}
-
-double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link) {
-  // Every unit of the step is used in every step. At the step's busiest
-  // moment at most `budget` bytes are on the device, so at least the rest is
-  // elsewhere then; being used again before the same moment of the next
-  // step, it crosses the link inwards once a step, and (the state repeating)
-  // outwards once too. The two directions run at once and under compute, so
-  // the step lasts at least the longest of the three.
-  const std::uint64_t away = profile.total_bytes > budget ? profile.total_bytes - budget : 0;
-  const double out = static_cast<double>(away) / link.to_host_bytes_per_ns;
-  const double in = static_cast<double>(away) / link.to_device_bytes_per_ns;
-  return std::max({profile.step_ns, out, in});
 }
 
 }  // namespace vgpumem::scheduler

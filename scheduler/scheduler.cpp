@@ -1,5 +1,7 @@
 #include "scheduler/scheduler.h"
 
+#include "scheduler/profile_json.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -192,9 +194,11 @@ bool Scheduler::plan_now() {
                             {"floor_ns", step_floor(step, budget, link)},
                             {"link_to_host_gbps", link.to_host_bytes_per_ns},
                             {"link_to_device_gbps", link.to_device_bytes_per_ns}};
+  nlohmann::json profiled = profile_to_json(step);
   publish(std::make_unique<TriggerTable>(make_trigger_table(step, std::move(plan))));
   std::lock_guard lock(mutex_);
   last_plan_ = std::move(numbers);
+  last_profile_ = std::move(profiled);
   return true;
 }
 
@@ -219,6 +223,7 @@ nlohmann::json Scheduler::summary() const {
   std::lock_guard lock(mutex_);
   out["plans"] = plans_;
   out["plan"] = last_plan_.is_null() ? nlohmann::json::object() : last_plan_;
+  if (!last_profile_.is_null()) out["profile"] = last_profile_;
   return out;
 }
 

@@ -96,7 +96,8 @@ class Scheduler final : public vmm::AccessFeed {
   };
   std::deque<Retired> retired_;
   PrefetchLeads leads_;
-  nlohmann::json last_plan_;  // the predicted numbers of the plan in force
+  nlohmann::json last_plan_;     // the predicted numbers of the plan in force
+  nlohmann::json last_profile_;  // the step it was made from (profile_json.h)
 };
 
 }  // namespace vgpumem::scheduler

@@ -1,0 +1,221 @@
+// `vgpumem simulate TRACE --limit SIZE [--policy P] [--bandwidth GB/s]`:
+// the step a trace recorded (its summary's schedule.profile: every
+// operation of one training step with its device time and the units it
+// touched), planned again under another cap, policy or link, and run on the
+// planner's two-engine timeline. It answers "how small a cap can I afford,
+// and what will it cost?" before running, with the same planners the shim
+// runs (scheduler/), never a second copy of them.
+#include "cli/simulate.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/profile_json.h"
+#include "scheduler/swap_plan.h"
+#include "shim/config.h"
+
+namespace vgpumem::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: vgpumem simulate TRACE --limit SIZE [--policy auto|vdnn-all|vdnn-conv|all] [--bandwidth GB/s] [--json] [--swaps]\n"
+    "  TRACE       a trace written with VGPUMEM_TRACE by a run whose schedule locked (its summary's\n"
+    "              schedule.profile), or that profile alone\n"
+    "  --limit     the device memory cap to plan for: bytes (K/M/G/T, KiB/MiB/GiB/TiB) or a percentage\n"
+    "              of the step's bytes (50%)\n"
+    "  --policy    the planner, or all of them (default auto)\n"
+    "  --bandwidth the host link in each direction, GB/s (default: as the run measured it, else 55)\n"
+    "  --json      one JSON object per policy instead of the table\n"
+    "  --swaps     list each policy's planned moves: unit, bytes, last use, prefetch trigger, next use\n";
+
+struct Options {
+  std::string trace;
+  std::string limit;
+  std::vector<std::string> policies{"auto"};
+  std::optional<double> bandwidth;
+  bool json = false;
+  bool swaps = false;
+};
+
+std::optional<Options> parse(const std::vector<std::string>& args, std::string* error) {
+  Options options;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& key = args[i];
+    if (key == "--json" || key == "--swaps") {
+      (key == "--json" ? options.json : options.swaps) = true;
+      continue;
+    }
+    if (key == "--limit" || key == "--policy" || key == "--bandwidth") {
+      if (i + 1 >= args.size()) {
+        *error = "vgpumem simulate: " + key + " needs a value";
+        return std::nullopt;
+      }
+      const std::string& value = args[++i];
+      if (key == "--limit") {
+        options.limit = value;
+      } else if (key == "--policy") {
+        if (value == "all") {
+          options.policies = {"vdnn-all", "vdnn-conv", "auto"};
+        } else if (value == "auto" || value == "vdnn-all" || value == "vdnn-conv") {
+          options.policies = {value};
+        } else {
+          *error = "vgpumem simulate: --policy \"" + value + "\" is not one of auto, vdnn-all, vdnn-conv, all";
+          return std::nullopt;
+        }
+      } else {
+        char* end = nullptr;
+        const double gbps = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(gbps > 0)) {
+          *error = "vgpumem simulate: --bandwidth \"" + value + "\" is not a positive number of GB/s";
+          return std::nullopt;
+        }
+        options.bandwidth = gbps;
+      }
+      continue;
+    }
+    if (!key.empty() && key[0] == '-') {
+      *error = "vgpumem simulate: unknown option \"" + key + "\"";
+      return std::nullopt;
+    }
+    if (!options.trace.empty()) {
+      *error = "vgpumem simulate: one trace at a time (got \"" + options.trace + "\" and \"" + key + "\")";
+      return std::nullopt;
+    }
+    options.trace = key;
+  }
+  if (options.trace.empty() || options.limit.empty()) {
+    *error = std::string("vgpumem simulate: a TRACE and --limit are required\n") + kUsage;
+    return std::nullopt;
+  }
+  return options;
+}
+
+std::string ms(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f ms", ns / 1e6);
+  return text;
+}
+std::string mib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
+int run_simulate(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  std::string error;
+  const std::optional<Options> options = parse(args, &error);
+  if (!options) {
+    std::cerr << error << "\n";
+    return 2;
+  }
+  std::ifstream in(options->trace);
+  if (!in) {
+    std::cerr << "vgpumem simulate: cannot read \"" << options->trace << "\"\n";
+    return 1;
+  }
+  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  if (trace.is_discarded()) {
+    std::cerr << "vgpumem simulate: \"" << options->trace << "\" is not JSON\n";
+    return 1;
+  }
+  const nlohmann::json* schedule = nullptr;
+  if (trace.contains("vgpumem") && trace["vgpumem"].contains("schedule")) schedule = &trace["vgpumem"]["schedule"];
+  const nlohmann::json* profiled = schedule != nullptr && schedule->contains("profile") ? &(*schedule)["profile"]
+                                   : trace.contains("ops")                               ? &trace
+                                                                                         : nullptr;
+  if (profiled == nullptr) {
+    std::cerr << "vgpumem simulate: \"" << options->trace
+              << "\" has no profiled step (vgpumem.schedule.profile): it comes from a run whose schedule never "
+                 "locked, or that ran with VGPUMEM_POLICY other than auto, vdnn-all or vdnn-conv\n";
+    return 1;
+  }
+  scheduler::IterationProfile profile;
+  try {
+    profile = scheduler::profile_from_json(*profiled);
+  } catch (const std::exception& e) {
+    std::cerr << "vgpumem simulate: " << options->trace << ": " << e.what() << "\n";
+    return 1;
+  }
+
+  const std::optional<MemoryLimit> limit = parse_memory_limit(options->limit);
+  if (!limit || !limit->is_set()) {
+    std::cerr << "vgpumem simulate: --limit \"" << options->limit
+              << "\" is not a size (bytes, with K/M/G/T or KiB/MiB/GiB/TiB) or a percentage (50%)\n";
+    return 2;
+  }
+  const std::uint64_t budget = limit->resolve(profile.total_bytes);
+
+  scheduler::LinkModel link;
+  if (options->bandwidth) {
+    link.to_host_bytes_per_ns = link.to_device_bytes_per_ns = *options->bandwidth;
+  } else if (schedule != nullptr && schedule->contains("plan")) {
+    const nlohmann::json& plan = (*schedule)["plan"];
+    link.to_host_bytes_per_ns = plan.value("link_to_host_gbps", link.to_host_bytes_per_ns);
+    link.to_device_bytes_per_ns = plan.value("link_to_device_gbps", link.to_device_bytes_per_ns);
+  }
+
+  const double floor = scheduler::step_floor(profile, budget, link);
+  if (!options->json) {
+    std::printf("step: %zu operations, %zu units, %s, %s of compute (uncapped)\n", profile.period(),
+                profile.units.size(), mib(profile.total_bytes).c_str(), ms(profile.step_ns).c_str());
+    std::printf("cap %s (%.1f %% of the step's bytes), link %.2f GB/s out, %.2f GB/s in; floor %s\n\n",
+                mib(budget).c_str(), 100.0 * static_cast<double>(budget) / static_cast<double>(profile.total_bytes),
+                link.to_host_bytes_per_ns, link.to_device_bytes_per_ns, ms(floor).c_str());
+    std::printf("%-10s %14s %12s %10s %12s %12s %12s %6s %5s\n", "policy", "step", "step/floor", "/uncapped",
+                "out/step", "in/step", "stall/step", "swaps", "fits");
+  }
+  for (const std::string& policy : options->policies) {
+    scheduler::Plan plan = policy == "auto"       ? scheduler::plan_auto(profile, budget, link)
+                           : policy == "vdnn-all" ? scheduler::plan_vdnn(profile, budget, link, false)
+                                                  : scheduler::plan_vdnn(profile, budget, link, true);
+    const scheduler::PlanTiming timing = scheduler::simulate(profile, plan, link);
+    if (options->json) {
+      std::cout << nlohmann::json{{"policy", policy},
+                                  {"budget", budget},
+                                  {"step_ns", timing.step_ns},
+                                  {"floor_ns", floor},
+                                  {"uncapped_step_ns", profile.step_ns},
+                                  {"stall_ns", timing.stall_ns},
+                                  {"bytes_to_host", timing.bytes_to_host},
+                                  {"bytes_to_device", timing.bytes_to_device},
+                                  {"swaps", plan.swaps.size()},
+                                  {"peak_after", plan.peak_after},
+                                  {"fits", plan.fits}}
+                       .dump()
+                << "\n";
+      continue;
+    }
+    std::printf("%-10s %14s %12.3f %10.3f %12s %12s %12s %6zu %5s\n", policy.c_str(), ms(timing.step_ns).c_str(),
+                timing.step_ns / floor, timing.step_ns / profile.step_ns, mib(timing.bytes_to_host).c_str(),
+                mib(timing.bytes_to_device).c_str(), ms(timing.stall_ns).c_str(), plan.swaps.size(),
+                plan.fits ? "yes" : "no");
+    if (options->swaps) {
+      for (const scheduler::PlannedSwap& swap : plan.swaps) {
+        std::printf("    unit %4u %12s  out after op %4u  prefetch at op %4u  needed by op %4u\n", swap.unit,
+                    mib(profile.units[swap.unit].bytes).c_str(), swap.offload_after, swap.prefetch_at,
+                    swap.needed_by);
+      }
+    }
+  }
+  if (!options->json) {
+    std::printf(
+        "\nA plan that does not fit leaves the rest to on-demand paging at run time, which this does not model.\n");
+  }
+  return 0;
+}
+
+}  // namespace vgpumem::cli

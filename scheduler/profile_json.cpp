@@ -1,0 +1,86 @@
+#include "scheduler/profile_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace vgpumem::scheduler {
+
+namespace {
+
+constexpr int kFormat = 1;
+constexpr unsigned kKernel = 1, kHeavy = 2, kConvolution = 4;
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw ProfileFormatError("profiled step: " + what);
+}
+
+}  // namespace
+
+nlohmann::json profile_to_json(const IterationProfile& profile) {
+  nlohmann::json units = nlohmann::json::array();
+  for (const ProfileUnit& unit : profile.units) units.push_back(unit.bytes);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const ProfileOp& op : profile.ops) {
+    const unsigned flags = (op.kernel ? kKernel : 0) | (op.heavy ? kHeavy : 0) | (op.convolution ? kConvolution : 0);
+    nlohmann::json touched = nlohmann::json::array();
+    for (std::uint32_t k = 0; k < op.use_count; ++k) touched.push_back(profile.uses[op.first_use + k]);
+    // Whole nanoseconds: the profile's times come from events of 0.5 µs
+    // resolution on hardware, and the file stays readable.
+    ops.push_back({static_cast<std::int64_t>(op.duration_ns), static_cast<std::int64_t>(op.stall_ns), flags,
+                   std::move(touched)});
+  }
+  return {{"format", kFormat},
+          {"period", profile.period()},
+          {"step_ns", profile.step_ns},
+          {"offload_delay", profile.offload_delay},
+          {"backward_begins", profile.backward_begins},
+          {"units", std::move(units)},
+          {"ops", std::move(ops)}};
+}
+
+IterationProfile profile_from_json(const nlohmann::json& json) {
+  require(json.is_object(), "not a JSON object");
+  require(json.value("format", 0) == kFormat, "format is not " + std::to_string(kFormat));
+  require(json.contains("units") && json["units"].is_array(), "no \"units\" array");
+  require(json.contains("ops") && json["ops"].is_array() && !json["ops"].empty(), "no \"ops\" array");
+  IterationProfile profile;
+  profile.offload_delay = json.value("offload_delay", std::size_t{2});
+  for (const nlohmann::json& bytes : json["units"]) {
+    require(bytes.is_number_unsigned(), "a unit's bytes are not a non-negative integer");
+    ProfileUnit unit;
+    unit.bytes = bytes.get<std::uint64_t>();
+    profile.total_bytes += unit.bytes;
+    profile.units.push_back(std::move(unit));
+  }
+  for (const nlohmann::json& entry : json["ops"]) {
+    require(entry.is_array() && entry.size() == 4 && entry[3].is_array(),
+            "an operation is not [duration_ns, stall_ns, flags, [unit, ...]]");
+    ProfileOp op;
+    op.duration_ns = entry[0].get<double>();
+    op.stall_ns = entry[1].get<double>();
+    require(op.duration_ns >= 0 && op.stall_ns >= 0, "an operation's duration or stall is negative");
+    const unsigned flags = entry[2].get<unsigned>();
+    op.kernel = (flags & kKernel) != 0;
+    op.heavy = (flags & kHeavy) != 0;
+    op.convolution = (flags & kConvolution) != 0;
+    op.start_ns = profile.step_ns;
+    profile.step_ns += op.duration_ns;
+    profile.stall_ns += op.stall_ns;
+    op.first_use = static_cast<std::uint32_t>(profile.uses.size());
+    const auto index = static_cast<std::uint32_t>(profile.ops.size());
+    for (const nlohmann::json& touched : entry[3]) {
+      require(touched.is_number_unsigned() && touched.get<std::uint64_t>() < profile.units.size(),
+              "operation " + std::to_string(index) + " names a unit that is not in \"units\"");
+      const auto u = touched.get<std::uint32_t>();
+      std::vector<std::uint32_t>& uses = profile.units[u].uses;
+      require(uses.empty() || uses.back() != index, "operation " + std::to_string(index) + " names a unit twice");
+      uses.push_back(index);
+      profile.uses.push_back(u);
+    }
+    op.use_count = static_cast<std::uint32_t>(profile.uses.size()) - op.first_use;
+    profile.ops.push_back(op);
+  }
+  profile.backward_begins = find_backward_begins(profile);
+  return profile;
+}
+
+}  // namespace vgpumem::scheduler

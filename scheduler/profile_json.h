@@ -1,0 +1,35 @@
+// A profiled step as JSON: what the trace keeps of the step the last plan
+// was made from (the summary's "schedule" → "profile"), so that the
+// planners can be run again on it away from the program — `vgpumem
+// simulate` asks "how would this step run under another cap, policy or
+// link?" (docs/trace-format.md, "The profiled step").
+//
+// Units are numbered in order of first use; nothing in the JSON names an
+// address, so a read-back profile has no vmm::Unit behind its units
+// (ProfileUnit::unit is null) and serves planning and simulation only.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "scheduler/iteration_profile.h"
+
+namespace vgpumem::scheduler {
+
+// {"format": 1, "period", "step_ns", "offload_delay", "backward_begins",
+//  "units": [bytes, ...],
+//  "ops": [[duration_ns, stall_ns, flags, [unit, ...]], ...]}
+// flags: 1 a kernel, 2 heavy (leads a layer), 4 a convolution.
+nlohmann::json profile_to_json(const IterationProfile& profile);
+
+struct ProfileFormatError : std::runtime_error {
+  explicit ProfileFormatError(const std::string& what) : std::runtime_error(what) {}
+};
+
+// The profile `profile_to_json` wrote; times, uses and totals are derived
+// again from the operations. Throws ProfileFormatError naming what is
+// wrong.
+IterationProfile profile_from_json(const nlohmann::json& json);
+
+}  // namespace vgpumem::scheduler
