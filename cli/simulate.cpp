@@ -26,13 +26,14 @@ namespace vgpumem::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: vgpumem simulate TRACE --limit SIZE [--policy auto|vdnn-all|vdnn-conv|all] [--bandwidth GB/s] [--json] [--swaps]\n"
+    "usage: vgpumem simulate TRACE [--limit SIZE] [--policy auto|vdnn-all|vdnn-conv|all] [--bandwidth GB/s] [--grace K] [--json] [--swaps]\n"
     "  TRACE       a trace written with VGPUMEM_TRACE by a run whose schedule locked (its summary's\n"
     "              schedule.profile), or that profile alone\n"
     "  --limit     the device memory cap to plan for: bytes (K/M/G/T, KiB/MiB/GiB/TiB) or a percentage\n"
-    "              of the step's bytes (50%)\n"
+    "              of the step's bytes (50%); default: what the recorded run had for its paged units\n"
     "  --policy    the planner, or all of them (default auto)\n"
     "  --bandwidth the host link in each direction, GB/s (default: as the run measured it, else 55)\n"
+    "  --grace     VGPUMEM_GRACE_LAUNCHES to plan for (default: the recorded run's)\n"
     "  --json      one JSON object per policy instead of the table\n"
     "  --swaps     list each policy's planned moves: unit, bytes, last use, prefetch trigger, next use\n";
 
@@ -43,6 +44,7 @@ struct Options {
   std::optional<double> bandwidth;
   bool json = false;
   bool swaps = false;
+  std::optional<std::size_t> grace;
 };
 
 std::optional<Options> parse(const std::vector<std::string>& args, std::string* error) {
@@ -53,7 +55,7 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
       (key == "--json" ? options.json : options.swaps) = true;
       continue;
     }
-    if (key == "--limit" || key == "--policy" || key == "--bandwidth") {
+    if (key == "--limit" || key == "--policy" || key == "--bandwidth" || key == "--grace") {
       if (i + 1 >= args.size()) {
         *error = "vgpumem simulate: " + key + " needs a value";
         return std::nullopt;
@@ -61,6 +63,14 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
       const std::string& value = args[++i];
       if (key == "--limit") {
         options.limit = value;
+      } else if (key == "--grace") {
+        char* end = nullptr;
+        const long grace = std::strtol(value.c_str(), &end, 10);
+        if (end == value.c_str() || *end != '\0' || grace < 0 || grace > 65536) {
+          *error = "vgpumem simulate: --grace \"" + value + "\" is not an operation count from 0 to 65536";
+          return std::nullopt;
+        }
+        options.grace = static_cast<std::size_t>(grace);
       } else if (key == "--policy") {
         if (value == "all") {
           options.policies = {"vdnn-all", "vdnn-conv", "auto"};
@@ -91,8 +101,8 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
     }
     options.trace = key;
   }
-  if (options.trace.empty() || options.limit.empty()) {
-    *error = std::string("vgpumem simulate: a TRACE and --limit are required\n") + kUsage;
+  if (options.trace.empty()) {
+    *error = std::string("vgpumem simulate: which TRACE?\n") + kUsage;
     return std::nullopt;
   }
   return options;
@@ -151,13 +161,23 @@ int run_simulate(const std::vector<std::string>& args) {
     return 1;
   }
 
-  const std::optional<MemoryLimit> limit = parse_memory_limit(options->limit);
-  if (!limit || !limit->is_set()) {
-    std::cerr << "vgpumem simulate: --limit \"" << options->limit
-              << "\" is not a size (bytes, with K/M/G/T or KiB/MiB/GiB/TiB) or a percentage (50%)\n";
-    return 2;
+  if (options->grace) profile.offload_delay = 1 + *options->grace;
+  std::uint64_t budget = 0;
+  if (options->limit.empty()) {
+    if (schedule == nullptr || !schedule->contains("plan") || !(*schedule)["plan"].contains("budget")) {
+      std::cerr << "vgpumem simulate: \"" << options->trace << "\" does not say what its run's cap was: give --limit\n";
+      return 2;
+    }
+    budget = (*schedule)["plan"]["budget"].get<std::uint64_t>();
+  } else {
+    const std::optional<MemoryLimit> limit = parse_memory_limit(options->limit);
+    if (!limit || !limit->is_set()) {
+      std::cerr << "vgpumem simulate: --limit \"" << options->limit
+                << "\" is not a size (bytes, with K/M/G/T or KiB/MiB/GiB/TiB) or a percentage (50%)\n";
+      return 2;
+    }
+    budget = limit->resolve(profile.total_bytes);
   }
-  const std::uint64_t budget = limit->resolve(profile.total_bytes);
 
   scheduler::LinkModel link;
   if (options->bandwidth) {

@@ -1,5 +1,6 @@
 // simulate(): what a plan costs on the two-engine timeline.
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <vector>
 
@@ -7,6 +8,60 @@
 #include "scheduler/swap_plan.h"
 
 namespace vgpumem::scheduler {
+
+namespace {
+
+// The device memory paged units may use, in issue order, as the pager's
+// chunk pool holds it: an offload gives its bytes back once its save is
+// done (a chunk is reused only after the copy that empties it), and a
+// prefetch takes the earliest freed first, its copy waiting for the save
+// of what it takes. Bytes owed at the start (everything is resident until
+// the first offloads) are paid back before any is free.
+class FreedBytes {
+ public:
+  explicit FreedBytes(std::uint64_t budget, std::uint64_t total)
+      : unlimited_(budget == std::numeric_limits<std::uint64_t>::max()),
+        spare_(static_cast<double>(budget) - static_cast<double>(total)) {}
+
+  void give_back(double bytes, double saved_at) {
+    if (unlimited_) return;
+    if (spare_ < 0) {
+      const double paid = std::min(bytes, -spare_);
+      spare_ += paid;
+      bytes -= paid;
+    }
+    if (bytes > 0) freed_.push_back({saved_at, bytes});
+  }
+  // When `bytes` taken now can be written: -infinity if at once. Where the
+  // plan asks for more than is free (a plan that does not fit), on demand
+  // would evict: not modelled, taken as free.
+  double take(double bytes) {
+    double ready = -std::numeric_limits<double>::infinity();
+    if (unlimited_) return ready;
+    const double spare = std::min(bytes, std::max(spare_, 0.0));
+    spare_ -= spare;
+    bytes -= spare;
+    while (bytes > 0 && !freed_.empty()) {
+      Freed& front = freed_.front();
+      const double used = std::min(bytes, front.bytes);
+      ready = std::max(ready, front.at);
+      front.bytes -= used;
+      bytes -= used;
+      if (front.bytes <= 0) freed_.pop_front();
+    }
+    return ready;
+  }
+
+ private:
+  struct Freed {
+    double at, bytes;
+  };
+  const bool unlimited_;
+  double spare_;
+  std::deque<Freed> freed_;  // in save order: the copy-out engine runs them in turn
+};
+
+}  // namespace
 
 PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link) {
   PlanTiming timing;
@@ -28,6 +83,7 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
   // The round of a swap instance whose event falls at unrolled x.
   const auto round_of = [&](std::size_t x, std::size_t offset) { return x >= offset ? (x - offset) / period : kRounds; };
 
+  FreedBytes pool(plan.budget == 0 ? std::numeric_limits<std::uint64_t>::max() : plan.budget, profile.total_bytes);
   double compute_free = 0, out_free = 0, in_free = 0, measured_from = 0;
   for (std::size_t x = 0; x < horizon; ++x) {
     const std::size_t op = x % period;
@@ -40,23 +96,26 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
     }
     if (measured) timing.stall_ns += start - compute_free;
     compute_free = start + profile.ops[op].duration_ns;
-    // Its prefetches start with it (copy_timeline.h).
-    for (const std::size_t s : prefetch_at[op]) {
-      const std::size_t r = round_of(x, timeline::prefetch_unrolled(profile, plan.swaps[s]));
-      if (r >= kRounds) continue;
-      const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
-      in_free = std::max({in_free, start, saved[s * (kRounds + 1) + r]}) + link.to_device_ns(bytes);
-      landed[s * (kRounds + 1) + r] = in_free;
-      if (measured) timing.bytes_to_device += bytes;
-    }
-    // Its offloads wait for what its stream holds, itself included.
+    // Its offloads (room first, as the executor does) wait for what its
+    // stream holds, itself included.
     for (const std::size_t s : offload_at[op]) {
       const std::size_t r = round_of(x, timeline::offload_issued_unrolled(profile, plan.swaps[s]));
       if (r >= kRounds) continue;
       const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
       out_free = std::max(out_free, compute_free) + link.to_host_ns(bytes);
       saved[s * (kRounds + 1) + r] = out_free;
+      pool.give_back(static_cast<double>(bytes), out_free);
       if (measured) timing.bytes_to_host += bytes;
+    }
+    // Its prefetches start with it (copy_timeline.h).
+    for (const std::size_t s : prefetch_at[op]) {
+      const std::size_t r = round_of(x, timeline::prefetch_unrolled(profile, plan.swaps[s]));
+      if (r >= kRounds) continue;
+      const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
+      const double room = pool.take(static_cast<double>(bytes));
+      in_free = std::max({in_free, start, saved[s * (kRounds + 1) + r], room}) + link.to_device_ns(bytes);
+      landed[s * (kRounds + 1) + r] = in_free;
+      if (measured) timing.bytes_to_device += bytes;
     }
   }
   timing.step_ns = compute_free - measured_from;

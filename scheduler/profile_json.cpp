@@ -13,6 +13,11 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw ProfileFormatError("profiled step: " + what);
 }
 
+// Parsed text gives non-negative integers as unsigned; built JSON may not.
+bool is_count(const nlohmann::json& value) {
+  return value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+}
+
 }  // namespace
 
 nlohmann::json profile_to_json(const IterationProfile& profile) {
@@ -45,14 +50,15 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
   IterationProfile profile;
   profile.offload_delay = json.value("offload_delay", std::size_t{2});
   for (const nlohmann::json& bytes : json["units"]) {
-    require(bytes.is_number_unsigned(), "a unit's bytes are not a non-negative integer");
+    require(is_count(bytes), "a unit's bytes are not a non-negative integer");
     ProfileUnit unit;
     unit.bytes = bytes.get<std::uint64_t>();
     profile.total_bytes += unit.bytes;
     profile.units.push_back(std::move(unit));
   }
   for (const nlohmann::json& entry : json["ops"]) {
-    require(entry.is_array() && entry.size() == 4 && entry[3].is_array(),
+    require(entry.is_array() && entry.size() == 4 && entry[0].is_number() && entry[1].is_number() && is_count(entry[2]) &&
+                entry[3].is_array(),
             "an operation is not [duration_ns, stall_ns, flags, [unit, ...]]");
     ProfileOp op;
     op.duration_ns = entry[0].get<double>();
@@ -68,7 +74,7 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
     op.first_use = static_cast<std::uint32_t>(profile.uses.size());
     const auto index = static_cast<std::uint32_t>(profile.ops.size());
     for (const nlohmann::json& touched : entry[3]) {
-      require(touched.is_number_unsigned() && touched.get<std::uint64_t>() < profile.units.size(),
+      require(is_count(touched) && touched.get<std::uint64_t>() < profile.units.size(),
               "operation " + std::to_string(index) + " names a unit that is not in \"units\"");
       const auto u = touched.get<std::uint32_t>();
       std::vector<std::uint32_t>& uses = profile.units[u].uses;

@@ -7,6 +7,7 @@
 
 #include "scheduler/copy_timeline.h"
 #include "scheduler/plan_placement.h"
+#include "scheduler/plan_refinement.h"
 #include "scheduler/swap_plan.h"
 
 namespace vgpumem::scheduler {
@@ -143,6 +144,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     curve = resident_curve(profile, plan);
   }
   plan.fits = plan.peak_after <= plan.target;
+  if (plan.fits) refine_plan(profile, link, leads, pool, &plan);
   return plan;
 }
 

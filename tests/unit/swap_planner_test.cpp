@@ -125,11 +125,14 @@ TEST(SwapPlanner, ACnnStepWithComputeToSpareFitsUnderHalfItsBytesAndHidesEveryCo
   EXPECT_LE(timing.bytes_to_host, 2 * profile.total_bytes);
 }
 
-TEST(SwapPlanner, PrefetchesLandBeforeTheirUseWhenTheLinkAllows) {
+TEST(SwapPlanner, PrefetchesLandBeforeTheirUseWhenTheLinkAndMemoryAllow) {
+  // Half the bytes: room for the chunks a prefetch takes to be emptied by
+  // saves that ended long before (at a third, they are the saves of the
+  // layer just done: see APrefetchWaitsForTheSaveThatEmptiesItsChunks).
   SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 2'000'000);
   const IterationProfile profile = step.profile();
   const LinkModel link;
-  const Plan plan = plan_auto(profile, profile.total_bytes / 3, link);
+  const Plan plan = plan_auto(profile, profile.total_bytes / 2, link);
   ASSERT_TRUE(plan.fits);
   EXPECT_LT(simulate(profile, plan, link).stall_ns, 0.01 * profile.step_ns);
   for (const PlannedSwap& swap : plan.swaps) {
@@ -138,6 +141,67 @@ TEST(SwapPlanner, PrefetchesLandBeforeTheirUseWhenTheLinkAllows) {
     EXPECT_LT(at, need);
     EXPECT_GT(at, timeline::offload_issued_unrolled(profile, swap)) << "a unit is away for at least one operation";
   }
+}
+
+TEST(PlanTiming, APrefetchWaitsForTheSaveThatEmptiesItsChunks) {
+  // Units 0 and 1, 64 MiB each, under a 64 MiB budget: 0 goes out after op
+  // 0 and its chunks are all the room 1 has to come back into, at op 1.
+  SyntheticStep step(2);
+  step.bytes = {64 * kMiB, 64 * kMiB};
+  step.op(10'000, {0});
+  step.op(10'000, {});
+  step.op(10'000, {1});
+  step.op(10'000, {});
+  const IterationProfile profile = step.profile(1);
+  const LinkModel link;
+  Plan plan;
+  plan.budget = 64 * kMiB;
+  plan.target = plan.budget;
+  PlannedSwap zero, one;
+  zero.unit = 0, zero.offload_after = 0, zero.needed_by = 0, zero.prefetch_at = 3;
+  one.unit = 1, one.offload_after = 2, one.needed_by = 2, one.prefetch_at = 1;
+  plan.swaps = {zero, one};
+  const double copy = link.to_host_ns(64 * kMiB);
+  // Unit 1 cannot start coming in before unit 0's save ends: the step
+  // waits for both copies in turn, twice (unit 0 comes back the same way).
+  const PlanTiming timing = simulate(profile, plan, link);
+  EXPECT_GE(timing.step_ns, 2 * (copy + link.to_device_ns(64 * kMiB)) - 40'000);
+  // With room for both, each copy starts at its trigger.
+  plan.budget = 128 * kMiB;
+  EXPECT_LT(simulate(profile, plan, link).step_ns, timing.step_ns - copy / 2);
+}
+
+TEST(StepFloor, ActivationsThatGoOutInTheForwardPassAndComeBackInTheBackwardCostBothWays) {
+  // Eight 64 MiB activations written in a forward pass and read back in
+  // reverse, 10 µs an operation: the link sets the pace. Half the bytes
+  // away at the turn go out before it and come back after it, so the step
+  // is at least that link time twice over, not once (the plain bound).
+  SyntheticStep step(8);
+  for (auto& b : step.bytes) b = 64 * kMiB;
+  for (std::uint32_t l = 0; l < 8; ++l) step.op(10'000, {l});
+  for (std::uint32_t l = 8; l-- > 0;) step.op(10'000, {l});
+  const IterationProfile profile = step.profile(1);
+  const LinkModel link;
+  const std::uint64_t budget = profile.total_bytes / 2;
+  const double one_way = static_cast<double>(profile.total_bytes - budget) / link.to_host_bytes_per_ns;
+  const double floor = step_floor(profile, budget, link);
+  // Not quite twice: the first and last layers' own operations are not
+  // needed to be away, the compute of the stretches is counted once.
+  EXPECT_GT(floor, 1.7 * one_way);
+  EXPECT_LE(floor, 2.0 * one_way + profile.step_ns);
+  const Plan plan = plan_auto(profile, budget, link);
+  ASSERT_TRUE(plan.fits);
+  EXPECT_GE(simulate(profile, plan, link).step_ns, floor);
+}
+
+TEST(StepFloor, IsTheComputeWhenNothingNeedsToMoveAndThePlainBoundAtLeast) {
+  SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
+  const IterationProfile profile = step.profile();
+  const LinkModel link;
+  EXPECT_DOUBLE_EQ(step_floor(profile, profile.total_bytes, link), profile.step_ns);
+  const std::uint64_t budget = profile.total_bytes / 2;
+  const double plain = static_cast<double>(profile.total_bytes - budget) / link.to_host_bytes_per_ns;
+  EXPECT_GE(step_floor(profile, budget, link), std::max(plain, profile.step_ns));
 }
 
 TEST(SwapPlanner, ALinkBoundStepStillFitsAndCostsNoLessThanTheFloor) {
