@@ -24,6 +24,8 @@
 #include "cli/paths.h"
 #include "cli/sim_runs.h"
 #include "common/format_bytes.h"
+#include "scheduler/profile_json.h"
+#include "scheduler/swap_plan.h"
 
 namespace vgpumem::cli {
 namespace {
@@ -44,13 +46,13 @@ struct Options {
   std::vector<std::string> caps{"50", "33", "25"};
   std::vector<std::string> policies{"lru", "vdnn-all", "vdnn-conv", "auto"};
   int steps = 10;
-  int scale = 64;
+  int scale = 8;
   std::string dir, markdown;
 };
 
 constexpr const char* kUsage =
     "usage: vgpumem bench [--models resnet50,vgg16,bert-large,gpt2-medium] [--caps 50,33,25] "
-    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 10] [--scale 64] [--out DIR] [--markdown FILE]";
+    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 10] [--scale 8] [--out DIR] [--markdown FILE]";
 
 bool parse(const std::vector<std::string>& args, Options* options) {
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -98,7 +100,27 @@ struct Cell {
   double out_bytes = 0, in_bytes = 0, stall_ns = 0;  // per step, averaged over the run
   bool identical = false, clean = false;
   bool kernel_too_large = false;  // one kernel's operands exceed the cap: out of memory under any policy
+  bool floor_from_profile = false;  // else the plain bound
 };
+
+// The floor of the step a run's trace recorded, under the budget it ran
+// with, on the bench's link; false if the run recorded none.
+bool recorded_floor(const nlohmann::json& trace, int scale, double* floor_ns) {
+  if (!trace.is_object() || !trace.contains("schedule")) return false;
+  const nlohmann::json& schedule = trace.at("schedule");
+  if (!schedule.contains("profile") || !schedule.contains("plan") || !schedule.at("plan").contains("budget")) {
+    return false;
+  }
+  try {
+    const scheduler::IterationProfile profile = scheduler::profile_from_json(schedule.at("profile"));
+    scheduler::LinkModel link;
+    link.to_host_bytes_per_ns = link.to_device_bytes_per_ns = kLinkGBps / scale;
+    *floor_ns = scheduler::step_floor(profile, schedule.at("plan").at("budget").get<std::uint64_t>(), link);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 std::string row(const Cell& c) {
   std::ostringstream line;
@@ -108,7 +130,8 @@ std::string row(const Cell& c) {
     return line.str();
   }
   line << "| " << c.model << " | " << c.cap_percent << " % (" << format_bytes(c.cap) << ") | " << c.policy << " | "
-       << fixed(c.step_ns / 1e6, 2) << " ms | " << fixed(c.floor_ns / 1e6, 2) << " ms | **"
+       << fixed(c.step_ns / 1e6, 2) << " ms | " << fixed(c.floor_ns / 1e6, 2) << (c.floor_from_profile ? "" : "*")
+       << " ms | **"
        << fixed(c.step_ns / std::max(c.floor_ns, 1.0), 2) << "** | " << fixed(c.step_ns / std::max(c.uncapped_ns, 1.0), 2)
        << " | " << format_bytes(static_cast<std::uint64_t>(c.out_bytes)) << " | "
        << format_bytes(static_cast<std::uint64_t>(c.in_bytes)) << " | " << fixed(c.stall_ns / 1e6, 2) << " ms | "
@@ -164,11 +187,16 @@ int run_bench(const std::vector<std::string>& args) {
     for (const std::string& cap_text : options.caps) {
       const int percent = std::atoi(cap_text.c_str());
       const std::uint64_t cap = peak * static_cast<std::uint64_t>(percent) / 100 / (1u << 20) * (1u << 20);
-      // The floor, from the uncapped run alone: its step, or the time the
-      // link needs to move out and back what cannot stay (each direction
-      // has its own engine), whichever is longer.
+      // The floor (scheduler/step_floor.cpp, docs/benchmarks.md "The
+      // floor"): from the step a run recorded (its trace's profile: every
+      // operation's device time and units, the same under every policy and
+      // independent of any plan), planned for nothing; without one, the
+      // plain bound from the uncapped run: its step, or the time the link
+      // needs to move out and back what cannot stay.
       const double away = static_cast<double>(peak > cap ? peak - cap : 0);
-      const double floor_ns = std::max(uncapped_ns, away / (kLinkGBps / options.scale));
+      double floor_ns = std::max(uncapped_ns, away / (kLinkGBps / options.scale));
+      bool floor_from_profile = false;
+      std::vector<Cell> row_cells;
       for (const std::string& policy : options.policies) {
         request.shim = true;
         request.limit = std::to_string(cap);
@@ -181,7 +209,6 @@ int run_bench(const std::vector<std::string>& args) {
         cell.cap_percent = percent;
         cell.cap = cap;
         cell.uncapped_ns = uncapped_ns;
-        cell.floor_ns = floor_ns;
         cell.step_ns = static_cast<double>(number(result_field(run.result, "step_ns")));
         cell.identical = run.exit_code == 0 && outcome(run.result) == outcome(uncapped.result);
         cell.clean = !run.simulator.is_null() && run.simulator.value("illegal_accesses", 0) == 0 &&
@@ -192,10 +219,16 @@ int run_bench(const std::vector<std::string>& args) {
           cell.in_bytes = static_cast<double>(paging.value("bytes_prefetched", std::uint64_t{0})) / options.steps;
           cell.stall_ns = static_cast<double>(paging.value("stall_ns", std::uint64_t{0})) / options.steps;
         }
+        if (!floor_from_profile) floor_from_profile = recorded_floor(run.trace, options.scale, &floor_ns);
         cell.kernel_too_large = run.exit_code == 3 &&
                                 run.output.find("more than its cap") != std::string::npos &&
                                 run.output.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
         ok = ok && ((cell.identical && cell.clean) || cell.kernel_too_large);
+        row_cells.push_back(cell);
+      }
+      for (Cell& cell : row_cells) {
+        cell.floor_ns = floor_ns;
+        cell.floor_from_profile = floor_from_profile;
         std::cout << row(cell) << std::endl;
         cells.push_back(cell);
       }
@@ -206,6 +239,9 @@ int run_bench(const std::vector<std::string>& args) {
     out << header << "\n";
     for (const Cell& cell : cells) out << row(cell) << "\n";
   }
+  std::cout << "\nfloor: the least step any schedule could take on the recorded step's operations and units at that "
+               "cap (docs/benchmarks.md, \"The floor\"); * where no run recorded the step: the uncapped step or the "
+               "link time for the peak less the cap, whichever is longer\n";
   std::cout << "\nfiles: " << options.dir << "\n";
   return ok ? 0 : 1;
 }

@@ -1,5 +1,8 @@
 #include "vmm/chunk_pool.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "common/format_bytes.h"
 #include "common/log.h"
 
@@ -37,6 +40,26 @@ std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error, std
     *error = CUDA_ERROR_OUT_OF_MEMORY;
   }
   return chunk;
+}
+
+bool ChunkPool::take_back(const std::vector<CUmemGenericAllocationHandle>& chunks, std::uint64_t save) {
+  if (save == 0) return false;  // given back with no save to tell it by
+  std::vector<std::size_t> at;
+  at.reserve(chunks.size());
+  for (const CUmemGenericAllocationHandle chunk : chunks) {
+    const auto it =
+        std::find_if(free_.begin(), free_.end(), [&](const Free& f) { return f.chunk == chunk && f.save == save; });
+    if (it == free_.end()) return false;
+    at.push_back(static_cast<std::size_t>(it - free_.begin()));
+  }
+  // Highest index first, so that moving the last entry into a hole never
+  // moves one still to be taken.
+  std::sort(at.begin(), at.end(), std::greater<>());
+  for (const std::size_t i : at) {
+    free_[i] = free_.back();
+    free_.pop_back();
+  }
+  return true;
 }
 
 std::optional<CUmemGenericAllocationHandle> ChunkPool::create(CUresult* error, bool* cap_full) {

@@ -321,7 +321,10 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   // completes. Strict: they stay the unit's until its range is unmapped, so
   // nothing can reach another buffer's bytes through it.
   unit->save_serial = ++state.saves_issued;
-  if (options_.check == CheckMode::fast) return_chunks(state, &unit->chunks, saved != nullptr ? unit->save_serial : 0);
+  if (options_.check == CheckMode::fast) {
+    if (saved != nullptr && unit->aliases.empty()) unit->given_back.assign(unit->chunks.begin(), unit->chunks.end());
+    return_chunks(state, &unit->chunks, saved != nullptr ? unit->save_serial : 0);
+  }
   unit->host = host;
   unit->saved = saved;
   unit->unmap_pending = true;
@@ -410,6 +413,7 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
   // it on the copy-out stream.
   state.saves_done = std::max(state.saves_done, unit->save_serial);
   unit->unmap_pending = false;
+  unit->given_back.clear();
   const bool home = unmap_chunks(unit, unit->bytes / kChunkBytes);
   if (!(unmap_aliases(unit) && home)) {
     // Still mapped somewhere: its next fetch unmaps again before it maps
@@ -526,6 +530,7 @@ CUresult Pager::fetch(Unit* unit) {
   DeviceState& state = device_state(unit->device);
   if (const CUresult result = ready_device(unit->device); result != CUDA_SUCCESS) return result;
   ContextScope in(driver_, state.context);
+  if (revive(state, unit)) return CUDA_SUCCESS;
   unmap_now(unit);  // wanted back before its offload was reaped: its range must be free first
   if (unit->stale_mapping) repair_stale_mapping(state, unit);
   std::vector<CUmemGenericAllocationHandle> chunks;
@@ -580,6 +585,49 @@ CUresult Pager::fetch(Unit* unit) {
   observer_.moved(unit->device, unit->span_at, unit->bytes, false);
   trace_resident(unit->device, state);
   return CUDA_SUCCESS;
+}
+
+// Wanted back before its save was reaped: the range is still mapped on the
+// chunks it gave back (fast mode) or kept (strict), and the device bytes
+// there are its own until a chunk is reused, since anything that touched
+// the unit since would have brought it back first. If none was reused, it is
+// resident again as it stands: no copy in, and no wait for its save (which
+// fetching would need, on the program's thread, before unmapping the range
+// to map it again). The save still running only fills a host buffer nothing
+// will read: the buffer goes back to the store, where the next to take it on
+// this device is an offload, on the same copy-out stream, after that save.
+bool Pager::revive(DeviceState& state, Unit* unit) {
+  if (!unit->unmap_pending || unit->stale_mapping || !unit->aliases.empty() || unit->host == nullptr) return false;
+  ContextScope in(driver_, state.context);
+  if (options_.check == CheckMode::fast) {
+    if (unit->given_back.empty() || !state.pool.take_back(unit->given_back, unit->save_serial)) return false;
+    unit->chunks.swap(unit->given_back);
+    unit->given_back.clear();
+  } else if (unit->chunks.empty()) {
+    return false;
+  }
+  saved_units_.erase(std::remove(saved_units_.begin(), saved_units_.end(), unit), saved_units_.end());
+  unit->unmap_pending = false;
+  if (unit->saved != nullptr) {
+    driver_.event_destroy(unit->saved);  // released once it completes
+    unit->saved = nullptr;
+  }
+  // Its save may still be writing the buffer: another device's copy takes it
+  // only once this device's copy streams are drained (HostStore).
+  host_.give_back(unit->host, unit->bytes, unit->device);
+  unit->host = nullptr;
+  unit->used_by.store(0);
+  unit->ready_for.store(~std::uint64_t{0});
+  set_ready(unit, nullptr);
+  state.resident_bytes += unit->bytes;
+  unit->state.store(Residency::resident);
+  revived_.fetch_add(1, std::memory_order_relaxed);
+  bytes_revived_.fetch_add(unit->bytes, std::memory_order_relaxed);
+  observer_.moved(unit->device, unit->span_at, unit->bytes, false);
+  trace_resident(unit->device, state);
+  VGPUMEM_LOG_DEBUG("{} at {:#x} wanted back before its save ended: resident again on its own chunks",
+                    format_bytes(unit->bytes), unit->seen_at());
+  return true;
 }
 
 // ---- allocation ----------------------------------------------------------------------------
@@ -1218,6 +1266,8 @@ nlohmann::json Pager::summary() const {
           {"scheduled_prefetches", scheduled_prefetches_.load()},
           {"scheduled_refused", scheduled_refused_.load()},
           {"prefetches", prefetches_.load()},
+          {"revived", revived_.load()},
+          {"bytes_revived", bytes_revived_.load()},
           {"bytes_offloaded", bytes_offloaded_.load()},
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},

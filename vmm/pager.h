@@ -307,6 +307,10 @@ class Pager final : public PagerControl {
 
  private:
   CUresult fetch(Unit* unit);
+  // A unit wanted back while its save is still in flight, whose chunks no
+  // one has reused: it takes them back and is resident again, with no copy
+  // and no wait. False if it cannot.
+  bool revive(DeviceState& state, Unit* unit);
   // `after_save`, if given: the latest save (serial) a taken chunk may still
   // be read by, 0 if none; the caller orders its writes after it.
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
@@ -411,6 +415,7 @@ class Pager final : public PagerControl {
 
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> scheduled_offloads_{0}, scheduled_prefetches_{0}, scheduled_refused_{0};
+  std::atomic<std::uint64_t> revived_{0}, bytes_revived_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
   std::atomic<std::uint64_t> lifetime_pinned_bytes_[kLifetimePinReasons] = {};  // by LifetimePin bit

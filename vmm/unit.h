@@ -68,6 +68,10 @@ struct Unit {
   std::uint32_t live = 0;              // allocations in it (slabs: many)
   std::map<std::uint64_t, std::uint64_t> holes;  // a slab's free ranges: offset -> bytes, coalesced
   std::vector<CUmemGenericAllocationHandle> chunks;
+  // Fast mode, while its range is still mapped after an offload: the chunks
+  // it gave back, which still hold its bytes until someone reuses them
+  // (Pager::revive).
+  std::vector<CUmemGenericAllocationHandle> given_back;
   void* host = nullptr;
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "pager_fixture.h"
+#include <nlohmann/json.hpp>
+
 #include "vmm/access_feed.h"
 
 namespace vgpumem::test {
@@ -210,6 +212,53 @@ TEST_F(ScheduledMovesTest, AnOffloadOfAUnitStillArrivingWaitsForItsArrival) {
   ASSERT_TRUE(pager_->offload_unit(units[1]));   // straight back out
   pager_->set_access_feed(nullptr);
   expect_held(std::span<const CUdeviceptr>(buffers.data(), 5), kChunk);
+}
+
+}  // namespace
+}  // namespace vgpumem::test
+
+namespace vgpumem::test {
+namespace {
+
+std::uint64_t revived(const vmm::Pager& pager) { return pager.summary().value("revived", std::uint64_t{0}); }
+std::uint64_t copied_in(const vmm::Pager& pager) { return pager.summary().value("bytes_prefetched", std::uint64_t{0}); }
+
+// Wanted back while its save is still running and nothing reused its
+// chunks: resident again on them, with no copy in and no wait.
+TEST_F(ScheduledMovesTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNoCopy) {
+  make_pager(2 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 2> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  const std::uint64_t before = copied_in(*pager_);
+  ASSERT_TRUE(pager_->offload_unit(units[0]));
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));
+  EXPECT_EQ(revived(*pager_), 1u);
+  EXPECT_EQ(copied_in(*pager_), before) << "no copy in";
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+}
+
+// A chunk taken by another unit and given back again holds that unit's
+// bytes: the first owner must be copied back in, not revived on it.
+TEST_F(ScheduledMovesTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRevived) {
+  make_pager(2 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 3> buffers{};  // a, b, c: writing c sent a to the host
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  vmm::Unit* a = units[0];
+  vmm::Unit* b = units[1];
+  ASSERT_TRUE(pager_->offload_unit(b));   // b's save runs; its chunk goes back
+  ASSERT_TRUE(pager_->prefetch_unit(a));  // a comes in on b's chunk, after b's save
+  ASSERT_TRUE(pager_->offload_unit(a));   // and goes out again: the chunk goes back with a's save
+  ASSERT_TRUE(pager_->prefetch_unit(b));  // b's chunk is free again, but holds a's bytes
+  EXPECT_EQ(revived(*pager_), 0u);
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
 }
 
 }  // namespace
