@@ -70,6 +70,8 @@ struct Device {
 // and replays them.
 struct Operation {
   const char* what = "";
+  const char* name = nullptr;  // kernels: the registered name (kernels are never unregistered), for the timeline file
+  std::uint64_t bytes = 0;     // copies and memsets, for the timeline file
   Engine engine = Engine::none;
   double duration_ns = 0;
   bool effect_at_end = false;  // copies and memsets land at their end; kernels and host functions act at their start
@@ -214,6 +216,26 @@ struct Stats {
 struct Pending {
   CUcontext context;
   Operation operation;
+  double start_ns = 0, end_ns = 0;  // as scheduled at issue, for the timeline file
+};
+
+// What the engines did and how much device memory was charged, in simulated
+// time, for VGPUSIM_TIMELINE (timeline_file.cpp). Kept in memory, bounded,
+// and written at exit.
+struct TimelineFile {
+  struct Entry {
+    double start_ns = 0;
+    double duration_ns = 0;
+    std::uint64_t bytes = 0;      // an operation's bytes, or the device's physical bytes after a change
+    const char* what = "";
+    const char* name = nullptr;
+    int device = 0;
+    Engine engine = Engine::none;  // none: a change of physical memory charged
+  };
+  bool enabled = false;
+  std::size_t max_events = 200000;
+  std::uint64_t dropped = 0;
+  std::vector<Entry> entries;
 };
 
 class Simulator {
@@ -275,6 +297,7 @@ class Simulator {
   bool accessible(std::uint64_t address, std::uint64_t size, bool include_freed = false);
 
   void write_report(const char* path);
+  TimelineFile timeline;
 
   struct FaultRule {
     std::uint64_t nth;
@@ -321,6 +344,14 @@ void advance_host(Simulator& sim, double time_ns);
 // Runs everything scheduled at or before `time_ns` and moves the calling
 // thread's clock there. Returns the sticky error of `context` (if given) afterwards.
 CUresult wait_until(Simulator& sim, double time_ns, Context* context);
+
+// ---- the timeline file (timeline_file.cpp); the caller holds sim.mutex ------
+// An operation of an engine ran, as scheduled on `device`.
+void record_operation(Simulator& sim, int device, const Pending& work);
+// The physical bytes charged to `device` changed (now, on the calling thread's clock).
+void record_physical(Simulator& sim, int device);
+// Writes the file (Chrome trace-event format) to `path`.
+void write_timeline(Simulator& sim, const char* path);
 
 // The VMM calls' own cost on the calling thread (vmm_costs.cpp, measured on the H100).
 enum class VmmCall { create, map, set_access, unmap, release, reserve, address_free };

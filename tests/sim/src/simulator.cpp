@@ -36,11 +36,13 @@ bool Simulator::charge(int device, std::uint64_t bytes) {
   if (bytes > d.memory_bytes - d.physical_now) return false;
   d.physical_now += bytes;
   if (d.physical_now > d.physical_peak) d.physical_peak = d.physical_now;
+  if (timeline.enabled) record_physical(*this, device);
   return true;
 }
 
 void Simulator::refund(int device, std::uint64_t bytes) {
   devices.at(static_cast<std::size_t>(device)).physical_now -= bytes;
+  if (timeline.enabled) record_physical(*this, device);
 }
 
 Region* Simulator::region_of(std::uint64_t address, std::uint64_t size) {
