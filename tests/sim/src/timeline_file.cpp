@@ -58,10 +58,10 @@ void add(Simulator& sim, const TimelineFile::Entry& entry) {
   timeline.entries.push_back(entry);
 }
 
-std::string counter(int device, double at_ns, std::uint64_t physical, std::uint64_t memory_bytes) {
+std::string counter(int device, double at_ns, std::uint64_t physical, std::uint64_t mapped, std::uint64_t memory_bytes) {
   return "{\"ph\":\"C\",\"name\":\"device " + std::to_string(device) + " physical bytes\",\"pid\":" +
          std::to_string(device) + ",\"ts\":" + micros(at_ns) + ",\"args\":{\"physical\":" + std::to_string(physical) +
-         ",\"device_memory\":" + std::to_string(memory_bytes) + "}}";
+         ",\"mapped\":" + std::to_string(mapped) + ",\"device_memory\":" + std::to_string(memory_bytes) + "}}";
 }
 
 }  // namespace
@@ -78,11 +78,12 @@ void record_operation(Simulator& sim, int device, const Pending& work) {
   add(sim, entry);
 }
 
-void record_physical(Simulator& sim, int device) {
+void record_memory(Simulator& sim, int device) {
   TimelineFile::Entry entry;
-  // Charges and refunds happen in API calls, on the calling thread's clock.
+  // Charges, refunds, maps and unmaps happen in API calls, on the calling thread's clock.
   entry.start_ns = host_now(sim);
   entry.bytes = sim.devices.at(static_cast<std::size_t>(device)).physical_now;
+  entry.mapped = sim.devices.at(static_cast<std::size_t>(device)).mapped_now;
   entry.device = device;
   add(sim, entry);
 }
@@ -110,12 +111,12 @@ void write_timeline(Simulator& sim, const char* path) {
              ",\"args\":{\"sort_index\":" + tid + "}},\n";
     }
     // Every device starts empty: the counter starts at 0 so a plot's first step is right.
-    out += counter(static_cast<int>(d), 0, 0, sim.devices[d].memory_bytes) + ",\n";
+    out += counter(static_cast<int>(d), 0, 0, 0, sim.devices[d].memory_bytes) + ",\n";
   }
   for (const TimelineFile::Entry& e : timeline.entries) {
     const std::uint64_t memory_bytes = sim.devices.at(static_cast<std::size_t>(e.device)).memory_bytes;
     if (e.engine == Engine::none) {
-      out += counter(e.device, e.start_ns, e.bytes, memory_bytes) + ",\n";
+      out += counter(e.device, e.start_ns, e.bytes, e.mapped, memory_bytes) + ",\n";
       continue;
     }
     std::string kind;
@@ -128,7 +129,8 @@ void write_timeline(Simulator& sim, const char* path) {
   }
   // The last value again at the end of the run, so the counter spans it.
   for (std::size_t d = 0; d < sim.devices.size(); ++d) {
-    out += counter(static_cast<int>(d), end_ns, sim.devices[d].physical_now, sim.devices[d].memory_bytes);
+    out += counter(static_cast<int>(d), end_ns, sim.devices[d].physical_now, sim.devices[d].mapped_now,
+                   sim.devices[d].memory_bytes);
     out += d + 1 < sim.devices.size() ? ",\n" : "\n";
   }
   out += "]}\n";

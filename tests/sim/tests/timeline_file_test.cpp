@@ -6,6 +6,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -87,38 +91,56 @@ TEST(TimelineFile, OverlappingKernelAndCopiesLandOnThreeLanesAtTheirSimulatedTim
     }
   }
   EXPECT_TRUE(memset_seen);
+  // cuMemAlloc memory is mapped as it is charged.
+  const std::vector<json> counters = events(timeline, "C");
+  ASSERT_EQ(counters.size(), 4u) << "the start, two allocations, the end";
+  EXPECT_EQ(counters[2].at("args").at("physical"), 2 * 55'000'064ull) << "in 512-byte units";
+  for (const json& c : counters) EXPECT_EQ(c.at("args").at("mapped"), c.at("args").at("physical"));
 }
 
-TEST(TimelineFile, CounterFollowsPhysicalMemoryCharged) {
+TEST(TimelineFile, CounterFollowsPhysicalMemoryChargedAndMapped) {
   const std::string path = scratch("counter.json");
-  ASSERT_EQ(run_child("create_release", {"VGPUSIM_TIMELINE=" + path}), 0);
+  ASSERT_EQ(run_child("create_map_release", {"VGPUSIM_TIMELINE=" + path}), 0);
   const json timeline = read_json(path);
   const json times = read_json(path + ".times");
   std::remove(path.c_str());
   std::remove((path + ".times").c_str());
   ASSERT_TRUE(timeline.is_object());
-  std::vector<json> counters = events(timeline, "C");
-  ASSERT_GE(counters.size(), 4u);  // the start, create, release, the end
+  const std::vector<json> counters = events(timeline, "C");
   for (const json& c : counters) {
     EXPECT_EQ(c.at("name"), "device 0 physical bytes");
-    EXPECT_EQ(c.at("args").at("device_memory"), 1ull << 30) << "the device's size as the second series";
+    EXPECT_EQ(c.at("args").at("device_memory"), 1ull << 30) << "the device's size as a series";
   }
-  EXPECT_EQ(counters.front().at("ts"), 0.0);
-  EXPECT_EQ(counters.front().at("args").at("physical"), 0);
-  const double created = times.at("created_ns").get<double>() / 1000.0;
-  const double released = times.at("released_ns").get<double>() / 1000.0;
-  const double after = times.at("after_ns").get<double>() / 1000.0;
-  // Physical bytes over time: 0, 64 MiB from cuMemCreate, 0 from cuMemRelease.
-  std::vector<std::pair<double, std::uint64_t>> steps;
-  for (const json& c : counters) steps.emplace_back(c.at("ts").get<double>(), c.at("args").at("physical").get<std::uint64_t>());
-  ASSERT_EQ(steps.size(), 4u) << timeline.dump(1);
-  EXPECT_NEAR(steps[1].first, created, 1e-3);
-  EXPECT_EQ(steps[1].second, 64 * kMiB);
-  EXPECT_GE(steps[2].first, released);
-  EXPECT_LE(steps[2].first, after);
-  EXPECT_EQ(steps[2].second, 0u);
-  EXPECT_GE(steps[3].first, after) << "the last value again at the end of the run";
-  EXPECT_EQ(steps[3].second, 0u);
+  // (time, physical, mapped): the start; cuMemCreate charges 64 MiB;
+  // cuMemMap maps them, cuMemUnmap unmaps them; cuMemRelease gives them back;
+  // the end of the run repeats the last value.
+  struct Step {
+    double us;
+    std::uint64_t physical, mapped;
+  };
+  std::vector<Step> steps;
+  for (const json& c : counters) {
+    steps.push_back({c.at("ts").get<double>(), c.at("args").at("physical").get<std::uint64_t>(),
+                     c.at("args").at("mapped").get<std::uint64_t>()});
+  }
+  ASSERT_EQ(steps.size(), 6u) << timeline.dump(1);
+  const auto at = [&](const char* key) { return times.at(key).get<double>() / 1000.0; };
+  const std::uint64_t b = 64 * kMiB;
+  const std::vector<std::tuple<const char*, const char*, std::uint64_t, std::uint64_t>> expected = {
+      {"created_ns", "mapped_ns", b, 0}, {"mapped_ns", "unmapped_ns", b, b},
+      {"unmapped_ns", "released_ns", b, 0}, {"released_ns", "after_ns", 0, 0}};
+  EXPECT_EQ(steps[0].us, 0.0);
+  EXPECT_EQ(steps[0].physical, 0u);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const auto& [from, to, physical, mapped] = expected[i];
+    const Step& step = steps[i + 1];
+    EXPECT_GE(step.us, at(from)) << "step " << i + 1 << ": stamped during the call that made it";
+    EXPECT_LE(step.us, at(to)) << "step " << i + 1;
+    EXPECT_EQ(step.physical, physical) << "step " << i + 1;
+    EXPECT_EQ(step.mapped, mapped) << "step " << i + 1;
+  }
+  EXPECT_GE(steps[5].us, at("after_ns"));
+  EXPECT_EQ(steps[5].physical, 0u);
 }
 
 TEST(TimelineFile, BoundedAndCountsWhatItDrops) {
@@ -178,18 +200,25 @@ int child_overlap() {
   return 0;
 }
 
-int child_create_release() {
+int child_create_map_release() {
   CUcontext ctx = nullptr;
   if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
   const CUmemAllocationProp prop = device_memory();
   CUmemGenericAllocationHandle handle = 0;
-  const unsigned long long created = vgpusimHostTimeNs();
-  if (cuMemCreate(&handle, 64 * kMiB, &prop, 0)) return 11;
-  const unsigned long long released = vgpusimHostTimeNs();
-  if (cuMemRelease(handle)) return 12;
-  const unsigned long long after = vgpusimHostTimeNs();
-  write_times({{"created_ns", created}, {"released_ns", released}, {"after_ns", after}});
-  return 0;
+  CUdeviceptr va = 0;
+  if (cuMemAddressReserve(&va, 64 * kMiB, 0, 0, 0)) return 11;
+  json times;
+  times["created_ns"] = vgpusimHostTimeNs();
+  if (cuMemCreate(&handle, 64 * kMiB, &prop, 0)) return 12;
+  times["mapped_ns"] = vgpusimHostTimeNs();
+  if (cuMemMap(va, 64 * kMiB, 0, handle, 0)) return 13;
+  times["unmapped_ns"] = vgpusimHostTimeNs();
+  if (cuMemUnmap(va, 64 * kMiB)) return 14;
+  times["released_ns"] = vgpusimHostTimeNs();
+  if (cuMemRelease(handle)) return 15;
+  times["after_ns"] = vgpusimHostTimeNs();
+  write_times(times);
+  return cuMemAddressFree(va, 64 * kMiB) == CUDA_SUCCESS ? 0 : 16;
 }
 
 }  // namespace
@@ -199,7 +228,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--child") {
     const std::string name = argv[2];
     if (name == "overlap") return child_overlap();
-    if (name == "create_release") return child_create_release();
+    if (name == "create_map_release") return child_create_map_release();
     if (name == "init") return cuInit(0) == CUDA_SUCCESS ? 0 : 1;
     return 99;
   }
