@@ -4,8 +4,8 @@
   plot_timeline.py TIMELINE.json [--trace TRACE.json | --cap BYTES] [--out PNG]
   plot_timeline.py --compare A.json B.json [--labels lru auto] [--trace A.trace.json B.trace.json]
 
-For each timeline: on top, the device's physical bytes over simulated time
-with the cap as a horizontal line (from the shim's trace summary,
+For each timeline: on top, the device memory charged and mapped (resident)
+over simulated time, with the cap as a horizontal line (from the shim's trace summary,
 vgpumem.devices[].cap, or --cap); below it three lanes, compute, copy-out
 (device to host) and copy-in (host to device), one bar per operation. With
 --compare, two runs of one workload are stacked on one time axis and one
@@ -85,7 +85,7 @@ class Timeline:
                 lane_of_tid[e.get("tid")] = e.get("args", {}).get("name")
         counter = f"device {device} physical bytes"
         self.bars = {name: [] for _, name, _ in LANES}  # lane -> [(start_ms, duration_ms)]
-        self.memory = []  # [(ms, bytes)]
+        self.memory = []  # [(ms, physical bytes, mapped bytes or None)]
         self.device_memory = None
         for e in events:
             if e.get("pid") != device:
@@ -96,14 +96,14 @@ class Timeline:
                     self.bars[lane].append((e["ts"] / 1000.0, e.get("dur", 0) / 1000.0))
             elif e.get("ph") == "C" and e.get("name") == counter:
                 args = e.get("args", {})
-                self.memory.append((e["ts"] / 1000.0, args.get("physical", 0)))
+                self.memory.append((e["ts"] / 1000.0, args.get("physical", 0), args.get("mapped")))
                 self.device_memory = args.get("device_memory", self.device_memory)
         if not self.memory and not any(self.bars.values()):
             fail(f"{path} has nothing for device {device}")
         self.memory.sort(key=lambda point: point[0])
         for bars in self.bars.values():
             bars.sort()
-        ends = [m for m, _ in self.memory] + [s + d for bars in self.bars.values() for s, d in bars]
+        ends = [m for m, _, _ in self.memory] + [s + d for bars in self.bars.values() for s, d in bars]
         self.end_ms = max(ends + [other.get("simulated_time_ns", 0) / 1e6])
 
 
@@ -154,7 +154,7 @@ def draw(pyplot, timelines, labels, caps, args):
     end = args.to_ms if args.to_ms is not None else max(t.end_ms for t in timelines)
     if end <= start:
         fail(f"empty window: --from-ms {start} is not before --to-ms {end}")
-    peak = max([b for t in timelines for _, b in t.memory] + [c or 0 for c in caps] + [1])
+    peak = max([b for t in timelines for _, b, _ in t.memory] + [c or 0 for c in caps] + [1])
     unit, scale = bytes_unit(peak)
     # Per timeline, memory over its lanes, close together; timelines apart,
     # room for each heading. One time axis for all.
@@ -170,13 +170,21 @@ def draw(pyplot, timelines, labels, caps, args):
     gap = (end - start) / 3000.0
     for i, (timeline, label, cap) in enumerate(zip(timelines, labels, caps)):
         memory, lanes = axes[2 * i], axes[2 * i + 1]
-        times = [m for m, _ in timeline.memory]
-        values = [b / scale for _, b in timeline.memory]
+        times = [m for m, _, _ in timeline.memory]
+        physical = [b / scale for _, b, _ in timeline.memory]
+        mapped = [(m if m is not None else b) / scale for _, b, m in timeline.memory]
         if times and times[-1] < end:
             times.append(end)
-            values.append(values[-1])
-        memory.fill_between(times, values, step="post", color="#8172b3", alpha=0.35, linewidth=0)
-        memory.step(times, values, where="post", color="#8172b3", linewidth=1.2, label="physical device memory")
+            physical.append(physical[-1])
+            mapped.append(mapped[-1])
+        # Charged: what counts against the cap, a pager's free chunks included;
+        # mapped: what is resident under the program's allocations.
+        memory.fill_between(times, physical, step="post", color="#8172b3", alpha=0.18, linewidth=0)
+        memory.step(times, physical, where="post", color="#8172b3", linewidth=0.8, alpha=0.7,
+                    label="device memory charged")
+        if any(m is not None for _, _, m in timeline.memory):
+            memory.fill_between(times, mapped, step="post", color="#8172b3", alpha=0.45, linewidth=0)
+            memory.step(times, mapped, where="post", color="#4b3f8c", linewidth=1.0, label="mapped (resident)")
         if cap:
             memory.axhline(cap / scale, color="#c44e52", linestyle="--", linewidth=1.2,
                            label=f"cap {cap / scale:.0f} {unit}")
@@ -186,12 +194,14 @@ def draw(pyplot, timelines, labels, caps, args):
         memory.set_ylim(0, peak / scale * 1.12)
         memory.set_ylabel(unit)
         memory.grid(axis="y", alpha=0.3)
-        in_window = [b for m, b in timeline.memory if start <= m <= end] or [0]
+        in_window = [b for m, b, _ in timeline.memory if start <= m <= end] or [0]
         heading = f"{label}: simulated time {timeline.end_ms:.1f} ms, peak {max(in_window) / scale:.0f} {unit}"
         if timeline.dropped:
             heading += f" ({timeline.dropped} events dropped: the file is incomplete)"
         memory.set_title(heading, loc="left", fontsize=10)
-        memory.legend(loc="upper right", fontsize=8, framealpha=0.8)
+        # Above the panel, beside the heading: inside it would hide the curve near the cap.
+        memory.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=3, fontsize=8, frameon=False,
+                      borderaxespad=0.2)
         ticks, names = [], []
         for row, (name, lane, colour) in enumerate(LANES):
             y = len(LANES) - 1 - row

@@ -24,8 +24,11 @@ def timeline(shift_ms):
     for tid, name in ((1, "compute"), (2, "copy to device"), (3, "copy to host")):
         events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": tid, "args": {"name": name}})
     for ms, physical in ((0, 0), (0.1, 32 * MIB), (1.0, 48 * MIB), (3.0, 16 * MIB), (5.0, 16 * MIB)):
+        args = {"physical": physical, "device_memory": 64 * MIB}
+        if shift_ms:  # one file with the mapped series, one without (older files)
+            args["mapped"] = physical * 3 // 4
         events.append({"ph": "C", "name": "device 0 physical bytes", "pid": 0, "ts": us(ms) if ms else 0.0,
-                       "args": {"physical": physical, "device_memory": 64 * MIB}})
+                       "args": args})
     for tid, start, dur, kind in ((1, 0.2, 1.0, "layer_forward"), (1, 1.3, 0.01, "tiny"), (1, 1.31, 2.0, "layer_backward"),
                                   (3, 1.0, 0.5, "copy"), (2, 2.5, 0.5, "copy")):
         events.append({"ph": "X", "name": kind, "cat": "kernel" if tid == 1 else "copy", "pid": 0, "tid": tid,
