@@ -3,7 +3,8 @@
 //   2. under the shim at 60 % of what it needs, paged on demand (lru) and on
 //      the learned schedule (auto, the default), side by side: the same
 //      result bit for bit, the simulator's own peak under the cap, no
-//      illegal access, what was moved, the simulated time of each;
+//      illegal access, what was moved, the simulated time of each, and a
+//      picture of both runs' timelines (timeline.png) where matplotlib is;
 //   3. a third of what it needs under auto: still bit-identical;
 //   4. the same cap with paging off (VGPUMEM_POLICY=off): CUDA's
 //      out-of-memory error, and a clean stop.
@@ -22,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/demo_plot.h"
 #include "cli/paths.h"
 #include "cli/sim_runs.h"
 #include "common/format_bytes.h"
@@ -78,8 +80,10 @@ int run_demo(const std::vector<std::string>& args) {
     std::cout << (good ? "  ok    " : "  FAIL  ") << what << "\n";
     ok = ok && good;
   };
-  const auto run = [&](const std::string& name, bool shim, std::uint64_t cap, const std::string& policy) {
+  const auto run = [&](const std::string& name, bool shim, std::uint64_t cap, const std::string& policy,
+                       bool timeline = false) {
     SimRunRequest request;
+    request.timeline = timeline;
     request.dir = dir;
     request.name = name;
     request.program = trainer;
@@ -112,10 +116,10 @@ int run_demo(const std::vector<std::string>& args) {
   const std::uint64_t cap = baseline_peak * 6 / 10 / (1u << 20) * (1u << 20);
   std::cout << "2. under vgpumem with a " << format_bytes(cap) << " cap, 60 % of that: on demand (lru) and on the "
             << "learned schedule (auto, the default)\n";
-  const SimRun lru = run("lru", true, cap, "lru");
+  const SimRun lru = run("lru", true, cap, "lru", true);
   std::cout << "   lru  (vgpumem run --limit " << cap << " --simulated, VGPUMEM_POLICY=lru)\n";
   check_paged(lru, cap);
-  const SimRun automatic = run("auto", true, cap, "auto");
+  const SimRun automatic = run("auto", true, cap, "auto", true);
   std::cout << "   auto (vgpumem run --limit " << cap << " --simulated)\n";
   check_paged(automatic, cap);
   verdict(schedule_value(automatic, "plans") > 0 && schedule_value(automatic, "scheduled_prefetches") > 0,
@@ -133,7 +137,25 @@ int run_demo(const std::vector<std::string>& args) {
               << fixed(static_cast<double>(paging_value(*paged, "stall_ns")) / 1e6, 2) << " ms\n";
   }
   std::cout << "        traces: " << dir << "/lru.trace.json, " << dir
-            << "/auto.trace.json (open in ui.perfetto.dev; scripts/plot_timeline.py draws them)\n\n";
+            << "/auto.trace.json (open in ui.perfetto.dev)\n";
+  if (!lru.timeline_path.empty() && !automatic.timeline_path.empty()) {
+    std::cout << "        simulated timelines: " << lru.timeline_path << ", " << automatic.timeline_path << "\n";
+    PlotRequest picture;
+    picture.timelines = {lru.timeline_path, automatic.timeline_path};
+    picture.labels = {"lru", "auto"};
+    picture.traces = {lru.trace_path, automatic.trace_path};
+    picture.title = "vgpumem demo: 12-layer MLP, 8 steps, " + format_bytes(cap) + " cap: lru above, auto below";
+    picture.out = dir + "/timeline.png";
+    picture.log = dir + "/timeline.plot.out";
+    const PlotOutcome plotted = draw_timelines(picture);
+    if (plotted.drawn) {
+      std::cout << "        picture: " << picture.out
+                << " (device memory against the cap over the compute, copy-out and copy-in lanes)\n";
+    } else {
+      std::cout << "        no picture: " << plotted.why_not << "; to draw it:\n          " << plotted.command << "\n";
+    }
+  }
+  std::cout << "\n";
 
   // A third: the demo trainer's step cannot fit with its launch grace, and
   // auto pages on demand (the summary's schedule.plan says so).

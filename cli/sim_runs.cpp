@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -37,6 +38,11 @@ SimRun run_simulated(const SimRunRequest& request) {
   std::map<std::string, std::string> env = run_environment(options, current_environment());
   env["VGPUSIM_REPORT"] = base + ".simulator.json";
   if (!request.policy.empty()) env["VGPUMEM_POLICY"] = request.policy;
+  const std::string timeline = base + ".timeline.json";
+  if (request.timeline) {
+    env["VGPUSIM_TIMELINE"] = timeline;
+    std::remove(timeline.c_str());  // a file left by an earlier run in the same folder is not this run's
+  }
   for (const auto& [key, value] : request.extra_environment) env[key] = value;
 
   CStringArray argv(request.program);
@@ -63,8 +69,10 @@ SimRun run_simulated(const SimRunRequest& request) {
     run.result = run.output.substr(start, run.output.find('\n', start) - start);
   }
   run.simulator = read_json(base + ".simulator.json");
+  if (request.timeline && std::ifstream(timeline).good()) run.timeline_path = timeline;
   if (request.shim) {
-    const nlohmann::json trace = read_json(base + ".trace.json");
+    run.trace_path = base + ".trace.json";
+    const nlohmann::json trace = read_json(run.trace_path);
     if (trace.is_object() && trace.contains("vgpumem")) run.trace = trace.at("vgpumem");
   }
   return run;

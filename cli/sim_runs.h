@@ -18,14 +18,17 @@ struct SimRun {
   std::string result;        // the workload's RESULT line ("" if none)
   nlohmann::json simulator;  // VGPUSIM_REPORT (null if none)
   nlohmann::json trace;      // VGPUMEM_TRACE's "vgpumem" object (null without the shim)
+  std::string trace_path;    // the trace file ("" without the shim)
+  std::string timeline_path; // VGPUSIM_TIMELINE's file ("" unless asked for and written)
 };
 
 struct SimRunRequest {
-  std::string dir, name;          // files go to dir/name.{out,simulator.json,trace.json}
+  std::string dir, name;          // files go to dir/name.{out,simulator.json,trace.json,timeline.json}
   std::vector<std::string> program;
   bool shim = true;
   std::string limit;              // VGPUMEM_LIMIT ("" for none)
   std::string policy;             // VGPUMEM_POLICY ("" for the default)
+  bool timeline = false;          // the simulator's timeline (VGPUSIM_TIMELINE), for scripts/plot_timeline.py
   std::map<std::string, std::string> extra_environment;
 };
 

@@ -3,6 +3,8 @@
 #   scripts/check-install.sh BUILD_DIR prefix   cmake --install into a scratch
 #       prefix; the layout (nothing but libvgpumem.so* in P/lib), --version,
 #       doctor on the simulated driver, and `P/bin/vgpumem demo` from there
+#       (and its picture, drawn by the installed plot_timeline.py, where a
+#       python3 here has matplotlib)
 #   scripts/check-install.sh BUILD_DIR wheel    the wheel built from BUILD_DIR,
 #       pip-installed offline into a fresh virtual environment (Debian's
 #       python3); `vgpumem` from PATH runs the build's trainer under a cap on
@@ -28,7 +30,8 @@ check_prefix() {
   local p=$scratch/prefix
   cmake --install "$build" --prefix "$p" >"$scratch/install.log" || { cat "$scratch/install.log"; fail "cmake --install failed"; }
   for f in bin/vgpumem lib/libvgpumem.so "lib/libvgpumem.so.$version" lib/vgpumem/libcuda.so.1 \
-           lib/vgpumem/mlp_trainer share/doc/vgpumem/README.md share/doc/vgpumem/docs/install.md; do
+           lib/vgpumem/mlp_trainer share/vgpumem/plot_timeline.py share/doc/vgpumem/README.md \
+           share/doc/vgpumem/docs/install.md; do
     [[ -e "$p/$f" ]] || fail "$p/$f was not installed"
   done
   local stray
@@ -41,7 +44,13 @@ check_prefix() {
   expect_version "$p/bin/vgpumem"
   "$p/bin/vgpumem" doctor --simulated >"$scratch/doctor.out" || { cat "$scratch/doctor.out"; fail "doctor --simulated failed"; }
   grep -q "$p/lib/vgpumem/libcuda.so.1" "$scratch/doctor.out" || { cat "$scratch/doctor.out"; fail "doctor did not use the installed simulated driver"; }
-  (cd "$scratch" && "$p/bin/vgpumem" demo --out "$scratch/demo") || fail "$p/bin/vgpumem demo failed"
+  (cd "$scratch" && "$p/bin/vgpumem" demo --out "$scratch/demo") >"$scratch/demo.out" ||
+    { cat "$scratch/demo.out"; fail "$p/bin/vgpumem demo failed"; }
+  cat "$scratch/demo.out"
+  if python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    grep -qF "picture: $scratch/demo/timeline.png" "$scratch/demo.out" && [[ -s "$scratch/demo/timeline.png" ]] ||
+      fail "matplotlib is here, but the demo drew no timeline.png with the installed plot_timeline.py"
+  fi
   echo "check-install: $p/bin/vgpumem demo passed from the install tree"
 }
 

@@ -113,6 +113,7 @@ CUresult copy(const CopyShape& requested, CUstream stream_handle, bool per_threa
 
   Operation operation;
   operation.what = "copy";
+  operation.bytes = bytes;
   operation.engine = engine_for(shape);
   operation.effect_at_end = true;
   const bool crosses_link = operation.engine == Engine::copy_h2d || operation.engine == Engine::copy_d2h;
@@ -187,6 +188,7 @@ CUresult fill(std::uint64_t dst, std::uint64_t pitch, std::uint64_t value, unsig
   if (stream == nullptr) return error;
   Operation operation;
   operation.what = "memset";
+  operation.bytes = row_bytes * height;
   operation.engine = Engine::compute;
   operation.effect_at_end = true;
   operation.duration_ns = static_cast<double>(row_bytes * height) / sim.device_copy_gbps;

@@ -91,20 +91,30 @@ void configure(Simulator& sim) {
       start = comma + 1;
     }
   }
+  if (const char* v = std::getenv("VGPUSIM_TIMELINE")) sim.timeline.enabled = *v != '\0';
+  if (const char* v = std::getenv("VGPUSIM_TIMELINE_MAX_EVENTS")) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end != '\0' || n == 0) {
+      bad_setting("VGPUSIM_TIMELINE_MAX_EVENTS", v, "a positive number of events");
+    }
+    sim.timeline.max_events = static_cast<std::size_t>(n);
+  }
   for (std::size_t d = 0; d < sim.devices.size(); ++d) sim.primary.push_back(create_context(sim, static_cast<int>(d), true));
   create_default_pools(sim);
 }
 
-// The report describes the simulated device, which belongs to the process
-// that initialised it: a forked child (a data-loader worker that never uses
-// CUDA) writes none. Its exit must not wait for the simulator's lock either,
-// which another of the parent's threads may have held at the fork.
+// The report and the timeline describe the simulated device, which belongs
+// to the process that initialised it: a forked child (a data-loader worker
+// that never uses CUDA) writes neither. Its exit must not wait for the
+// simulator's lock either, which another of the parent's threads may have
+// held at the fork.
 std::atomic<bool> g_forked_child{false};
 
-void report_at_exit() {
-  if (g_forked_child.load()) return;
-  const char* path = std::getenv("VGPUSIM_REPORT");
-  if (path == nullptr || *path == '\0') return;
+// The path in `variable` with %p replaced by the process id ("" if unset).
+std::string path_from(const char* variable) {
+  const char* path = std::getenv(variable);
+  if (path == nullptr) return "";
   std::string expanded;
   for (const char* c = path; *c; ++c) {
     if (c[0] == '%' && c[1] == 'p') {
@@ -114,9 +124,18 @@ void report_at_exit() {
       expanded += *c;
     }
   }
+  return expanded;
+}
+
+void write_at_exit() {
+  if (g_forked_child.load()) return;
+  const std::string report = path_from("VGPUSIM_REPORT");
+  const std::string timeline = path_from("VGPUSIM_TIMELINE");
+  if (report.empty() && timeline.empty()) return;
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
-  sim.write_report(expanded.c_str());
+  if (!report.empty()) sim.write_report(report.c_str());
+  if (!timeline.empty() && sim.timeline.enabled) write_timeline(sim, timeline.c_str());
 }
 
 struct ErrorName {
@@ -153,7 +172,7 @@ SIM_EXPORT CUresult cuInit(unsigned int flags) {
   if (!sim.initialised) {
     configure(sim);
     sim.initialised = true;
-    std::atexit(report_at_exit);
+    std::atexit(write_at_exit);
     pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true); });
   }
   return CUDA_SUCCESS;

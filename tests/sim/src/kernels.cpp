@@ -141,6 +141,7 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   };
   Operation operation;
   operation.what = "kernel";
+  operation.name = kernel->name.c_str();
   operation.engine = Engine::compute;
   if (kernel->desc.durationFn) {
     void* unpacked[VGPUSIM_MAX_PARAMS];

@@ -59,6 +59,11 @@ struct Device {
   std::uint64_t memory_bytes = 16ull << 30;
   std::uint64_t physical_now = 0;
   std::uint64_t physical_peak = 0;
+  // Of the bytes charged, those mapped into address space now: allocations
+  // (cuMemAlloc & co.) and device handles with at least one mapping, each
+  // counted once however often it is mapped. A pager's resident bytes, less
+  // the free chunks it keeps unmapped.
+  std::uint64_t mapped_now = 0;
   double engine_free_ns[static_cast<int>(Engine::count)] = {};  // when each engine is next idle
   double engine_busy_ns[static_cast<int>(Engine::count)] = {};
   bool faulted = false;  // an illegal access happened: no new context on this device, as on the H100
@@ -70,6 +75,8 @@ struct Device {
 // and replays them.
 struct Operation {
   const char* what = "";
+  const char* name = nullptr;  // kernels: the registered name (kernels are never unregistered), for the timeline file
+  std::uint64_t bytes = 0;     // copies and memsets, for the timeline file
   Engine engine = Engine::none;
   double duration_ns = 0;
   bool effect_at_end = false;  // copies and memsets land at their end; kernels and host functions act at their start
@@ -214,6 +221,27 @@ struct Stats {
 struct Pending {
   CUcontext context;
   Operation operation;
+  double start_ns = 0, end_ns = 0;  // as scheduled at issue, for the timeline file
+};
+
+// What the engines did and how much device memory was charged, in simulated
+// time, for VGPUSIM_TIMELINE (timeline_file.cpp). Kept in memory, bounded,
+// and written at exit.
+struct TimelineFile {
+  struct Entry {
+    double start_ns = 0;
+    double duration_ns = 0;
+    std::uint64_t bytes = 0;      // an operation's bytes, or the device's physical bytes after a change
+    std::uint64_t mapped = 0;     // the device's mapped bytes after a change
+    const char* what = "";
+    const char* name = nullptr;
+    int device = 0;
+    Engine engine = Engine::none;  // none: a change of physical memory charged
+  };
+  bool enabled = false;
+  std::size_t max_events = 200000;
+  std::uint64_t dropped = 0;
+  std::vector<Entry> entries;
 };
 
 class Simulator {
@@ -263,9 +291,12 @@ class Simulator {
   // Fault injection: true if this call of `operation` must fail.
   bool inject_fault(const std::string& operation);
 
-  // Device memory accounting; false if the device is full.
-  bool charge(int device, std::uint64_t bytes);
-  void refund(int device, std::uint64_t bytes);
+  // Device memory accounting; false if the device is full. `mapped`: the
+  // bytes are mapped as they are charged (allocations), not a VMM handle.
+  bool charge(int device, std::uint64_t bytes, bool mapped = true);
+  void refund(int device, std::uint64_t bytes, bool mapped = true);
+  // A device handle of `bytes` got its first mapping, or lost its last.
+  void mapping_changed(int device, std::uint64_t bytes, bool added);
 
   // The region containing [address, address + size), or nullptr.
   Region* region_of(std::uint64_t address, std::uint64_t size = 1);
@@ -275,6 +306,7 @@ class Simulator {
   bool accessible(std::uint64_t address, std::uint64_t size, bool include_freed = false);
 
   void write_report(const char* path);
+  TimelineFile timeline;
 
   struct FaultRule {
     std::uint64_t nth;
@@ -321,6 +353,14 @@ void advance_host(Simulator& sim, double time_ns);
 // Runs everything scheduled at or before `time_ns` and moves the calling
 // thread's clock there. Returns the sticky error of `context` (if given) afterwards.
 CUresult wait_until(Simulator& sim, double time_ns, Context* context);
+
+// ---- the timeline file (timeline_file.cpp); the caller holds sim.mutex ------
+// An operation of an engine ran, as scheduled on `device`.
+void record_operation(Simulator& sim, int device, const Pending& work);
+// The bytes charged to or mapped on `device` changed (now, on the calling thread's clock).
+void record_memory(Simulator& sim, int device);
+// Writes the file (Chrome trace-event format) to `path`.
+void write_timeline(Simulator& sim, const char* path);
 
 // The VMM calls' own cost on the calling thread (vmm_costs.cpp, measured on the H100).
 enum class VmmCall { create, map, set_access, unmap, release, reserve, address_free };

@@ -31,16 +31,27 @@ bool Simulator::inject_fault(const std::string& operation) {
   return fail;
 }
 
-bool Simulator::charge(int device, std::uint64_t bytes) {
+bool Simulator::charge(int device, std::uint64_t bytes, bool mapped) {
   Device& d = devices.at(static_cast<std::size_t>(device));
   if (bytes > d.memory_bytes - d.physical_now) return false;
   d.physical_now += bytes;
   if (d.physical_now > d.physical_peak) d.physical_peak = d.physical_now;
+  if (mapped) d.mapped_now += bytes;
+  if (timeline.enabled) record_memory(*this, device);
   return true;
 }
 
-void Simulator::refund(int device, std::uint64_t bytes) {
-  devices.at(static_cast<std::size_t>(device)).physical_now -= bytes;
+void Simulator::refund(int device, std::uint64_t bytes, bool mapped) {
+  Device& d = devices.at(static_cast<std::size_t>(device));
+  d.physical_now -= bytes;
+  if (mapped) d.mapped_now -= bytes;
+  if (timeline.enabled) record_memory(*this, device);
+}
+
+void Simulator::mapping_changed(int device, std::uint64_t bytes, bool added) {
+  Device& d = devices.at(static_cast<std::size_t>(device));
+  d.mapped_now = added ? d.mapped_now + bytes : d.mapped_now - bytes;
+  if (timeline.enabled) record_memory(*this, device);
 }
 
 Region* Simulator::region_of(std::uint64_t address, std::uint64_t size) {

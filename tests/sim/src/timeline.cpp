@@ -60,6 +60,9 @@ void execute(Simulator& sim, Pending& work) {
   if (context == sim.contexts.end() || context->second.sticky != CUDA_SUCCESS) return;
   if (!work.operation.run) return;
   ++sim.stats.operations_executed;
+  if (sim.timeline.enabled && work.operation.engine != Engine::none) {
+    record_operation(sim, context->second.device, work);
+  }
   const CUresult result = work.operation.run();
   if (result != CUDA_SUCCESS) {
     context->second.sticky = result;
@@ -142,7 +145,7 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   stream->tail_ns = end;
   sim.last_end_ns = std::max(sim.last_end_ns, end);
   const double acts_at = operation.effect_at_end ? end : start;
-  sim.pending.emplace(std::make_pair(acts_at, sim.next_sequence++), Pending{stream->context, std::move(operation)});
+  sim.pending.emplace(std::make_pair(acts_at, sim.next_sequence++), Pending{stream->context, std::move(operation), start, end});
   // A full queue makes the host wait for the oldest work, as a real launch does.
   while (sim.pending.size() > kMaxPending) {
     const double oldest = sim.pending.begin()->first.first;

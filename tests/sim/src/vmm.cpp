@@ -20,7 +20,7 @@ namespace {
 void release_physical_if_unused(Simulator& sim, std::uint64_t handle) {
   auto it = sim.physical.find(handle);
   if (it == sim.physical.end() || it->second.handle_refs > 0 || it->second.mappings > 0) return;
-  if (!it->second.host_location) sim.refund(it->second.device, it->second.size);
+  if (!it->second.host_location) sim.refund(it->second.device, it->second.size, false);
   ::close(it->second.fd);
   sim.physical.erase(it);
 }
@@ -51,11 +51,11 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (sim.inject_fault("cuMemCreate")) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (!host && !sim.charge(prop->location.id, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!host && !sim.charge(prop->location.id, size, false)) return CUDA_ERROR_OUT_OF_MEMORY;
   const int fd = memfd_create("vgpusim-physical", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
     if (fd >= 0) ::close(fd);
-    if (!host) sim.refund(prop->location.id, size);
+    if (!host) sim.refund(prop->location.id, size, false);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const std::uint64_t h = sim.next_handle++;
@@ -135,7 +135,9 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   region->mappings[at] = Region::Mapping{size, handle, false, {}, offset};
-  ++phys->second.mappings;
+  if (++phys->second.mappings == 1 && !phys->second.host_location) {
+    sim.mapping_changed(phys->second.device, phys->second.size, true);
+  }
   spend_vmm_time(sim, VmmCall::map, size);
   return CUDA_SUCCESS;
 }
@@ -186,7 +188,9 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     region->mappings.erase(it);
     auto phys = sim.physical.find(handle);
     if (phys != sim.physical.end()) {
-      --phys->second.mappings;
+      if (--phys->second.mappings == 0 && !phys->second.host_location) {
+        sim.mapping_changed(phys->second.device, phys->second.size, false);
+      }
       release_physical_if_unused(sim, handle);
     }
     at += length;
