@@ -17,7 +17,7 @@
 namespace vgpumem::scheduler {
 
 struct RefinementLimits {
-  std::size_t evaluations = 3000;  // plans scored, at most (deterministic: no clock)
+  std::size_t evaluations = 800;  // plans scored, at most (deterministic: no clock)
   std::size_t additions_tried = 48;  // per round, the candidates with the most free time
 };
 

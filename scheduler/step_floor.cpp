@@ -20,20 +20,10 @@
 // whatever set costs least. Minimising over fractions of units (which can
 // only lower the bound) for each q, and taking the largest over p and q,
 // gives the floor. With q = p it is the plain bound: the step's compute, or
-// V bytes each way over the link, whichever is longer.
-//
-// A second bound counts bytes rather than time. At the start of every
-// operation at least V bytes are away, and a unit away there is in one of
-// its gaps: it left after the end of its last use (so it can be wholly
-// away two operations later at the earliest) and is back before its next
-// use. Each stretch away costs its bytes once each way. The least bytes a
-// period can move is then at least the optimum of a covering program over
-// the gaps (every operation covered V times over, by bytes of gaps that
-// contain it), and by weak duality at least the value of any feasible dual
-// solution: for a set K of operations, V |K| less, for each gap, its bytes
-// times one less than the number of K's operations it contains (where
-// positive). K is grown greedily from nothing while that value rises. The
-// link carries that many bytes each way per step.
+// V bytes each way over the link, whichever is longer. Any set of cuts
+// gives a bound: with `max_cuts`, a long step is cut at every stride-th
+// operation only (a little lower, much quicker: the planning thread's).
+
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -97,81 +87,16 @@ double least_cost(const Stretches& s, double away) {
   return std::min(cost_with(s, away, lo), cost_with(s, away, hi)) - slack;
 }
 
-// The dual bound on the bytes one period must move each way (above).
-double least_bytes_moved(const IterationProfile& profile, double away) {
-  const std::size_t period = profile.period();
-  struct Gap {
-    std::size_t first, last;  // operations it can be wholly away at, unrolled: first < period
-    double bytes;
-  };
-  std::vector<Gap> gaps;
-  for (const ProfileUnit& unit : profile.units) {
-    if (unit.bytes == 0) continue;
-    for (std::size_t k = 0; k < unit.uses.size(); ++k) {
-      const std::size_t last_use = unit.uses[k];
-      std::size_t next_use = unit.uses[(k + 1) % unit.uses.size()];
-      if (next_use <= last_use) next_use += period;
-      if (last_use + 2 > next_use - 1) continue;  // never wholly away in it
-      gaps.push_back({last_use + 2, next_use - 1, static_cast<double>(unit.bytes)});
-    }
-  }
-  // Normalise: a gap starting in the next period is the same gap shifted back.
-  for (Gap& gap : gaps) {
-    if (gap.first >= period) {
-      gap.first -= period;
-      gap.last -= period;
-    }
-  }
-  std::vector<char> chosen(period, 0);
-  std::vector<std::uint32_t> prefix(2 * period + 1, 0);  // K's operations over two periods
-  std::vector<double> lost(period + 1, 0.0);  // per operation: bytes of gaps through it already holding a K point
-  double bound = 0;
-  for (;;) {
-    for (std::size_t i = 0; i < 2 * period; ++i) prefix[i + 1] = prefix[i] + (chosen[i % period] != 0 ? 1 : 0);
-    std::fill(lost.begin(), lost.end(), 0.0);
-    const auto add = [&](std::size_t from, std::size_t to, double bytes) {  // [from, to] within a period
-      lost[from] += bytes;
-      lost[to + 1] -= bytes;
-    };
-    for (const Gap& gap : gaps) {
-      if (prefix[gap.last + 1] - prefix[gap.first] == 0) continue;
-      const std::size_t length = gap.last - gap.first + 1;
-      if (length >= period) {
-        add(0, period - 1, gap.bytes);
-      } else if (gap.last < period) {
-        add(gap.first, gap.last, gap.bytes);
-      } else {
-        add(gap.first, period - 1, gap.bytes);
-        add(0, gap.last - period, gap.bytes);
-      }
-    }
-    double running = 0, best_gain = 0;
-    std::size_t best = period;
-    for (std::size_t i = 0; i < period; ++i) {
-      running += lost[i];
-      const double gain = away - running;
-      if (chosen[i] == 0 && gain > best_gain) {
-        best_gain = gain;
-        best = i;
-      }
-    }
-    if (best == period) return bound;
-    chosen[best] = 1;
-    bound += best_gain;
-  }
-}
-
 }  // namespace
 
-double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link) {
+double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                  std::size_t max_cuts) {
   const std::size_t period = profile.period();
   const double plain_away =
       profile.total_bytes > budget ? static_cast<double>(profile.total_bytes - budget) : 0.0;
   double floor = std::max({profile.step_ns, plain_away / link.to_host_bytes_per_ns,
                            plain_away / link.to_device_bytes_per_ns});
   if (period == 0 || plain_away <= 0) return floor;
-  const double moved = least_bytes_moved(profile, plain_away);
-  floor = std::max({floor, moved / link.to_host_bytes_per_ns, moved / link.to_device_bytes_per_ns});
 
   struct Away {
     double bytes;
@@ -180,7 +105,8 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
   };
   std::vector<Away> away;
   std::vector<std::size_t> by_back, by_out;
-  for (std::size_t p = 0; p < period; ++p) {
+  const std::size_t stride = max_cuts == 0 || period <= max_cuts ? 1 : (period + max_cuts - 1) / max_cuts;
+  for (std::size_t p = 0; p < period; p += stride) {
     away.clear();
     for (const ProfileUnit& unit : profile.units) {
       if (unit.bytes == 0 || unit.uses.empty()) continue;
@@ -205,6 +131,10 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
     double left_out = 0;   // units with out < q: in only
     for (std::size_t q = p; q <= p + period; ++q) {
       came_back += back_bytes[q - p];
+      if ((q - p) % stride != 0 && q != p + period) {
+        if (q < p + period) left_out += out_bytes[q - p];
+        continue;
+      }
       Stretches s;
       s.compute_in = timeline::start(profile, q) - timeline::start(profile, p);
       s.compute_out = profile.step_ns - s.compute_in;

@@ -82,10 +82,13 @@ struct PlanTiming {
 };
 PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link);
 
-// A lower bound no schedule can beat, computed without any planner: the
-// stall-free compute, or the time the link needs to move out and back the
-// bytes that cannot stay (the step's bytes less the budget), whichever is
-// longer. docs/benchmarks.md says why it holds.
-double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link);
+// A lower bound no schedule can beat, computed without any planner
+// (step_floor.cpp; docs/benchmarks.md, "The floor"): at least the
+// stall-free compute, and at least the link time of what must be away at
+// the busiest moment, counted in the stretches where it must cross.
+// `max_cuts` (0: every operation) bounds the cut positions tried each way,
+// for speed on long steps: the bound stays valid, a little lower.
+double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                  std::size_t max_cuts = 0);
 
 }  // namespace vgpumem::scheduler

@@ -4,6 +4,7 @@
 // uncapped, and its step is one period of the operation stream.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -86,6 +87,84 @@ TEST(PagingLayered, TheSmallCnnsStepIsOnePeriod) {
   ASSERT_TRUE(schedule.is_object()) << paged.trace["vgpumem"].dump();
   EXPECT_EQ(schedule["period"].get<std::uint64_t>(), per_step) << schedule.dump();
   EXPECT_EQ(schedule["locks"].get<int>(), 1) << schedule.dump();
+}
+
+// The step's operations and scaled peak, from --describe.
+struct Described {
+  std::uint64_t per_step = 0;  // launches plus the three copies (batch, labels, loss)
+  std::uint64_t scaled_peak = 0;
+};
+Described describe(const std::string& model) {
+  const ProcessResult described = run_process(trainer({"--model", model, "--describe"}), simulator_environment());
+  EXPECT_EQ(described.exit_code, 0) << described.out << described.err;
+  Described d;
+  const std::string launches = field(described.out, "launches");  // "per step N (kernels) + 3 copies; ..."
+  if (launches.rfind("per step ", 0) == 0) d.per_step = std::stoull(launches.substr(9)) + 3;
+  const std::string peak = field(described.out, "peak");  // "device bytes N (...), scaled M (...) in ..."
+  if (const std::size_t at = peak.find("scaled "); at != std::string::npos) d.scaled_peak = std::stoull(peak.substr(at + 7));
+  return d;
+}
+
+// The iteration detector finds each workload's step by the end of its
+// second iteration: two steps, and the schedule has locked on the step's
+// operation count. (The cap leaves room for everything: paging is on, so the
+// feed is, and nothing needs to move.)
+class LayeredWorkload : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayeredWorkload, ItsStepIsFoundWithinTwoIterations) {
+  const Described d = describe(GetParam());
+  ASSERT_GT(d.per_step, 0u);
+  ASSERT_GT(d.scaled_peak, 0u);
+  const PagedRun paged = run_paged("two-steps-" + GetParam(), trainer({"--model", GetParam(), "--steps", "2"}),
+                                   std::to_string(2 * d.scaled_peak), {{"VGPUMEM_POLICY", "auto"}});
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  ASSERT_FALSE(paged.trace.is_null());
+  const nlohmann::json& schedule = paged.trace["vgpumem"]["schedule"];
+  ASSERT_TRUE(schedule.is_object()) << paged.trace["vgpumem"].dump();
+  EXPECT_EQ(schedule["locks"].get<int>(), 1) << schedule.dump();
+  EXPECT_EQ(schedule["period"].get<std::uint64_t>(), d.per_step) << schedule.dump();
+  // (Not "locked" at exit: reading the weights back after the last step
+  // breaks the period, as it must.)
+}
+
+// (cnn-small's 43 operations lock in its third step: the detector waits for
+// 64 alike, so that a stream of a few kernels never locks by chance.)
+INSTANTIATE_TEST_SUITE_P(PagingLayered, LayeredWorkload,
+                         ::testing::Values("resnet50", "vgg16", "bert-large", "gpt2-medium"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string name = param.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// An evaluation step every fifth step (forward and loss only) breaks the
+// schedule; on demand carries that step and the training steps after it
+// until the detector locks again (two steps), one step is recorded, and the
+// plan is made and followed again: bit-identical to uncapped, under the
+// cap, nothing illegal.
+TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
+  const std::vector<std::string> args{"--model", "bert-large", "--steps", "12", "--eval-every", "5"};
+  auto env = simulator_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  const Result baseline = parse(run_process(trainer(args), env));
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  const std::uint64_t cap = baseline.wanted / 2;
+  const PagedRun paged = run_paged("eval-steps", trainer(args), std::to_string(cap), {{"VGPUMEM_POLICY", "auto"}});
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  EXPECT_EQ(parse(paged.process).loss_and_weights, baseline.loss_and_weights);
+  ASSERT_FALSE(paged.simulator.is_null());
+  EXPECT_EQ(paged.simulator["illegal_accesses"].get<int>(), 0);
+  EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), cap);
+  const nlohmann::json& schedule = paged.trace["vgpumem"]["schedule"];
+  ASSERT_TRUE(schedule.is_object()) << paged.trace["vgpumem"].dump();
+  // Steps 1-2 lock, 3 is recorded, 4 follows the plan, 5 breaks; 6-7 lock
+  // again, 8 is recorded, 9 follows the new plan, 10 breaks; 11-12 lock.
+  EXPECT_EQ(schedule["locks"].get<int>(), 3) << schedule.dump();
+  EXPECT_GE(schedule["breaks"].get<int>(), 2) << schedule.dump();
+  EXPECT_GE(schedule["iterations_recorded"].get<int>(), 2) << schedule.dump();
+  EXPECT_GE(schedule["plans"].get<int>(), 2) << "planned again after an evaluation";
+  EXPECT_GT(schedule["operations_followed"].get<int>(), 0);
+  EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0);
 }
 
 }  // namespace

@@ -62,6 +62,9 @@
 //     input twice, statistics then normalise), at least 3 us
 //     (layered_kernels.h, Traffic).
 // `--describe` prints every layer's numbers and the totals.
+// `--eval-every N`: every Nth step (never the last) is an evaluation step,
+// forward and loss only, then the loss read: the launch stream changes
+// there, as a training loop's does when it evaluates.
 //
 // Deterministic: fixed-seed data, kernels that are pure functions of the
 // bytes they read. The last line is machine-readable:
@@ -403,7 +406,7 @@ bool make_model(const std::string& name, int batch, Model* out) {
 
 struct Options {
   std::string model;
-  int steps = 6, batch = 0;
+  int steps = 6, batch = 0, eval_every = 0;
   unsigned scale = 64, seed = 7;
   bool describe = false;
 };
@@ -412,7 +415,7 @@ struct Options {
   std::fprintf(stderr,
                "layered_trainer: %s\n"
                "accepted: --model <%s> [--steps N (6)] [--scale S (64)] [--batch B (per model)] [--seed N (7)] "
-               "[--describe]\n",
+               "[--eval-every N (0: never)] [--describe]\n",
                what.c_str(), kModels);
   std::exit(2);
 }
@@ -435,7 +438,8 @@ Options parse(int argc, char** argv) {
       o.describe = true;
       continue;
     }
-    if (key != "--model" && key != "--steps" && key != "--scale" && key != "--batch" && key != "--seed") {
+    if (key != "--model" && key != "--steps" && key != "--scale" && key != "--batch" && key != "--seed" &&
+        key != "--eval-every") {
       usage_error("unknown option " + key);
     }
     if (i + 1 >= argc) usage_error(key + " wants a value");
@@ -444,6 +448,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--steps") o.steps = static_cast<int>(positive(key, value));
     else if (key == "--scale") o.scale = static_cast<unsigned>(positive(key, value));
     else if (key == "--batch") o.batch = static_cast<int>(positive(key, value));
+    else if (key == "--eval-every") o.eval_every = static_cast<int>(integer(key, value, 0));
     else o.seed = static_cast<unsigned>(integer(key, value, 0));
   }
   if (o.model.empty()) usage_error("--model is required");
@@ -1036,7 +1041,9 @@ int main(int argc, char** argv) {
     if (last) CHECK(cuEventRecord(start, stream));
     CHECK(cuMemcpyHtoDAsync(input.ptr, pinned_input, input.scaled, stream));
     CHECK(cuMemcpyHtoDAsync(labels.ptr, pinned_labels, labels.scaled, stream));
-    for (std::size_t l = 0; l < plan.launches.size(); ++l) {
+    const bool evaluation = o.eval_every > 0 && (step + 1) % o.eval_every == 0 && !last;
+    const std::size_t launches = evaluation ? static_cast<std::size_t>(plan.loss_launch) + 1 : plan.launches.size();
+    for (std::size_t l = 0; l < launches; ++l) {
       const Kernel& k = plan.kernels[static_cast<std::size_t>(plan.launches[l].kernel)];
       std::vector<void*> params;
       for (Arg& a : args[l]) params.push_back(a.bytes);
