@@ -280,7 +280,7 @@ class Pager final : public PagerControl {
   DeviceState& device_state(int device);
   CUresult reserve_arena();
   bool fast_path(Unit* unit, std::uint64_t bit) const;
-  std::uint64_t next_tick();
+  std::uint64_t next_tick(LaunchThread& thread);
   static void note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick);
   void follow_tables(const GranuleIndex::Window& window, const std::uint64_t* words, std::size_t count,
                      Access& access);
