@@ -17,8 +17,10 @@ struct AccessLog::ThreadLog {
   std::uint64_t lock_count = 0, since_timed = 0;
   RecordedIteration current;
 
-  // Written by the owner, read by summary() from any thread.
+  // Written by the owner, read by summary() from any thread. `operations`
+  // and `counts` change on every operation: stored, never read-modify-written.
   std::atomic<std::uint64_t> operations{0}, published{0}, dropped{0}, locks{0}, breaks{0};
+  ThreadCounts counts;
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
   std::atomic<bool> locked{false};
 
@@ -53,9 +55,9 @@ AccessLog::ThreadLog& AccessLog::thread_log() {
   return *threads_.back();
 }
 
-void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
+StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
   ThreadLog& log = thread_log();
-  log.operations.fetch_add(1, std::memory_order_relaxed);
+  ThreadCounts::bump(log.operations);  // the owner alone writes it
   switch (log.detector.observe(record.identity)) {
     case IterationDetector::Event::broken:
       release_marks(record);
@@ -66,7 +68,7 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
       log.recording = false;
       log.breaks.fetch_add(1, std::memory_order_relaxed);
       log.locked.store(false, std::memory_order_relaxed);
-      return;
+      break;
     case IterationDetector::Event::locked:
       release_marks(record);
       ++log.lock_count;
@@ -75,17 +77,24 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
       log.locked_period.store(log.detector.period(), std::memory_order_relaxed);
       log.locked.store(true, std::memory_order_relaxed);
       start_iteration(log);
-      return;
+      break;
     case IterationDetector::Event::none:
+      if (log.recording) {
+        append(log, record);
+      } else {
+        release_marks(record);
+        // Locked, but this iteration was not recorded (too large, or
+        // dropped): the next one is, from its start.
+        if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log);
+      }
       break;
   }
-  if (!log.recording) {
-    release_marks(record);
-    // Locked, but this iteration was not recorded (too large, or dropped):
-    // the next one is, from its start.
-    if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log);
-    return;
-  }
+  return position_of(log);
+}
+
+// The operation joins the iteration being recorded, written in place (a
+// RecordedOp built aside and copied in costs a store-forwarding stall).
+void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
   RecordedIteration& it = log.current;
   if (it.units.size() + record.count > options_.max_units_per_iteration) {
     log.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -94,7 +103,7 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
     release_marks(it);
     return;
   }
-  RecordedOp op;
+  RecordedOp& op = it.ops.emplace_back();
   op.identity = record.identity;
   op.function = record.function;
   op.api = record.api;
@@ -105,7 +114,6 @@ void AccessLog::accessed(const vmm::AccessRecord& record) noexcept {
   op.started = record.started;
   op.ended = record.ended;
   it.units.insert(it.units.end(), record.units, record.units + record.count);
-  it.ops.push_back(op);
   if (it.ops.size() == log.period) publish(log);
 }
 
@@ -127,9 +135,24 @@ bool AccessLog::wants_timing() noexcept {
   return log.recording && log.timing;
 }
 
-StreamPosition AccessLog::position() {
-  const ThreadLog& log = thread_log();
-  return {&log, log.detector.locked(), log.lock_count, log.detector.phase()};
+StreamPosition AccessLog::position() { return position_of(thread_log()); }
+
+StreamPosition AccessLog::position_of(ThreadLog& log) {
+  return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), &log.counts, log.recording && log.timing};
+}
+
+std::uint64_t AccessLog::followed() const {
+  std::lock_guard lock(threads_mutex_);
+  std::uint64_t sum = 0;
+  for (const auto& log : threads_) sum += log->counts.followed.load(std::memory_order_relaxed);
+  return sum;
+}
+
+std::uint64_t AccessLog::strayed() const {
+  std::lock_guard lock(threads_mutex_);
+  std::uint64_t sum = 0;
+  for (const auto& log : threads_) sum += log->counts.strayed.load(std::memory_order_relaxed);
+  return sum;
 }
 
 void AccessLog::release_marks(const vmm::AccessRecord& record) {
@@ -154,10 +177,12 @@ void AccessLog::publish(ThreadLog& log) {
   RecordedIteration& it = log.current;
   it.serial = log.published.fetch_add(1, std::memory_order_relaxed) + 1;
   log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
+  bool recycled_timed = false;  // the buffers `it` gets back carry marks
   {
     std::lock_guard lock(log.published_mutex);
     std::shared_ptr<RecordedIteration> next = std::move(log.spare);
     if (next == nullptr || next.use_count() != 1) next = std::make_shared<RecordedIteration>();
+    recycled_timed = next->timed;
     next->ops.swap(it.ops);
     next->units.swap(it.units);
     next->serial = it.serial;
@@ -166,7 +191,9 @@ void AccessLog::publish(ThreadLog& log) {
     next->lock = it.lock;
     log.spare = std::const_pointer_cast<RecordedIteration>(std::exchange(log.last, std::move(next)));
   }
-  release_marks(it);  // the recycled iteration's: no reader holds it any more
+  // The recycled iteration's marks (no reader holds it any more); most
+  // iterations are untimed, and then there is nothing to walk.
+  if (recycled_timed) release_marks(it);
   it.ops.clear();
   it.units.clear();
   it.timed = log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;

@@ -49,12 +49,26 @@ struct RecordedIteration {
   std::uint64_t lock = 0;         // which lock of that thread's detector delimited it
 };
 
+// Counts a thread's launch path keeps for the log's consumer (the
+// scheduler: operations that followed the plan, or strayed from it). One
+// writer, the thread itself, so a count is a load and a store, never a
+// read-modify-write: a locked instruction on every launch costs more than
+// the rest of the feed's bookkeeping. Anyone may read them.
+struct ThreadCounts {
+  std::atomic<std::uint64_t> followed{0}, strayed{0};
+  static void bump(std::atomic<std::uint64_t>& count) {
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
 // Where the calling thread's stream stands (AccessLog::position).
 struct StreamPosition {
   const void* thread = nullptr;
   bool locked = false;
   std::uint64_t lock = 0;   // counts the thread's locks: a new lock starts its phases afresh
   std::size_t phase = 0;    // of the last operation, as RecordedIteration::ops indexes it
+  ThreadCounts* counts = nullptr;  // the thread's
+  bool time_next = false;          // its next operation is to be timed (wants_timing)
 };
 
 class AccessLog final : public vmm::AccessFeed {
@@ -73,10 +87,18 @@ class AccessLog final : public vmm::AccessFeed {
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
-  void accessed(const vmm::AccessRecord& record) noexcept override;
-  bool wants_timing() noexcept override;
+  bool accessed(const vmm::AccessRecord& record) noexcept override { return follow(record).time_next; }
+  // accessed(), and where the thread's stream stands after the operation:
+  // the launch path's one call (the thread's log looked up once).
+  StreamPosition follow(const vmm::AccessRecord& record) noexcept;
+  // Whether the operation the calling thread enqueues next is to be timed
+  // (what accessed() answered for its last one).
+  bool wants_timing() noexcept;
   // The calling thread's, after its last operation.
   StreamPosition position();
+  // ThreadCounts summed over every thread.
+  std::uint64_t followed() const;
+  std::uint64_t strayed() const;
 
   // The last whole iteration recorded on the thread that has recorded most
   // (the training loop's), or null if none has been.
@@ -96,6 +118,8 @@ class AccessLog final : public vmm::AccessFeed {
   void publish(ThreadLog& log);
   void release_marks(RecordedIteration& iteration, std::size_t from = 0);
   void release_marks(const vmm::AccessRecord& record);
+  void append(ThreadLog& log, const vmm::AccessRecord& record);
+  static StreamPosition position_of(ThreadLog& log);
   ThreadLog* busiest() const;
 
   const Options options_;

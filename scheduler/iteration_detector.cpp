@@ -16,8 +16,7 @@ IterationDetector::IterationDetector(Options options) : options_(options) {
   ring_.assign(power_of_two_at_least(options_.max_period + 1), 0);
   ring_mask_ = ring_.size() - 1;
   const std::size_t table = power_of_two_at_least(std::max<std::size_t>(std::size_t{1} << 12, 2 * options_.max_period));
-  last_key_.assign(table, 0);
-  last_at_.assign(table, 0);
+  last_.assign(table, Last{});
   table_mask_ = table - 1;
 }
 
@@ -25,10 +24,10 @@ IterationDetector::Event IterationDetector::observe(std::uint64_t identity) {
   const std::uint64_t index = seen_++;
   ring_[index & ring_mask_] = identity;
   const std::size_t slot = static_cast<std::size_t>((identity * 0x9E37'79B9'7F4A'7C15ull) >> 40) & table_mask_;
-  const bool seen_before = last_key_[slot] == identity && last_at_[slot] != 0;
-  const std::uint64_t previous = last_at_[slot] - 1;
-  last_key_[slot] = identity;
-  last_at_[slot] = index + 1;
+  Last& last = last_[slot];
+  const bool seen_before = last.key == identity && last.at != 0;
+  const std::uint64_t previous = last.at - 1;
+  last = Last{identity, index + 1};
   if (locked()) return follow_lock(identity);
   if (seen_before && index - previous <= options_.max_period) consider(static_cast<std::size_t>(index - previous));
   return follow_candidates(identity);
@@ -66,6 +65,7 @@ IterationDetector::Event IterationDetector::follow_candidates(std::uint64_t iden
     period_ = c.period;
     held_ = c.matches;
     locked_at_ = seen_ - 1;
+    phase_ = period_ - 1;  // the identity that completed the lock ends an iteration
     ++locks_;
     candidates_.fill(Candidate{});
     return Event::locked;
@@ -76,6 +76,7 @@ IterationDetector::Event IterationDetector::follow_candidates(std::uint64_t iden
 IterationDetector::Event IterationDetector::follow_lock(std::uint64_t identity) {
   if (back(period_) == identity) {
     ++held_;
+    phase_ = phase_ + 1 == period_ ? 0 : phase_ + 1;
     return Event::none;
   }
   // Broken. Held for less than two periods past the lock: a part of the

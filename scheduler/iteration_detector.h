@@ -46,7 +46,8 @@ class IterationDetector {
   // Where the last identity lies in the iteration (0 .. period - 1): the
   // identity that completed the lock ends an iteration, so the one after it
   // is 0. (Which launch truly starts a step is for the phase detector.)
-  std::size_t phase() const { return locked() ? (seen_ + period_ - 2 - locked_at_) % period_ : 0; }
+  // (Kept as it goes, not divided out: the launch path asks for it on every operation.)
+  std::size_t phase() const { return locked() ? phase_ : 0; }
   // Whole iterations seen alike since the lock.
   std::uint64_t iterations() const { return locked() ? (seen_ - 1 - locked_at_) / period_ : 0; }
   std::uint64_t observed() const { return seen_; }
@@ -74,7 +75,10 @@ class IterationDetector {
   Options options_;
   std::vector<std::uint64_t> ring_;    // the last identities, a power of two of them
   std::size_t ring_mask_ = 0;
-  std::vector<std::uint64_t> last_key_, last_at_;  // identity -> where it last arrived (+1; 0: never)
+  struct Last {  // an identity and where it last arrived (+1; 0: never): one cache line to touch, not two
+    std::uint64_t key = 0, at = 0;
+  };
+  std::vector<Last> last_;
   std::size_t table_mask_ = 0;
   std::array<Candidate, kCandidates> candidates_{};
   std::array<Suspect, kSuspects> suspects_{};
@@ -82,6 +86,7 @@ class IterationDetector {
   std::uint64_t seen_ = 0;
   std::size_t period_ = 0;
   std::uint64_t locked_at_ = 0;  // index of the identity that completed the lock
+  std::size_t phase_ = 0;        // (seen_ + period_ - 2 - locked_at_) % period_ while locked
   std::size_t held_ = 0;         // identities matched since the lock's candidate started
   std::uint64_t locks_ = 0, breaks_ = 0;
 };

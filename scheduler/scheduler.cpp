@@ -56,19 +56,20 @@ void Scheduler::stop() {
 
 // ---- the launch path ------------------------------------------------------------------------
 
-void Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
-  log_.accessed(record);
+bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
+  const StreamPosition at = log_.follow(record);
   const TriggerTable* table = table_.load(std::memory_order_acquire);
-  if (table == nullptr) return;
-  const StreamPosition at = log_.position();
-  if (!at.locked || at.thread != table->thread || at.lock != table->lock || at.phase >= table->period()) return;
+  if (table == nullptr) return at.time_next;
+  if (!at.locked || at.thread != table->thread || at.lock != table->lock || at.phase >= table->period()) {
+    return at.time_next;
+  }
   if (table->identity[at.phase] != record.identity) {
     // The stream is not where the plan thinks: the detector breaks on the
     // next mismatch, and until then on demand does the work.
-    strayed_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    ThreadCounts::bump(at.counts->strayed);
+    return at.time_next;
   }
-  followed_.fetch_add(1, std::memory_order_relaxed);
+  ThreadCounts::bump(at.counts->followed);
   // Room first, then what comes back.
   for (std::uint32_t i = table->offload_begin[at.phase]; i < table->offload_begin[at.phase + 1]; ++i) {
     (pager_.offload_unit(table->offloads[i]) ? offloads_ : refused_).fetch_add(1, std::memory_order_relaxed);
@@ -76,6 +77,7 @@ void Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
   for (std::uint32_t i = table->prefetch_begin[at.phase]; i < table->prefetch_begin[at.phase + 1]; ++i) {
     (pager_.prefetch_unit(table->prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
   }
+  return at.time_next;
 }
 
 // ---- planning -------------------------------------------------------------------------------
@@ -219,8 +221,8 @@ void Scheduler::publish(std::unique_ptr<TriggerTable> table) {
 nlohmann::json Scheduler::summary() const {
   nlohmann::json out = log_.summary();
   out["planner"] = planner_name(options_.planner);
-  out["operations_followed"] = followed_.load(std::memory_order_relaxed);
-  out["operations_strayed"] = strayed_.load(std::memory_order_relaxed);
+  out["operations_followed"] = log_.followed();
+  out["operations_strayed"] = log_.strayed();
   out["scheduled_offloads"] = offloads_.load(std::memory_order_relaxed);
   out["scheduled_prefetches"] = prefetches_.load(std::memory_order_relaxed);
   out["scheduled_refused"] = refused_.load(std::memory_order_relaxed);

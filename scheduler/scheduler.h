@@ -51,8 +51,9 @@ class Scheduler final : public vmm::AccessFeed {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  void accessed(const vmm::AccessRecord& record) noexcept override;
-  bool wants_timing() noexcept override { return log_.wants_timing(); }
+  bool accessed(const vmm::AccessRecord& record) noexcept override;
+  // What accessed() answered the calling thread last (AccessLog::wants_timing).
+  bool wants_timing() noexcept { return log_.wants_timing(); }
 
   // Stops planning (at exit, before the driver goes away); the last plan
   // stays in force. Idempotent.
@@ -79,8 +80,9 @@ class Scheduler final : public vmm::AccessFeed {
 
   std::atomic<const TriggerTable*> table_{nullptr};
 
-  // Launch-path counters.
-  std::atomic<std::uint64_t> followed_{0}, strayed_{0}, offloads_{0}, prefetches_{0}, refused_{0};
+  // Counters of the moves the launch path made (an operation that followed
+  // the plan or strayed from it is counted per thread: AccessLog::ThreadCounts).
+  std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, refused_{0};
 
   mutable std::mutex mutex_;  // the planner's state below
   std::condition_variable wake_;

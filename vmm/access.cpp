@@ -45,8 +45,10 @@ void Access::release() {
     identity.mix(reinterpret_cast<std::uintptr_t>(function_ != nullptr ? static_cast<const void*>(function_)
                                                                          : static_cast<const void*>(api_)));
     const CUevent ended = started_ != nullptr ? marks_->mark(stream_) : nullptr;
-    feed_->accessed(AccessRecord{identity.value(), stream_, bit_, function_, api_,
-                                 spilled_ ? spill_.data() : inline_, count_, at(0)->device, started_, ended});
+    const bool time_next = feed_->accessed(AccessRecord{identity.value(), stream_, bit_, function_, api_,
+                                                        spilled_ ? spill_.data() : inline_, count_, at(0)->device,
+                                                        started_, ended});
+    thread_->time_next = time_next ? feed_ : nullptr;
     started_ = nullptr;
   }
   if (started_ != nullptr) marks_->release_mark(count_ > 0 ? at(0)->device : 0, started_);  // nobody wants it

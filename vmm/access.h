@@ -21,6 +21,13 @@ namespace vgpumem::vmm {
 
 class Pager;
 
+// What the launch path keeps per program thread (launch_gate.cpp): looked
+// up once per operation, so it holds everything the operation needs of it.
+struct LaunchThread {
+  std::uint32_t launches = 0;             // counts the thread's operations: its place in the LRU window
+  const AccessFeed* time_next = nullptr;  // the feed that asked to time the thread's next operation
+};
+
 // What an operation is, for the log when it cannot have what it names.
 struct Operation {
   const char* api = "";            // the entry point the program called
@@ -65,9 +72,11 @@ class Access {
     marks_ = marks;
     started_ = started;
   }
-  // The operation is noted: release() tells `feed` about it.
-  void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, const Operation& op) {
+  // The operation is noted: release() tells `feed` about it, and keeps
+  // the feed's answer (time the next one?) in `thread`.
+  void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, const Operation& op, LaunchThread& thread) {
     feed_ = feed;
+    thread_ = &thread;
     stream_ = stream;
     bit_ = bit;
     function_ = op.function;
@@ -81,6 +90,7 @@ class Access {
   std::size_t held_ = 0;  // [0, held_) each hold one count of `launching`
   ExecutionIdentity identity_;
   AccessFeed* feed_ = nullptr;
+  LaunchThread* thread_ = nullptr;
   CUstream stream_ = nullptr;
   std::uint64_t bit_ = 0;
   CUfunction function_ = nullptr;

@@ -50,7 +50,8 @@ struct AccessRecord {
   Unit* const* units = nullptr;  // what it touched, each once, held during the call
   std::size_t count = 0;
   int device = 0;                // of the first unit
-  // When the feed asked for timing (wants_timing): marks recorded on the
+  // When the feed asked for timing (its answer to the thread's previous
+  // operation): marks recorded on the
   // stream just before the work (after any wait for its units) and just
   // after it, the feed's to give back (PagerControl::release_mark). Null
   // otherwise.
@@ -60,9 +61,12 @@ struct AccessRecord {
 class AccessFeed {
  public:
   virtual ~AccessFeed() = default;
-  virtual void accessed(const AccessRecord& record) noexcept = 0;
-  // Whether the operation about to be enqueued on this thread is to be timed.
-  virtual bool wants_timing() noexcept { return false; }
+  // The operation is enqueued. Returns whether the next operation the
+  // calling thread enqueues is to be timed: the answer rides on this call
+  // (the pager keeps it for the thread) so that an operation costs the feed
+  // one virtual call, not a second one to ask before it.
+  virtual bool accessed(const AccessRecord& record) noexcept = 0;
 };
+
 
 }  // namespace vgpumem::vmm

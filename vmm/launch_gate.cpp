@@ -16,14 +16,17 @@
 
 namespace vgpumem::vmm {
 
+namespace {
+thread_local LaunchThread t_launch;
+}  // namespace
+
 // The LRU clock: every thread advances the shared window on one launch in
 // 16 and reads it on the others, so launches from many threads do not all
 // write one cache line; the launch's place in its thread's window is the low
 // bits, so one thread's order is exact (ties would make the victim choice
 // arbitrary among everything used in the same window).
-std::uint64_t Pager::next_tick() {
-  thread_local std::uint32_t launches = 0;
-  const std::uint32_t place = ++launches & 15;
+std::uint64_t Pager::next_tick(LaunchThread& thread) {
+  const std::uint32_t place = ++thread.launches & 15;
   const std::uint64_t window = place == 0 ? tick_.fetch_add(1, std::memory_order_relaxed) + 1
                                           : tick_.load(std::memory_order_relaxed);
   return (window << 4) | place;
@@ -128,8 +131,9 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   CUcontext current = nullptr;
   if (StreamRegistry::needs_current_context(stream, per_thread)) driver_.context_get_current(&current);
   const std::uint64_t bit = streams_.bit_for(stream, per_thread, current);
-  if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, op);
-  const std::uint64_t tick = next_tick();
+  LaunchThread& thread = t_launch;
+  if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, op, thread);
+  const std::uint64_t tick = next_tick(thread);
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
   bool slow = options_.check == CheckMode::torture;
   for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
@@ -145,7 +149,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     note_use(access.at(i), bit, tick);
     LaunchGrace::stamp(*access.at(i), stamp);
   }
-  if (access.feed_ != nullptr && access.started_ == nullptr && access.feed_->wants_timing()) {
+  if (access.feed_ != nullptr && access.started_ == nullptr && thread.time_next == access.feed_) {
     access.time(this, mark(named));
   }
   return CUDA_SUCCESS;

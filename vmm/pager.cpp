@@ -1061,6 +1061,7 @@ void Pager::context_destroyed(CUcontext context) {
   {
     ContextScope in(driver_, context);
     driver_.context_synchronize();
+    marks_.forget(context);  // its events go with it
   }
   reap_saved_units(false);
   for (auto& [device, state] : devices_) {

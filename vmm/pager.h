@@ -38,6 +38,7 @@
 #include "vmm/granule_index.h"
 #include "vmm/launch_grace.h"
 #include "vmm/link_meter.h"
+#include "vmm/mark_pool.h"
 #include "vmm/host_store.h"
 #include "vmm/memory_observer.h"
 #include "vmm/pager_control.h"
@@ -279,7 +280,7 @@ class Pager final : public PagerControl {
   DeviceState& device_state(int device);
   CUresult reserve_arena();
   bool fast_path(Unit* unit, std::uint64_t bit) const;
-  std::uint64_t next_tick();
+  std::uint64_t next_tick(LaunchThread& thread);
   static void note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick);
   void follow_tables(const GranuleIndex::Window& window, const std::uint64_t* words, std::size_t count,
                      Access& access);
@@ -385,6 +386,7 @@ class Pager final : public PagerControl {
   std::atomic<std::uint64_t> tick_{1};
   LaunchGrace grace_;
   LinkMeter link_meter_{driver_};  // under mutex_, but for its rates
+  MarkPool marks_{driver_};         // timing marks, reused (its own lock)
   std::atomic<AccessFeed*> feed_{nullptr};
   std::atomic<std::uint64_t> grace_evictions_{0};  // victims taken inside their grace: nothing else could go
 

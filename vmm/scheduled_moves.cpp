@@ -68,13 +68,15 @@ std::uint64_t Pager::paging_budget(int device) const {
   return cap - std::min(outside, cap);
 }
 
+// From the pool: a timed iteration's marks are the last one's, recorded again.
 CUevent Pager::mark(CUstream stream) {
-  CUevent event = nullptr;
-  if (driver_.event_elapsed == nullptr || driver_.event_create(&event, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-    return nullptr;
-  }
+  if (driver_.event_elapsed == nullptr) return nullptr;
+  CUcontext context = nullptr;
+  if (driver_.context_get_current(&context) != CUDA_SUCCESS) return nullptr;
+  const CUevent event = marks_.take(context);
+  if (event == nullptr) return nullptr;
   if (driver_.event_record(event, stream) != CUDA_SUCCESS) {
-    driver_.event_destroy(event);
+    marks_.give(event);
     return nullptr;
   }
   return event;
@@ -97,9 +99,10 @@ std::int64_t Pager::elapsed_ns(int device, CUevent from, CUevent to) {
   return static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
 }
 
+// Back to the pool, no driver call: the next timed iteration records it again.
 void Pager::release_mark(int device, CUevent mark) {
-  if (mark == nullptr) return;
-  ContextScope in(driver_, device_context(device));
+  if (mark == nullptr || marks_.give(mark)) return;
+  ContextScope in(driver_, device_context(device));  // not the pool's (none are): destroyed
   driver_.event_destroy(mark);
 }
 

@@ -19,8 +19,9 @@ namespace {
 // Catches the unit each range names (the feed is told of every access).
 class UnitCatcher final : public vmm::AccessFeed {
  public:
-  void accessed(const vmm::AccessRecord& record) noexcept override {
+  bool accessed(const vmm::AccessRecord& record) noexcept override {
     last = record.count > 0 ? record.units[0] : nullptr;
+    return false;
   }
   vmm::Unit* last = nullptr;
 };
