@@ -227,7 +227,12 @@ std::uint64_t copied_in(const vmm::Pager& pager) { return pager.summary().value(
 // Wanted back while its save is still running and nothing reused its
 // chunks: resident again on them, with no copy in and no wait.
 TEST_F(ScheduledMovesTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNoCopy) {
-  make_pager(2 * kChunk, std::nullopt, without_grace);
+  // No reclaimer: it would wait for the save (which makes the simulator run
+  // it) and unmap the range before the prefetch comes.
+  make_pager(2 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
+    options.grace_operations = 0;
+    options.reclaimer = false;
+  });
   UnitCatcher catcher;
   pager_->set_access_feed(&catcher);
   std::array<CUdeviceptr, 2> buffers{};
@@ -245,7 +250,10 @@ TEST_F(ScheduledMovesTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNo
 // A chunk taken by another unit and given back again holds that unit's
 // bytes: the first owner must be copied back in, not revived on it.
 TEST_F(ScheduledMovesTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRevived) {
-  make_pager(2 * kChunk, std::nullopt, without_grace);
+  make_pager(2 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
+    options.grace_operations = 0;
+    options.reclaimer = false;  // b's save must still be running when b is wanted back
+  });
   UnitCatcher catcher;
   pager_->set_access_feed(&catcher);
   std::array<CUdeviceptr, 3> buffers{};  // a, b, c: writing c sent a to the host
