@@ -91,7 +91,7 @@ std::string outcome(const std::string& result) {
   std::string word, kept;
   while (words >> word) {
     if (word.rfind("peak_device_bytes_wanted=", 0) == 0 || word.rfind("step_ns=", 0) == 0 ||
-        word.rfind("compute_ns=", 0) == 0) {
+        word.rfind("compute_ns=", 0) == 0 || word.rfind("copied_in=", 0) == 0 || word.rfind("copied_out=", 0) == 0) {
       continue;
     }
     kept += (kept.empty() ? "" : " ") + word;

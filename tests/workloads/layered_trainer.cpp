@@ -69,8 +69,11 @@
 // Deterministic: fixed-seed data, kernels that are pure functions of the
 // bytes they read. The last line is machine-readable:
 //   RESULT loss=<%.9g> weights_fnv1a=<hex> peak_device_bytes_wanted=<n> step_ns=<n> compute_ns=<n>
+//          copied_in=<n> copied_out=<n>
 // step_ns: simulated time of the last step (events around it); compute_ns:
-// the sum of the declared durations of one step's kernels. Any CUDA error
+// the sum of the declared durations of one step's kernels; copied_in/out:
+// bytes of copies across the link issued during the last step (the batch,
+// the loss and, under the shim, the pager's moves). Any CUDA error
 // prints "CUDA_ERROR <name> at <call>" and exits 3.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -1012,6 +1015,7 @@ int main(int argc, char** argv) {
   CHECK(cuEventCreate(&end, CU_EVENT_DEFAULT));
   float last_loss = 0.0f;
   double compute_ns = 0.0;
+  unsigned long long copied_in = 0, copied_out = 0;  // across the link during the last step (issued)
   for (int step = 0; step < o.steps; ++step) {
     const bool last = step + 1 == o.steps;
     // The batch: the host writes the next one while nothing reads the pinned
@@ -1038,7 +1042,10 @@ int main(int argc, char** argv) {
                   sizeof step_number);
     }
 
-    if (last) CHECK(cuEventRecord(start, stream));
+    if (last) {
+      CHECK(cuEventRecord(start, stream));
+      vgpusimCopiedBytes(&copied_in, &copied_out);
+    }
     CHECK(cuMemcpyHtoDAsync(input.ptr, pinned_input, input.scaled, stream));
     CHECK(cuMemcpyHtoDAsync(labels.ptr, pinned_labels, labels.scaled, stream));
     const bool evaluation = o.eval_every > 0 && (step + 1) % o.eval_every == 0 && !last;
@@ -1058,6 +1065,12 @@ int main(int argc, char** argv) {
     if (last) CHECK(cuEventRecord(end, stream));
     CHECK(cuStreamSynchronize(stream));
     std::memcpy(&last_loss, pinned_loss, sizeof last_loss);
+    if (last) {
+      unsigned long long in_now = 0, out_now = 0;
+      vgpusimCopiedBytes(&in_now, &out_now);
+      copied_in = in_now - copied_in;
+      copied_out = out_now - copied_out;
+    }
   }
   float step_ms = 0.0f;
   CHECK(cuEventElapsedTime(&step_ms, start, end));
@@ -1079,7 +1092,8 @@ int main(int argc, char** argv) {
   CHECK(cuMemFreeHost(pinned_loss));
   CHECK(cuStreamDestroy(stream));
   std::printf("RESULT loss=%.9g weights_fnv1a=%016" PRIx64 " peak_device_bytes_wanted=%" PRIu64
-              " step_ns=%.0f compute_ns=%.0f\n",
-              static_cast<double>(last_loss), hash, peak, static_cast<double>(step_ms) * 1e6, compute_ns);
+              " step_ns=%.0f compute_ns=%.0f copied_in=%llu copied_out=%llu\n",
+              static_cast<double>(last_loss), hash, peak, static_cast<double>(step_ms) * 1e6, compute_ns, copied_in,
+              copied_out);
   return 0;
 }

@@ -138,6 +138,10 @@ CUresult vgpusimMulticastWrite(CUmemGenericAllocationHandle object, unsigned lon
  * (each thread has its own clock, advanced by its synchronising calls). */
 unsigned long long vgpusimHostTimeNs(void);
 
+/* Bytes of copies between host and device issued so far, each way (the
+ * report's bytes_h2d and bytes_d2h count them as they run). */
+void vgpusimCopiedBytes(unsigned long long *to_device, unsigned long long *to_host);
+
 /* Writes the simulator's report (see docs/simulated-driver.md) now, to path or,
  * when path is NULL, to $VGPUSIM_REPORT. The report is also written at exit. */
 CUresult vgpusimWriteReport(const char *path);

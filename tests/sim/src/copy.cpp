@@ -144,6 +144,8 @@ CUresult copy(const CopyShape& requested, CUstream stream_handle, bool per_threa
   const double duration_ns = operation.duration_ns;
   if (CUresult r = enqueue(sim, stream, std::move(operation))) return r;
   if (stream->capture != nullptr) return CUDA_SUCCESS;
+  if (shape.dst_device && !shape.src_device) sim.stats.issued_h2d += bytes;
+  if (!shape.dst_device && shape.src_device) sim.stats.issued_d2h += bytes;
   if (pageable_source) {
     // The host itself feeds the staging buffers, so it is busy until the last
     // chunk is staged, sync or async; only that chunk's transfer is left.

@@ -286,6 +286,13 @@ SIM_EXPORT unsigned long long vgpusimHostTimeNs(void) {
   return static_cast<unsigned long long>(host_now(sim));
 }
 
+SIM_EXPORT void vgpusimCopiedBytes(unsigned long long* to_device, unsigned long long* to_host) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  if (to_device != nullptr) *to_device = sim.stats.issued_h2d;
+  if (to_host != nullptr) *to_host = sim.stats.issued_d2h;
+}
+
 SIM_EXPORT CUresult vgpusimWriteReport(const char* path) {
   if (path == nullptr) path = std::getenv("VGPUSIM_REPORT");
   if (path == nullptr) return CUDA_ERROR_INVALID_VALUE;

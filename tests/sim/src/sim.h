@@ -210,6 +210,7 @@ struct Kernel {
 struct Stats {
   std::map<std::string, std::uint64_t> calls;
   std::uint64_t kernels = 0, bytes_h2d = 0, bytes_d2h = 0, illegal = 0;
+  std::uint64_t issued_h2d = 0, issued_d2h = 0;  // bytes of copies across the link as issued (vgpusimCopiedBytes)
   std::uint64_t pinned_now = 0, pinned_peak = 0;
   std::vector<std::string> illegal_events;  // JSON objects
   std::vector<std::string> faults_injected;

@@ -1,0 +1,106 @@
+// `vgpumem simulate` as a user runs it: on the trace of a layered trainer
+// run under auto, it plans the recorded step again and predicts the run's
+// own steady step; bad input is refused, saying what was wrong.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "paged_run.h"
+#include "process.h"
+
+namespace vgpumem::test {
+namespace {
+
+std::string command() { return VGPUMEM_TEST_CLI; }
+
+std::uint64_t result_number(const std::string& out, const std::string& key) {
+  const std::string line = field(out, "RESULT");
+  const std::size_t at = line.find(key + "=");
+  return at == std::string::npos ? 0 : std::stoull(line.substr(at + key.size() + 1));
+}
+
+// BERT-large's layered step (692 operations) at half its bytes, 6 steps:
+// the run plans from its third step and follows the plan from its fourth,
+// so its last step is the steady state the prediction is about.
+TEST(SimulateCommand, PredictsTheRecordedRunsOwnStep) {
+  const std::vector<std::string> args{program("layered_trainer"), "--model", "bert-large", "--steps", "6"};
+  auto env = simulator_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  const ProcessResult baseline = run_process(args, env);
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.out << baseline.err;
+  const std::uint64_t cap = result_number(baseline.out, "peak_device_bytes_wanted") / 2;
+  const PagedRun paged = run_paged("simulate-cli", args, std::to_string(cap), {{"VGPUMEM_POLICY", "auto"}});
+  ASSERT_EQ(paged.process.exit_code, 0) << paged.process.out << paged.process.err;
+  const double measured = static_cast<double>(result_number(paged.process.out, "step_ns"));
+  ASSERT_GT(measured, 0);
+
+  const std::string trace = temp_path("paging-simulate-cli-trace.json");
+  std::ofstream(trace) << paged.trace.dump();
+  const ProcessResult simulated = run_process({command(), "simulate", trace, "--json"}, simulator_environment());
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.out << simulated.err;
+  const nlohmann::json predicted = nlohmann::json::parse(simulated.out);
+  EXPECT_EQ(predicted["policy"], "auto");
+  EXPECT_EQ(predicted["budget"].get<std::uint64_t>(),
+            paged.trace["vgpumem"]["schedule"]["plan"]["budget"].get<std::uint64_t>())
+      << "the recorded run's budget by default";
+  EXPECT_TRUE(predicted["fits"].get<bool>());
+  const double step = predicted["step_ns"].get<double>();
+  EXPECT_GE(step, predicted["floor_ns"].get<double>());
+  // docs/benchmarks.md, "What vgpumem simulate predicts": the run is a few
+  // per cent slower than the model (the program's loss read waits behind the
+  // pager's saves on the copy-out engine, which the model leaves out).
+  EXPECT_LT(std::abs(step - measured) / measured, 0.10) << "predicted " << step << " ns, measured " << measured << " ns";
+
+  // Every planner, a table.
+  const ProcessResult all = run_process({command(), "simulate", trace, "--limit", "40%", "--policy", "all"},
+                                        simulator_environment());
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  for (const char* policy : {"vdnn-all ", "vdnn-conv ", "auto "}) {
+    EXPECT_NE(all.out.find(std::string("\n") + policy), std::string::npos) << all.out;
+  }
+}
+
+TEST(SimulateCommand, RefusesWhatItCannotUseSayingWhy) {
+  const auto run = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {command(), "simulate"});
+    return run_process(args, simulator_environment());
+  };
+  ProcessResult r = run({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("which TRACE?"), std::string::npos) << r.err;
+  r = run({"/nonexistent/trace.json"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot read \"/nonexistent/trace.json\""), std::string::npos) << r.err;
+  const std::string no_profile = temp_path("simulate-no-profile.json");
+  std::ofstream(no_profile) << R"({"traceEvents": [], "vgpumem": {"version": 1}})";
+  r = run({no_profile, "--limit", "1GiB"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("has no profiled step"), std::string::npos) << r.err;
+  r = run({no_profile, "--policy", "fifo"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--policy \"fifo\" is not one of auto, vdnn-all, vdnn-conv, all"), std::string::npos) << r.err;
+  r = run({no_profile, "--bandwidth", "fast"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--bandwidth \"fast\" is not a positive number of GB/s"), std::string::npos) << r.err;
+  const std::string profile = temp_path("simulate-profile.json");
+  std::ofstream(profile) << R"({"format": 1, "units": [4194304, 4194304],
+                                "ops": [[1000, 0, 1, [0]], [1000, 0, 1, [1]], [1000, 0, 1, [0, 1]]]})";
+  r = run({profile, "--limit", "lots"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--limit \"lots\" is not a size"), std::string::npos) << r.err;
+  r = run({profile});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("does not say what its run's cap was: give --limit"), std::string::npos) << r.err;
+  r = run({profile, "--limit", "6MiB", "--json"});  // a bare profile works too
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"policy\":\"auto\""), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace vgpumem::test
