@@ -30,7 +30,7 @@
 namespace vgpumem::cli {
 namespace {
 
-constexpr double kLinkGBps = 55.0;  // the H100's pinned rate each way (docs/gpu-facts.md §8)
+constexpr double kH100LinkGBps = 55.0;  // the H100's pinned rate each way (docs/gpu-facts.md §8)
 
 std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
@@ -47,12 +47,13 @@ struct Options {
   std::vector<std::string> policies{"lru", "vdnn-all", "vdnn-conv", "auto"};
   int steps = 10;
   int scale = 8;
+  double link_gbps = kH100LinkGBps;  // each way, at full size (scaled with the bytes)
   std::string dir, markdown;
 };
 
 constexpr const char* kUsage =
     "usage: vgpumem bench [--models resnet50,vgg16,bert-large,gpt2-medium] [--caps 50,33,25] "
-    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 10] [--scale 8] [--out DIR] [--markdown FILE]";
+    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 10] [--scale 8] [--link 55] [--out DIR] [--markdown FILE]";
 
 bool parse(const std::vector<std::string>& args, Options* options) {
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -67,6 +68,7 @@ bool parse(const std::vector<std::string>& args, Options* options) {
     else if (key == "--policies") options->policies = split(value);
     else if (key == "--steps") options->steps = std::atoi(value.c_str());
     else if (key == "--scale") options->scale = std::atoi(value.c_str());
+    else if (key == "--link") options->link_gbps = std::atof(value.c_str());
     else if (key == "--out") options->dir = value;
     else if (key == "--markdown") options->markdown = value;
     else {
@@ -74,9 +76,9 @@ bool parse(const std::vector<std::string>& args, Options* options) {
       return false;
     }
   }
-  if (options->steps < 4 || options->scale < 1) {
-    std::cerr << "vgpumem bench: --steps must be at least 4 (the schedule learns over the first three) and --scale "
-                 "at least 1\n";
+  if (options->steps < 4 || options->scale < 1 || !(options->link_gbps > 0)) {
+    std::cerr << "vgpumem bench: --steps must be at least 4 (the schedule learns over the first three), --scale "
+                 "at least 1, --link a positive number of GB/s\n";
     return false;
   }
   for (const std::string& cap : options->caps) {
@@ -106,7 +108,7 @@ struct Cell {
 
 // The floor of the step a run's trace recorded, under the budget it ran
 // with, on the bench's link; false if the run recorded none.
-bool recorded_floor(const nlohmann::json& trace, int scale, double* floor_ns) {
+bool recorded_floor(const nlohmann::json& trace, double link_gbps, double* floor_ns) {
   if (!trace.is_object() || !trace.contains("schedule")) return false;
   const nlohmann::json& schedule = trace.at("schedule");
   if (!schedule.contains("profile") || !schedule.contains("plan") || !schedule.at("plan").contains("budget")) {
@@ -115,7 +117,7 @@ bool recorded_floor(const nlohmann::json& trace, int scale, double* floor_ns) {
   try {
     const scheduler::IterationProfile profile = scheduler::profile_from_json(schedule.at("profile"));
     scheduler::LinkModel link;
-    link.to_host_bytes_per_ns = link.to_device_bytes_per_ns = kLinkGBps / scale;
+    link.to_host_bytes_per_ns = link.to_device_bytes_per_ns = link_gbps;
     *floor_ns = scheduler::step_floor(profile, schedule.at("plan").at("budget").get<std::uint64_t>(), link);
     return true;
   } catch (const std::exception&) {
@@ -159,9 +161,11 @@ int run_bench(const std::vector<std::string>& args) {
     std::cerr << "vgpumem bench: " << trainer << " is missing; it is built with the tests (VGPUMEM_BUILD_TESTS=ON)\n";
     return 1;
   }
-  const std::string link = fixed(kLinkGBps / options.scale, 6);
+  const double scaled_link = options.link_gbps / options.scale;
+  const std::string link = fixed(scaled_link, 6);
   std::cout << "vgpumem bench: layered workloads on the simulated driver, sizes / " << options.scale << ", link "
-            << link << " GB/s (55 / " << options.scale << "), " << options.steps << " steps each\n\n";
+            << link << " GB/s (" << fixed(options.link_gbps, 1) << " / " << options.scale << "), " << options.steps
+            << " steps each\n\n";
   const std::string header =
       "| workload | cap | policy | step | floor | step / floor | step / uncapped | out / step | in / step | "
       "beyond compute | bit-identical |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
@@ -195,7 +199,7 @@ int run_bench(const std::vector<std::string>& args) {
       // plain bound from the uncapped run: its step, or the time the link
       // needs to move out and back what cannot stay.
       const double away = static_cast<double>(peak > cap ? peak - cap : 0);
-      double floor_ns = std::max(uncapped_ns, away / (kLinkGBps / options.scale));
+      double floor_ns = std::max(uncapped_ns, away / scaled_link);
       bool floor_from_profile = false;
       std::vector<Cell> row_cells;
       for (const std::string& policy : options.policies) {
@@ -218,7 +222,7 @@ int run_bench(const std::vector<std::string>& args) {
         cell.out_bytes = static_cast<double>(number(result_field(run.result, "copied_out")));
         cell.in_bytes = static_cast<double>(number(result_field(run.result, "copied_in")));
         cell.beyond_ns = cell.step_ns - static_cast<double>(number(result_field(run.result, "compute_ns")));
-        if (!floor_from_profile) floor_from_profile = recorded_floor(run.trace, options.scale, &floor_ns);
+        if (!floor_from_profile) floor_from_profile = recorded_floor(run.trace, scaled_link, &floor_ns);
         cell.kernel_too_large = run.exit_code == 3 &&
                                 run.output.find("more than its cap") != std::string::npos &&
                                 run.output.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
