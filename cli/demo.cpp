@@ -70,9 +70,13 @@ int run_demo(const std::vector<std::string>& args) {
   }
   // Wide layers and a small batch: 4 MiB weight matrices and as much for
   // their gradients dominate, as parameters and optimizer state do in a
-  // large model; the simulator's host kernels stay quick. Eight steps: the
-  // learned schedule locks on the step after two and plans from the third.
-  const std::vector<std::string> trainer_args{"--layers", "12", "--width", "1024", "--batch", "8", "--steps", "8"};
+  // large model; the simulator's host kernels stay quick. Sixteen steps:
+  // the learned schedule locks on the second step, records the third and
+  // plans from it on its own thread, which on the simulated driver takes a
+  // few steps of wall time (its event queries wait for the simulator's
+  // lock, which the program's kernels hold while they run on the host; with
+  // eight steps the plan came too late about one run in three).
+  const std::vector<std::string> trainer_args{"--layers", "12", "--width", "1024", "--batch", "8", "--steps", "16"};
   std::vector<std::string> trainer{demo_trainer()};
   trainer.insert(trainer.end(), trainer_args.begin(), trainer_args.end());
   bool ok = true;
@@ -93,7 +97,7 @@ int run_demo(const std::vector<std::string>& args) {
     return run_simulated(request);
   };
 
-  std::cout << "vgpumem demo: a 12-layer MLP trained for 8 steps on the simulated driver\n\n";
+  std::cout << "vgpumem demo: a 12-layer MLP trained for 16 steps on the simulated driver\n\n";
   const SimRun baseline = run("baseline", false, 0, "");
   const std::uint64_t baseline_peak = simulator_peak(baseline.simulator);
   std::cout << "1. without vgpumem\n";
@@ -144,7 +148,7 @@ int run_demo(const std::vector<std::string>& args) {
     picture.timelines = {lru.timeline_path, automatic.timeline_path};
     picture.labels = {"lru", "auto"};
     picture.traces = {lru.trace_path, automatic.trace_path};
-    picture.title = "vgpumem demo: 12-layer MLP, 8 steps, " + format_bytes(cap) + " cap: lru above, auto below";
+    picture.title = "vgpumem demo: 12-layer MLP, 16 steps, " + format_bytes(cap) + " cap: lru above, auto below";
     picture.out = dir + "/timeline.png";
     picture.log = dir + "/timeline.plot.out";
     const PlotOutcome plotted = draw_timelines(picture);

@@ -1,5 +1,6 @@
 #include "scheduler/scheduler.h"
 
+#include "common/log.h"
 #include "scheduler/profile_json.h"
 
 #include <algorithm>
@@ -166,11 +167,15 @@ bool Scheduler::plan_now() {
   if (const double out = pager_.link_bytes_per_ns(true); out > 0) link.to_host_bytes_per_ns = out;
   if (const double in = pager_.link_bytes_per_ns(false); in > 0) link.to_device_bytes_per_ns = in;
   Plan plan;
+  PrefetchLeads leads;
   {
     std::lock_guard lock(mutex_);
     learn_leads(step);
+    leads = leads_;
     switch (options_.planner) {
-      case Planner::swap: plan = plan_auto(step, budget, link, leads_); break;
+      // The greedy plan first: it is ready in milliseconds, and a plan that
+      // comes a step late is a step on demand. Refined below.
+      case Planner::swap: plan = plan_auto(step, budget, link, leads, /*refine=*/false); break;
       case Planner::vdnn_all: plan = plan_vdnn(step, budget, link, false); break;
       case Planner::vdnn_conv: plan = plan_vdnn(step, budget, link, true); break;
     }
@@ -183,6 +188,18 @@ bool Scheduler::plan_now() {
   const bool drop = !plan.fits && options_.planner == Planner::swap;
   const std::size_t unfit_swaps = drop ? plan.swaps.size() : 0;
   if (drop) plan.swaps.clear();
+  const bool refine = options_.planner == Planner::swap && plan.fits && !plan.swaps.empty();
+  Plan greedy = refine ? plan : Plan{};
+  publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
+  VGPUMEM_LOG_DEBUG("schedule: plan of {} moves for a step of {} operations published (recorded step {})",
+                    plan.swaps.size(), step.period(), iteration->serial);
+  if (refine) {
+    refine_auto_plan(step, link, leads, &greedy);
+    if (simulate(step, greedy, link).step_ns < simulate(step, plan, link).step_ns) {
+      plan = std::move(greedy);
+      publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
+    }
+  }
   const PlanTiming predicted = simulate(step, plan, link);
   nlohmann::json numbers = {{"period", step.period()},
                             {"compute_ns", step.step_ns},
@@ -201,7 +218,6 @@ bool Scheduler::plan_now() {
                             {"link_to_host_gbps", link.to_host_bytes_per_ns},
                             {"link_to_device_gbps", link.to_device_bytes_per_ns}};
   nlohmann::json profiled = profile_to_json(step);
-  publish(std::make_unique<TriggerTable>(make_trigger_table(step, std::move(plan))));
   std::lock_guard lock(mutex_);
   last_plan_ = std::move(numbers);
   last_profile_ = std::move(profiled);

@@ -61,8 +61,12 @@ using PrefetchLeads = std::map<std::pair<const vmm::Unit*, std::uint32_t>, doubl
 // time, taken at the predicted peak until it is under `budget` less a
 // margin; prefetches placed on the simulated copy-in timeline to land in
 // time. Nothing is planned when the step fits.
+// `refine`: then improve a plan that fits by local search (refine_auto_plan).
 Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-               const PrefetchLeads& leads = {});
+               const PrefetchLeads& leads = {}, bool refine = true);
+// The local search of plan_refinement.h over plan_auto's candidate gaps;
+// `plan` must fit, and still does afterwards.
+void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan);
 
 // vDNN: each forward layer's input (the units its leading kernel touches
 // that wait for the backward pass) goes out after its forward use and comes

@@ -92,8 +92,12 @@ std::vector<std::uint64_t> resident_curve(const IterationProfile& profile, const
   return curve;
 }
 
+void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan) {
+  refine_plan(profile, link, leads, candidates(profile, link, leads), plan);
+}
+
 Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-               const PrefetchLeads& leads) {
+               const PrefetchLeads& leads, bool refine) {
   Plan plan;
   plan.policy = "auto";
   plan.budget = budget;
@@ -144,7 +148,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     curve = resident_curve(profile, plan);
   }
   plan.fits = plan.peak_after <= plan.target;
-  if (plan.fits) refine_plan(profile, link, leads, pool, &plan);
+  if (plan.fits && refine) refine_plan(profile, link, leads, pool, &plan);
   return plan;
 }
 
