@@ -137,13 +137,15 @@ INSTANTIATE_TEST_SUITE_P(PagingLayered, LayeredWorkload,
                            return name;
                          });
 
-// An evaluation step every fifth step (forward and loss only) breaks the
-// schedule; on demand carries that step and the training steps after it
-// until the detector locks again (two steps), one step is recorded, and the
-// plan is made and followed again: bit-identical to uncapped, under the
-// cap, nothing illegal.
+// An evaluation step (forward and loss only) breaks the schedule; on demand
+// carries that step and the training steps after it until the detector
+// locks again (two steps), one step is recorded, and the plan is made and
+// followed again: bit-identical to uncapped, under the cap, nothing
+// illegal. Evaluation every eighth step, so that the plan, made on its own
+// thread (a few steps of wall time on the simulated driver, more on a busy
+// machine), is in force for a few steps after each lock.
 TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
-  const std::vector<std::string> args{"--model", "bert-large", "--steps", "12", "--eval-every", "5"};
+  const std::vector<std::string> args{"--model", "bert-large", "--steps", "16", "--eval-every", "8"};
   auto env = simulator_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
   const Result baseline = parse(run_process(trainer(args), env));
@@ -157,12 +159,12 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
   EXPECT_LE(paged.simulator["devices"][0]["physical_bytes_peak"].get<std::uint64_t>(), cap);
   const nlohmann::json& schedule = paged.trace["vgpumem"]["schedule"];
   ASSERT_TRUE(schedule.is_object()) << paged.trace["vgpumem"].dump();
-  // Steps 1-2 lock, 3 is recorded, 4 follows the plan, 5 breaks; 6-7 lock
-  // again, 8 is recorded, 9 follows the new plan, 10 breaks; 11-12 lock.
-  EXPECT_EQ(schedule["locks"].get<int>(), 3) << schedule.dump();
-  EXPECT_GE(schedule["breaks"].get<int>(), 2) << schedule.dump();
+  // Steps 1-2 lock, 3 is recorded, 4-7 follow the plan, 8 breaks; 9-10
+  // lock again, 11 is recorded, 12-16 follow the new plan.
+  EXPECT_EQ(schedule["locks"].get<int>(), 2) << schedule.dump();
+  EXPECT_GE(schedule["breaks"].get<int>(), 1) << schedule.dump();
   EXPECT_GE(schedule["iterations_recorded"].get<int>(), 2) << schedule.dump();
-  EXPECT_GE(schedule["plans"].get<int>(), 2) << "planned again after an evaluation";
+  EXPECT_GE(schedule["plans"].get<int>(), 2) << "planned again after the evaluation";
   EXPECT_GT(schedule["operations_followed"].get<int>(), 0);
   EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0);
 }
