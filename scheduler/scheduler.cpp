@@ -193,14 +193,15 @@ bool Scheduler::plan_now() {
   publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
   VGPUMEM_LOG_DEBUG("schedule: plan of {} moves for a step of {} operations published (recorded step {})",
                     plan.swaps.size(), step.period(), iteration->serial);
+  PlanTiming predicted = simulate(step, plan, link);
   if (refine) {
     refine_auto_plan(step, link, leads, &greedy);
-    if (simulate(step, greedy, link).step_ns < simulate(step, plan, link).step_ns) {
+    if (const PlanTiming refined = simulate(step, greedy, link); refined.step_ns < predicted.step_ns) {
       plan = std::move(greedy);
+      predicted = refined;
       publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
     }
   }
-  const PlanTiming predicted = simulate(step, plan, link);
   nlohmann::json numbers = {{"period", step.period()},
                             {"compute_ns", step.step_ns},
                             {"recorded_stall_ns", step.stall_ns},

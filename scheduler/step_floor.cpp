@@ -104,7 +104,7 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
     std::size_t out;   // a_u + period, unrolled from p: in [p, p + period)
   };
   std::vector<Away> away;
-  std::vector<std::size_t> by_back, by_out;
+  std::vector<double> back_bytes, out_bytes;  // per cut p, by q - p
   const std::size_t stride = max_cuts == 0 || period <= max_cuts ? 1 : (period + max_cuts - 1) / max_cuts;
   for (std::size_t p = 0; p < period; p += stride) {
     away.clear();
@@ -119,7 +119,8 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
     }
     // Sweep q from p to p + period: units with back <= q can come back
     // between the cuts, those with out >= q go out after the second cut.
-    std::vector<double> back_bytes(period + 2, 0.0), out_bytes(period + 2, 0.0);  // by q - p
+    back_bytes.assign(period + 2, 0.0);
+    out_bytes.assign(period + 2, 0.0);
     double total = 0;
     for (const Away& a : away) {
       back_bytes[a.back - p] += a.bytes;
@@ -131,19 +132,17 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
     double left_out = 0;   // units with out < q: in only
     for (std::size_t q = p; q <= p + period; ++q) {
       came_back += back_bytes[q - p];
-      if ((q - p) % stride != 0 && q != p + period) {
-        if (q < p + period) left_out += out_bytes[q - p];
-        continue;
+      if ((q - p) % stride == 0 || q == p + period) {
+        Stretches s;
+        s.compute_in = timeline::start(profile, q) - timeline::start(profile, p);
+        s.compute_out = profile.step_ns - s.compute_in;
+        s.in_rate = link.to_device_bytes_per_ns;
+        s.out_rate = link.to_host_bytes_per_ns;
+        s.in_only = left_out;
+        s.both = came_back - left_out;
+        s.out_only = total - came_back;
+        floor = std::max(floor, least_cost(s, plain_away));
       }
-      Stretches s;
-      s.compute_in = timeline::start(profile, q) - timeline::start(profile, p);
-      s.compute_out = profile.step_ns - s.compute_in;
-      s.in_rate = link.to_device_bytes_per_ns;
-      s.out_rate = link.to_host_bytes_per_ns;
-      s.in_only = left_out;
-      s.both = came_back - left_out;
-      s.out_only = total - came_back;
-      floor = std::max(floor, least_cost(s, plain_away));
       if (q < p + period) left_out += out_bytes[q - p];
     }
   }

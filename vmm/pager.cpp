@@ -574,17 +574,26 @@ CUresult Pager::fetch(Unit* unit) {
   }
   // The copy above may still read the buffer: an offload on this device that
   // takes it waits for the copy-in stream; another device's waits (HostStore).
+  back_on_device(state, unit, ready);
+  prefetches_.fetch_add(1, std::memory_order_relaxed);
+  bytes_prefetched_.fetch_add(unit->bytes, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+
+// A unit on the host is resident again, its work to wait for `ready` (null:
+// nothing). Its host buffer goes back to the store: a copy on this device
+// may still use it (the fetch's reading it, or a revived unit's save still
+// writing it), so another device takes it only once this device's copy
+// streams are drained (HostStore).
+void Pager::back_on_device(DeviceState& state, Unit* unit, CUevent ready) {
   host_.give_back(unit->host, unit->bytes, unit->device);
   unit->host = nullptr;
   unit->used_by.store(0);
   set_ready(unit, ready);
   state.resident_bytes += unit->bytes;
   unit->state.store(Residency::resident);
-  prefetches_.fetch_add(1, std::memory_order_relaxed);
-  bytes_prefetched_.fetch_add(unit->bytes, std::memory_order_relaxed);
   observer_.moved(unit->device, unit->span_at, unit->bytes, false);
   trace_resident(unit->device, state);
-  return CUDA_SUCCESS;
 }
 
 // Wanted back before its save was reaped: the range is still mapped on the
@@ -598,7 +607,6 @@ CUresult Pager::fetch(Unit* unit) {
 // this device is an offload, on the same copy-out stream, after that save.
 bool Pager::revive(DeviceState& state, Unit* unit) {
   if (!unit->unmap_pending || unit->stale_mapping || !unit->aliases.empty() || unit->host == nullptr) return false;
-  ContextScope in(driver_, state.context);
   if (options_.check == CheckMode::fast) {
     if (unit->given_back.empty() || !state.pool.take_back(unit->given_back, unit->save_serial)) return false;
     unit->chunks.swap(unit->given_back);
@@ -612,19 +620,9 @@ bool Pager::revive(DeviceState& state, Unit* unit) {
     driver_.event_destroy(unit->saved);  // released once it completes
     unit->saved = nullptr;
   }
-  // Its save may still be writing the buffer: another device's copy takes it
-  // only once this device's copy streams are drained (HostStore).
-  host_.give_back(unit->host, unit->bytes, unit->device);
-  unit->host = nullptr;
-  unit->used_by.store(0);
-  unit->ready_for.store(~std::uint64_t{0});
-  set_ready(unit, nullptr);
-  state.resident_bytes += unit->bytes;
-  unit->state.store(Residency::resident);
+  back_on_device(state, unit, nullptr);
   revived_.fetch_add(1, std::memory_order_relaxed);
   bytes_revived_.fetch_add(unit->bytes, std::memory_order_relaxed);
-  observer_.moved(unit->device, unit->span_at, unit->bytes, false);
-  trace_resident(unit->device, state);
   VGPUMEM_LOG_DEBUG("{} at {:#x} wanted back before its save ended: resident again on its own chunks",
                     format_bytes(unit->bytes), unit->seen_at());
   return true;

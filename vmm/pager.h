@@ -310,8 +310,10 @@ class Pager final : public PagerControl {
   CUresult fetch(Unit* unit);
   // A unit wanted back while its save is still in flight, whose chunks no
   // one has reused: it takes them back and is resident again, with no copy
-  // and no wait. False if it cannot.
+  // and no wait. False if it cannot. Called by fetch, in the device's context.
   bool revive(DeviceState& state, Unit* unit);
+  // The end of a fetch or a revival: resident again, ready after `ready`.
+  void back_on_device(DeviceState& state, Unit* unit, CUevent ready);
   // `after_save`, if given: the latest save (serial) a taken chunk may still
   // be read by, 0 if none; the caller orders its writes after it.
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,

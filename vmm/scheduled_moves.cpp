@@ -33,9 +33,9 @@ bool Pager::prefetch_unit(Unit* unit) {
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  reap_saved_units(false);
   // Held while it comes in, so that making its room never picks it.
   unit->launching.fetch_add(1, std::memory_order_seq_cst);
+  reap_saved_units(false);
   const CUresult result = fetch(unit);
   unit->launching.fetch_sub(1, std::memory_order_release);
   if (result != CUDA_SUCCESS) {
