@@ -26,6 +26,7 @@ struct AccessLog::ThreadLog {
 
   std::mutex published_mutex;  // once per iteration, and readers
   std::shared_ptr<const RecordedIteration> last;
+  bool last_read = false;  // somebody has read `last` (last_iteration)
   std::shared_ptr<RecordedIteration> spare;  // the one before: reused once no reader holds it
 };
 
@@ -175,21 +176,28 @@ void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
 // one before it, unless a reader still holds that.
 void AccessLog::publish(ThreadLog& log) {
   RecordedIteration& it = log.current;
-  it.serial = log.published.fetch_add(1, std::memory_order_relaxed) + 1;
   log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
   {
     std::lock_guard lock(log.published_mutex);
-    std::shared_ptr<RecordedIteration> next = std::move(log.spare);
-    if (next == nullptr || next.use_count() != 1) next = std::make_shared<RecordedIteration>();
-    recycled_timed = next->timed;
-    next->ops.swap(it.ops);
-    next->units.swap(it.units);
-    next->serial = it.serial;
-    next->timed = it.timed;
-    next->thread = it.thread;
-    next->lock = it.lock;
-    log.spare = std::const_pointer_cast<RecordedIteration>(std::exchange(log.last, std::move(next)));
+    // A timed iteration nobody has read yet stays published over the
+    // untimed ones after it: a planner busy or off the CPU for a step would
+    // otherwise lose it, and wait timing_every iterations for the next.
+    const bool hold = !it.timed && log.last != nullptr && log.last->timed && !log.last_read;
+    if (!hold) {
+      it.serial = log.published.fetch_add(1, std::memory_order_relaxed) + 1;
+      log.last_read = false;
+      std::shared_ptr<RecordedIteration> next = std::move(log.spare);
+      if (next == nullptr || next.use_count() != 1) next = std::make_shared<RecordedIteration>();
+      recycled_timed = next->timed;
+      next->ops.swap(it.ops);
+      next->units.swap(it.units);
+      next->serial = it.serial;
+      next->timed = it.timed;
+      next->thread = it.thread;
+      next->lock = it.lock;
+      log.spare = std::const_pointer_cast<RecordedIteration>(std::exchange(log.last, std::move(next)));
+    }
   }
   // The recycled iteration's marks (no reader holds it any more); most
   // iterations are untimed, and then there is nothing to walk.
@@ -219,6 +227,7 @@ std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
   ThreadLog* log = busiest();
   if (log == nullptr) return nullptr;
   std::lock_guard published(log->published_mutex);
+  log->last_read = true;
   return log->last;
 }
 

@@ -101,7 +101,9 @@ class AccessLog final : public vmm::AccessFeed {
   std::uint64_t strayed() const;
 
   // The last whole iteration recorded on the thread that has recorded most
-  // (the training loop's), or null if none has been.
+  // (the training loop's), or null if none has been. A timed iteration
+  // stays the last until it has been read once: the untimed ones that end
+  // meanwhile are not published.
   std::shared_ptr<const RecordedIteration> last_iteration() const;
 
   // {"threads", "operations", "period", "iterations", "locked",

@@ -83,7 +83,7 @@ IterationProfile build_profile(const RecordedIteration& iteration, const Profile
     op.kernel = recorded.function != nullptr;
     op.convolution = op.kernel && sources.convolution && sources.convolution(recorded.function);
     double duration = -1, stall = -1;
-    if (sources.time) sources.time(recorded, i == 0 ? nullptr : &iteration.ops[i - 1], &duration, &stall);
+    if (sources.time) sources.time(i, &duration, &stall);
     op.duration_ns = duration;
     op.stall_ns = std::max(stall, 0.0);
     if (duration >= 0) known.push_back(duration);

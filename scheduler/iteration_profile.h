@@ -62,8 +62,9 @@ struct IterationProfile {
 
 // What the profile needs to know beyond the recorded iteration.
 struct ProfileSources {
-  // An operation's duration and its stall, in nanoseconds (negative: unknown).
-  std::function<void(const RecordedOp& op, const RecordedOp* previous, double* duration, double* stall)> time;
+  // The duration and the stall of the iteration's operation `op` (its
+  // index), in nanoseconds (negative: unknown).
+  std::function<void(std::size_t op, double* duration, double* stall)> time;
   std::function<std::uint64_t(const vmm::Unit* unit)> bytes;
   std::function<bool(CUfunction function)> convolution;  // by the kernel's name; may be empty
 };

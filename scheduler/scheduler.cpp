@@ -95,15 +95,24 @@ void Scheduler::planning_loop() {
 }
 
 IterationProfile Scheduler::profile(const RecordedIteration& iteration) {
-  ProfileSources sources;
-  sources.time = [this](const RecordedOp& op, const RecordedOp* previous, double* duration, double* stall) {
-    const std::int64_t ran = pager_.elapsed_ns(op.device, op.started, op.ended);
-    *duration = ran < 0 ? -1.0 : static_cast<double>(ran);
-    *stall = -1;
-    if (previous != nullptr && previous->stream_bit == op.stream_bit && previous->device == op.device) {
-      const std::int64_t waited = pager_.elapsed_ns(op.device, previous->ended, op.started);
-      if (waited >= 0) *stall = static_cast<double>(waited);
+  // Every time the profile wants, read in one call: (ran, waited) for each
+  // operation, the wait from the end of the one before it on its stream.
+  std::vector<vmm::ElapsedQuery> queries(2 * iteration.ops.size());
+  for (std::size_t i = 0; i < iteration.ops.size(); ++i) {
+    const RecordedOp& op = iteration.ops[i];
+    queries[2 * i] = {op.device, op.started, op.ended};
+    if (i == 0) continue;
+    const RecordedOp& previous = iteration.ops[i - 1];
+    if (previous.stream_bit == op.stream_bit && previous.device == op.device) {
+      queries[2 * i + 1] = {op.device, previous.ended, op.started};
     }
+  }
+  std::vector<std::int64_t> nanoseconds(queries.size(), -1);
+  pager_.elapsed_ns(queries, nanoseconds);
+  ProfileSources sources;
+  sources.time = [&nanoseconds](std::size_t i, double* duration, double* stall) {
+    *duration = nanoseconds[2 * i] < 0 ? -1.0 : static_cast<double>(nanoseconds[2 * i]);
+    *stall = nanoseconds[2 * i + 1] < 0 ? -1.0 : static_cast<double>(nanoseconds[2 * i + 1]);
   };
   sources.bytes = [this](const vmm::Unit* unit) {
     const vmm::UnitFacts facts = pager_.facts(unit);
@@ -160,7 +169,12 @@ bool Scheduler::plan_now() {
     planned_thread_ = iteration->thread;
     planned_serial_ = iteration->serial;
   }
+  const auto began = std::chrono::steady_clock::now();
+  const auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   const IterationProfile step = profile(*iteration);
+  const double profile_ms = ms_since(began);
   const std::uint64_t budget = pager_.paging_budget(step.device);
   // The link as measured on the pager's copies, where it has been.
   LinkModel link = options_.link;
@@ -191,8 +205,11 @@ bool Scheduler::plan_now() {
   const bool refine = options_.planner == Planner::swap && plan.fits && !plan.swaps.empty();
   Plan greedy = refine ? plan : Plan{};
   publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
-  VGPUMEM_LOG_DEBUG("schedule: plan of {} moves for a step of {} operations published (recorded step {})",
-                    plan.swaps.size(), step.period(), iteration->serial);
+  const double published_ms = ms_since(began);
+  VGPUMEM_LOG_DEBUG(
+      "schedule: plan of {} moves for a step of {} operations published (recorded step {}; {:.1f} ms after it was "
+      "taken, {:.1f} ms of them reading its times)",
+      plan.swaps.size(), step.period(), iteration->serial, published_ms, profile_ms);
   PlanTiming predicted = simulate(step, plan, link);
   if (refine) {
     refine_auto_plan(step, link, leads, &greedy);
@@ -217,7 +234,10 @@ bool Scheduler::plan_now() {
                             {"predicted_stall_ns", predicted.stall_ns},
                             {"floor_ns", step_floor(step, budget, link, kFloorCuts)},
                             {"link_to_host_gbps", link.to_host_bytes_per_ns},
-                            {"link_to_device_gbps", link.to_device_bytes_per_ns}};
+                            {"link_to_device_gbps", link.to_device_bytes_per_ns},
+                            {"profile_ms", profile_ms},
+                            {"published_ms", published_ms},
+                            {"planning_ms", ms_since(began)}};
   nlohmann::json profiled = profile_to_json(step);
   std::lock_guard lock(mutex_);
   last_plan_ = std::move(numbers);

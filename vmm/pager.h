@@ -226,7 +226,7 @@ class Pager final : public PagerControl {
     return link_meter_.bytes_per_ns(to_host ? LinkMeter::kToHost : LinkMeter::kToDevice);
   }
   CUevent mark(CUstream stream) override;
-  std::int64_t elapsed_ns(int device, CUevent from, CUevent to) override;
+  void elapsed_ns(std::span<const ElapsedQuery> queries, std::span<std::int64_t> nanoseconds) override;
   void release_mark(int device, CUevent mark) override;
 
   // Ends the reclaimer thread (at process exit, before the driver goes).

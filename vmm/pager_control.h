@@ -7,12 +7,19 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include <cuda.h>
 
 namespace vgpumem::vmm {
 
 struct Unit;
+
+// Two timing marks of work on `device`: how long from the first to the second?
+struct ElapsedQuery {
+  int device = 0;
+  CUevent from = nullptr, to = nullptr;
+};
 
 struct UnitFacts {
   bool live = false;  // a paged allocation holds it (not freed, not a handle's only mapping)
@@ -46,11 +53,14 @@ class PagerControl {
   virtual double link_bytes_per_ns(bool to_host) const = 0;
 
   // Timing: an event recorded on `stream` now (in the calling thread's
-  // context), null if none could be; the nanoseconds between two marks of
-  // work on `device`, once the second has completed (waits for it; -1 if
-  // unknown); and giving one back. Any thread may ask the last two.
+  // context), null if none could be; the nanoseconds between marks of work
+  // on a device, many pairs at once (waits for a second mark not yet
+  // reached; -1 where unknown); and giving one back. Any thread may ask the
+  // last two. In one call because a recorded step asks thousands of pairs
+  // while the program keeps the driver busy: one context switch for the
+  // lot, and no wait for a mark already passed.
   virtual CUevent mark(CUstream stream) = 0;
-  virtual std::int64_t elapsed_ns(int device, CUevent from, CUevent to) = 0;
+  virtual void elapsed_ns(std::span<const ElapsedQuery> queries, std::span<std::int64_t> nanoseconds) = 0;
   virtual void release_mark(int device, CUevent mark) = 0;
 };
 

@@ -6,6 +6,8 @@
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
+#include <optional>
+
 namespace vgpumem::vmm {
 
 bool Pager::offload_unit(Unit* unit) {
@@ -90,13 +92,25 @@ CUcontext Pager::device_context(int device) const {
   return it == devices_.end() ? nullptr : it->second->context;
 }
 
-std::int64_t Pager::elapsed_ns(int device, CUevent from, CUevent to) {
-  if (from == nullptr || to == nullptr) return -1;
-  ContextScope in(driver_, device_context(device));
-  if (driver_.event_synchronize(to) != CUDA_SUCCESS) return -1;
-  float ms = 0;
-  if (driver_.event_elapsed(&ms, from, to) != CUDA_SUCCESS) return -1;
-  return static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
+void Pager::elapsed_ns(std::span<const ElapsedQuery> queries, std::span<std::int64_t> nanoseconds) {
+  std::optional<ContextScope> in;
+  int in_device = -1;
+  for (std::size_t i = 0; i < queries.size() && i < nanoseconds.size(); ++i) {
+    const ElapsedQuery& query = queries[i];
+    nanoseconds[i] = -1;
+    if (query.from == nullptr || query.to == nullptr) continue;
+    if (!in || in_device != query.device) {
+      in.reset();
+      in.emplace(driver_, device_context(query.device));
+      in_device = query.device;
+    }
+    float ms = 0;
+    CUresult result = driver_.event_elapsed(&ms, query.from, query.to);
+    if (result == CUDA_ERROR_NOT_READY && driver_.event_synchronize(query.to) == CUDA_SUCCESS) {
+      result = driver_.event_elapsed(&ms, query.from, query.to);
+    }
+    if (result == CUDA_SUCCESS) nanoseconds[i] = static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
+  }
 }
 
 // Back to the pool, no driver call: the next timed iteration records it again.

@@ -165,8 +165,8 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
   EXPECT_GE(schedule["breaks"].get<int>(), 1) << schedule.dump();
   EXPECT_GE(schedule["iterations_recorded"].get<int>(), 2) << schedule.dump();
   EXPECT_GE(schedule["plans"].get<int>(), 2) << "planned again after the evaluation";
-  EXPECT_GT(schedule["operations_followed"].get<int>(), 0);
-  EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0);
+  EXPECT_GT(schedule["operations_followed"].get<int>(), 0) << schedule.dump();
+  EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
 }
 
 }  // namespace

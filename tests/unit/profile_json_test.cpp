@@ -25,9 +25,10 @@ IterationProfile small_step(std::vector<vmm::Unit>& units) {
     recorded.ops.push_back(op);
   }
   ProfileSources sources;
-  sources.time = [](const RecordedOp& op, const RecordedOp*, double* duration, double* stall) {
-    *duration = 1000.0 * static_cast<double>(op.identity);
-    *stall = op.identity == 3 ? 500.0 : 0.0;
+  sources.time = [&recorded](std::size_t op, double* duration, double* stall) {
+    const std::uint64_t identity = recorded.ops[op].identity;
+    *duration = 1000.0 * static_cast<double>(identity);
+    *stall = identity == 3 ? 500.0 : 0.0;
   };
   sources.bytes = [&units](const vmm::Unit* unit) { return std::uint64_t{2} << (20 + (unit - units.data())); };
   IterationProfile profile = build_profile(recorded, sources);

@@ -54,10 +54,12 @@ class StandInPager final : public vmm::PagerControl {
     times[event] = now;
     return event;
   }
-  std::int64_t elapsed_ns(int, CUevent from, CUevent to) override {
+  void elapsed_ns(std::span<const vmm::ElapsedQuery> queries, std::span<std::int64_t> nanoseconds) override {
     std::lock_guard lock(mutex);
-    auto a = times.find(from), b = times.find(to);
-    return a == times.end() || b == times.end() ? -1 : static_cast<std::int64_t>(b->second - a->second);
+    for (std::size_t i = 0; i < queries.size(); ++i) {
+      auto a = times.find(queries[i].from), b = times.find(queries[i].to);
+      nanoseconds[i] = a == times.end() || b == times.end() ? -1 : static_cast<std::int64_t>(b->second - a->second);
+    }
   }
   void release_mark(int, CUevent event) override {
     std::lock_guard lock(mutex);
@@ -168,6 +170,24 @@ TEST(Scheduler, FollowsThePlanItLearnedOperationByOperation) {
     }
   }
   EXPECT_EQ(summary["operations_strayed"], 0);
+}
+
+// The planning thread may be off the CPU, or busy refining the last plan,
+// for steps at a time: the timed step waits for it (the next is 256 steps
+// away), and the plan made from it is followed.
+TEST(Scheduler, APlannerStepsLateStillPlansFromTheTimedStep) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);  // locks, then records a timed iteration
+  step.run(scheduler, pager, 4);  // untimed ones end before the planner looks
+  ASSERT_TRUE(scheduler.plan_now()) << "the timed step is still there to plan from";
+  step.run(scheduler, pager, 2);
+  const nlohmann::json summary = scheduler.summary();
+  EXPECT_GT(summary["plan"]["swaps"].get<std::size_t>(), 0u);
+  EXPECT_GT(summary["operations_followed"].get<std::uint64_t>(), 0u);
+  EXPECT_GT(summary["scheduled_offloads"].get<std::uint64_t>(), 0u);
 }
 
 TEST(Scheduler, MovesNothingOnceTheStreamGoesElsewhere) {

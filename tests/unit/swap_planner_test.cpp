@@ -49,8 +49,8 @@ struct SyntheticStep {
       recorded.ops.push_back(op);
     }
     ProfileSources sources;
-    sources.time = [this](const RecordedOp& op, const RecordedOp*, double* duration, double* stall) {
-      *duration = durations[op.identity - 1];
+    sources.time = [this](std::size_t op, double* duration, double* stall) {
+      *duration = durations[op];
       *stall = 0;
     };
     sources.bytes = [this](const vmm::Unit* unit) { return bytes[static_cast<std::size_t>(unit - units.data())]; };

@@ -21,6 +21,7 @@ void end_capture(Simulator& sim, Capture* capture) {
   }
   for (Event* event : sim.events) {
     if (event->capture == capture) {
+      std::lock_guard timing(sim.timing_mutex);
       event->capture = nullptr;
       event->recorded = false;
     }

@@ -250,6 +250,12 @@ class Simulator {
   static Simulator& get();
 
   std::mutex mutex;
+  // What cuEventElapsedTime reads (`events`, an event's `recorded` and
+  // `time_ns`, `executed_until_ns`) is written under both locks and read
+  // under this one alone: the real driver answers it without waiting behind
+  // another thread's launches, and a planner reading a step's thousands of
+  // timings must not queue behind each kernel the program runs meanwhile.
+  std::mutex timing_mutex;
   bool initialised = false;
   std::vector<Device> devices;
   std::map<CUcontext, Context> contexts;

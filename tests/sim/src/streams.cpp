@@ -107,6 +107,7 @@ CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_ap
   if (event->context != stream->context) return CUDA_ERROR_INVALID_HANDLE;
   if (stream->capture != nullptr) {
     if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    std::lock_guard timing(l.sim.timing_mutex);
     event->capture = stream->capture;
     event->recorded = true;
     return CUDA_SUCCESS;
@@ -116,6 +117,7 @@ CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_ap
   marker.what = "event";
   marker.untimed = (event->flags & CU_EVENT_DISABLE_TIMING) != 0;
   if (CUresult r = enqueue(l.sim, stream, std::move(marker))) return r;
+  std::lock_guard timing(l.sim.timing_mutex);
   event->capture = nullptr;
   event->recorded = true;
   event->time_ns = stream->tail_ns;
@@ -207,6 +209,7 @@ SIM_EXPORT CUresult cuEventCreate(CUevent* out, unsigned flags) {
   auto* event = new Event;
   event->context = current_handle();
   event->flags = flags;
+  std::lock_guard timing(l.sim.timing_mutex);
   l.sim.events.insert(event);
   *out = reinterpret_cast<CUevent>(event);
   return CUDA_SUCCESS;
@@ -215,6 +218,7 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent handle) {
   Locked l;
   Event* event = event_of(l.sim, handle);
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard timing(l.sim.timing_mutex);
   l.sim.events.erase(event);
   delete event;
   return CUDA_SUCCESS;
@@ -257,15 +261,17 @@ SIM_EXPORT CUresult cuEventQuery(CUevent handle) {
   }
   return wait_until(l.sim, event->time_ns, context);
 }
+// Under the timing lock alone (Simulator::timing_mutex).
 SIM_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start_handle, CUevent end_handle) {
-  Locked l;
+  Simulator& sim = Simulator::get();
+  std::lock_guard timing(sim.timing_mutex);
   if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Event* start = event_of(l.sim, start_handle);
-  Event* end = event_of(l.sim, end_handle);
+  Event* start = event_of(sim, start_handle);
+  Event* end = event_of(sim, end_handle);
   if (start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
   if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
-  if (start->time_ns > l.sim.executed_until_ns || end->time_ns > l.sim.executed_until_ns) return CUDA_ERROR_NOT_READY;
+  if (start->time_ns > sim.executed_until_ns || end->time_ns > sim.executed_until_ns) return CUDA_ERROR_NOT_READY;
   *ms = static_cast<float>((end->time_ns - start->time_ns) / 1e6);
   return CUDA_SUCCESS;
 }

@@ -75,7 +75,10 @@ void run_pending_until(Simulator& sim, double time_ns) {
     auto node = sim.pending.extract(sim.pending.begin());
     execute(sim, node.mapped());
   }
-  sim.executed_until_ns = std::max(sim.executed_until_ns, time_ns);
+  if (time_ns > sim.executed_until_ns) {
+    std::lock_guard timing(sim.timing_mutex);
+    sim.executed_until_ns = time_ns;
+  }
 }
 
 }  // namespace
