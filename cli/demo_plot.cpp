@@ -55,18 +55,13 @@ std::string shell_quoted(const std::string& word) {
   return quoted + "'";
 }
 
-}  // namespace
-
-PlotOutcome draw_timelines(const PlotRequest& request) {
-  const std::string script = plot_script();
+// `script` (a file name of scripts/) with `arguments`, drawing `out`.
+PlotOutcome run_plot_script(const std::string& name, const std::vector<std::string>& arguments,
+                            const std::string& out, const std::string& log) {
+  const std::string script = plot_script(name);
   const std::string python = python_with_matplotlib();
-  std::vector<std::string> argv{python.empty() ? "python3" : python, script, "--compare"};
-  argv.insert(argv.end(), request.timelines.begin(), request.timelines.end());
-  argv.push_back("--labels");
-  argv.insert(argv.end(), request.labels.begin(), request.labels.end());
-  argv.push_back("--trace");
-  argv.insert(argv.end(), request.traces.begin(), request.traces.end());
-  argv.insert(argv.end(), {"--title", request.title, "--out", request.out});
+  std::vector<std::string> argv{python.empty() ? "python3" : python, script};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
   PlotOutcome outcome;
   for (const std::string& word : argv) outcome.command += (outcome.command.empty() ? "" : " ") + shell_quoted(word);
 
@@ -74,12 +69,29 @@ PlotOutcome draw_timelines(const PlotRequest& request) {
     outcome.why_not = script + " is missing";
   } else if (python.empty()) {
     outcome.why_not = "no python3 here has matplotlib (Debian: apt-get install python3-matplotlib)";
-  } else if (run_quietly(argv, request.log) != 0 || !std::filesystem::exists(request.out)) {
-    outcome.why_not = "plot_timeline.py failed; its output is in " + request.log;
+  } else if (run_quietly(argv, log) != 0 || !std::filesystem::exists(out)) {
+    outcome.why_not = name + " failed; its output is in " + log;
   } else {
     outcome.drawn = true;
   }
   return outcome;
+}
+
+}  // namespace
+
+PlotOutcome draw_timelines(const PlotRequest& request) {
+  std::vector<std::string> arguments{"--compare"};
+  arguments.insert(arguments.end(), request.timelines.begin(), request.timelines.end());
+  arguments.push_back("--labels");
+  arguments.insert(arguments.end(), request.labels.begin(), request.labels.end());
+  arguments.push_back("--trace");
+  arguments.insert(arguments.end(), request.traces.begin(), request.traces.end());
+  arguments.insert(arguments.end(), {"--title", request.title, "--out", request.out});
+  return run_plot_script("plot_timeline.py", arguments, request.out, request.log);
+}
+
+PlotOutcome draw_trace(const std::string& trace, const std::string& out, const std::string& log) {
+  return run_plot_script("plot_trace.py", {trace, "--out", out}, out, log);
 }
 
 }  // namespace vgpumem::cli

@@ -1,7 +1,8 @@
-// The demo's picture: the simulated timelines of two runs stacked on one time
-// axis by scripts/plot_timeline.py. Plotting is a nicety: when Python,
-// matplotlib or the script is missing, the demo says how to draw the picture
-// and goes on; it never fails for it.
+// Pictures drawn by the Python scripts: the demo's (the simulated timelines
+// of two runs stacked on one time axis, scripts/plot_timeline.py) and a
+// trace's (`vgpumem report --png`, scripts/plot_trace.py). Plotting is a
+// nicety: when Python, matplotlib or the script is missing, the caller says
+// how to draw the picture; the demo goes on without it.
 #pragma once
 
 #include <string>
@@ -23,5 +24,9 @@ struct PlotOutcome {
 };
 
 PlotOutcome draw_timelines(const PlotRequest& request);
+
+// A vgpumem trace (VGPUMEM_TRACE) drawn by scripts/plot_trace.py into `out`:
+// device memory against the cap, bytes on the host, launches, over the run.
+PlotOutcome draw_trace(const std::string& trace, const std::string& out, const std::string& log);
 
 }  // namespace vgpumem::cli

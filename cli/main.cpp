@@ -9,6 +9,7 @@
 #include "cli/demo.h"
 #include "cli/doctor.h"
 #include "cli/run_options.h"
+#include "cli/report.h"
 #include "cli/simulate.h"
 #include "vgpumem_version.h"
 
@@ -22,6 +23,8 @@ commands:
           demand (lru) and on the learned schedule (auto) side by side
   bench   every policy on layered workloads shaped like ResNet-50, VGG-16,
           BERT-large and GPT-2-medium, on the simulated driver (minutes)
+  report  what a run did, from its trace (VGPUMEM_TRACE): memory against the
+          cap, bytes moved, waiting, the step found and its plan; --png draws it
   simulate  a trace's recorded step planned again under another cap, policy or
           link: predicted step time, floor, bytes moved, stall (no GPU, seconds)
   doctor  what to include in a bug report: version, driver, GPUs, caps, policy,
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
   }
   if (command == "doctor") return vgpumem::cli::run_doctor(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command == "demo") return vgpumem::cli::run_demo(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (command == "report") return vgpumem::cli::run_report(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command == "simulate") {
     return vgpumem::cli::run_simulate(std::vector<std::string>(args.begin() + 1, args.end()));
   }

@@ -45,11 +45,11 @@ std::string workload_program(const std::string& name) {
   return (in_build_tree() ? fs::path(self_directory()) / name : private_dir() / name).string();
 }
 
-std::string plot_script() {
+std::string plot_script(const std::string& name) {
   // A build tree runs the source tree's script (VGPUMEM_SOURCE_DIR, baked in
   // by cli/CMakeLists.txt); an install has its own copy under <datadir>.
-  if (in_build_tree()) return (fs::path(VGPUMEM_SOURCE_DIR) / "scripts" / "plot_timeline.py").string();
-  return (fs::path(self_directory()) / VGPUMEM_DATADIR_FROM_BINDIR / "vgpumem" / "plot_timeline.py")
+  if (in_build_tree()) return (fs::path(VGPUMEM_SOURCE_DIR) / "scripts" / name).string();
+  return (fs::path(self_directory()) / VGPUMEM_DATADIR_FROM_BINDIR / "vgpumem" / name)
       .lexically_normal()
       .string();
 }

@@ -8,6 +8,7 @@
 //   <libdir>/vgpumem/libcuda.so.1             lib/sim/libcuda.so.1
 //   <libdir>/vgpumem/mlp_trainer              bin/mlp_trainer
 //   <datadir>/vgpumem/plot_timeline.py        <source>/scripts/plot_timeline.py
+//   <datadir>/vgpumem/plot_trace.py           <source>/scripts/plot_trace.py
 //
 // <libdir> is CMake's CMAKE_INSTALL_LIBDIR (lib for any prefix but /usr on
 // Debian), <datadir> its CMAKE_INSTALL_DATADIR (share). The simulated driver is never in <libdir> itself, where it could
@@ -24,6 +25,6 @@ std::string shim_path();       // libvgpumem.so
 std::string simulator_dir();   // the directory of the simulated libcuda.so.1
 std::string demo_trainer();    // the demo's training program
 std::string workload_program(const std::string& name);  // a simulated workload (mlp_trainer, layered_trainer)
-std::string plot_script();     // scripts/plot_timeline.py, as built or installed
+std::string plot_script(const std::string& name);  // scripts/NAME (plot_timeline.py, plot_trace.py), as built or installed
 
 }  // namespace vgpumem::cli

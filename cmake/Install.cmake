@@ -6,6 +6,7 @@
 #                                             trainer, off the library path so the
 #                                             simulator can never shadow a real driver
 #   P/share/vgpumem/plot_timeline.py         draws the demo's picture (cli/paths.h)
+#   P/share/vgpumem/plot_trace.py            draws a trace (vgpumem report --png)
 #   P/share/doc/vgpumem/README.md, docs/*.md
 install(TARGETS vgpumem_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS vgpumem LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
@@ -19,6 +20,6 @@ if(TARGET vgpusim AND TARGET mlp_trainer)
   set_target_properties(mlp_trainer PROPERTIES INSTALL_RPATH "$ORIGIN")
 endif()
 
-install(PROGRAMS scripts/plot_timeline.py DESTINATION ${CMAKE_INSTALL_DATADIR}/vgpumem)
+install(PROGRAMS scripts/plot_timeline.py scripts/plot_trace.py DESTINATION ${CMAKE_INSTALL_DATADIR}/vgpumem)
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs FILES_MATCHING PATTERN "*.md")

@@ -7,7 +7,7 @@ only: no setuptools, no network.
 
 The wheel's package is a small install prefix (vgpumem/bin/vgpumem,
 vgpumem/lib/libvgpumem.so, vgpumem/lib/vgpumem/ with the simulated driver and
-the demo's trainer, vgpumem/share/vgpumem/plot_timeline.py) plus the Python modules; the ``vgpumem`` script runs the
+the demo's trainer, vgpumem/share/vgpumem/plot_timeline.py and plot_trace.py) plus the Python modules; the ``vgpumem`` script runs the
 packaged command. A wheel is a zip with a *.dist-info directory (METADATA,
 WHEEL, entry_points.txt and RECORD: every file's sha256 and size); see
 https://packaging.python.org/en/latest/specifications/binary-distribution-format/
@@ -66,10 +66,11 @@ def package_files(prefix: Path, libdir: str, version: str):
         for path in sorted(private.iterdir()):
             if path.is_file():
                 yield f"{PACKAGE}/{libdir}/vgpumem/{path.name}", path.read_bytes(), os.access(path, os.X_OK)
-    # The demo's plotting script, where the command looks for it (bin/../share/vgpumem).
-    plot = prefix / "share" / "vgpumem" / "plot_timeline.py"
-    if plot.is_file():
-        yield f"{PACKAGE}/share/vgpumem/{plot.name}", plot.read_bytes(), True
+    # The plotting scripts, where the command looks for them (bin/../share/vgpumem).
+    for name in ("plot_timeline.py", "plot_trace.py"):
+        plot = prefix / "share" / "vgpumem" / name
+        if plot.is_file():
+            yield f"{PACKAGE}/share/vgpumem/{plot.name}", plot.read_bytes(), True
 
 
 def metadata(version: str) -> str:

@@ -1,5 +1,7 @@
 #include "scheduler/profile_json.h"
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 namespace vgpumem::scheduler {
@@ -20,26 +22,38 @@ bool is_count(const nlohmann::json& value) {
 
 }  // namespace
 
-nlohmann::json profile_to_json(const IterationProfile& profile) {
+nlohmann::json profile_to_json(const IterationProfile& profile, const std::vector<std::string>* op_names) {
   nlohmann::json units = nlohmann::json::array();
   for (const ProfileUnit& unit : profile.units) units.push_back(unit.bytes);
+  const bool named = op_names != nullptr && op_names->size() == profile.ops.size();
+  nlohmann::json names = nlohmann::json::array();
+  std::map<std::string, std::size_t> name_index;
   nlohmann::json ops = nlohmann::json::array();
-  for (const ProfileOp& op : profile.ops) {
+  for (std::size_t i = 0; i < profile.ops.size(); ++i) {
+    const ProfileOp& op = profile.ops[i];
     const unsigned flags = (op.kernel ? kKernel : 0) | (op.heavy ? kHeavy : 0) | (op.convolution ? kConvolution : 0);
     nlohmann::json touched = nlohmann::json::array();
     for (std::uint32_t k = 0; k < op.use_count; ++k) touched.push_back(profile.uses[op.first_use + k]);
     // Whole nanoseconds: the profile's times come from events of 0.5 µs
     // resolution on hardware, and the file stays readable.
-    ops.push_back({static_cast<std::int64_t>(op.duration_ns), static_cast<std::int64_t>(op.stall_ns), flags,
-                   std::move(touched)});
+    nlohmann::json entry = {static_cast<std::int64_t>(op.duration_ns), static_cast<std::int64_t>(op.stall_ns), flags,
+                            std::move(touched)};
+    if (named) {
+      const auto [at, added] = name_index.try_emplace((*op_names)[i], names.size());
+      if (added) names.push_back((*op_names)[i]);
+      entry.push_back(at->second);
+    }
+    ops.push_back(std::move(entry));
   }
-  return {{"format", kFormat},
-          {"period", profile.period()},
-          {"step_ns", profile.step_ns},
-          {"offload_delay", profile.offload_delay},
-          {"backward_begins", profile.backward_begins},
-          {"units", std::move(units)},
-          {"ops", std::move(ops)}};
+  nlohmann::json out = {{"format", kFormat},
+                        {"period", profile.period()},
+                        {"step_ns", profile.step_ns},
+                        {"offload_delay", profile.offload_delay},
+                        {"backward_begins", profile.backward_begins},
+                        {"units", std::move(units)},
+                        {"ops", std::move(ops)}};
+  if (named) out["names"] = std::move(names);
+  return out;
 }
 
 IterationProfile profile_from_json(const nlohmann::json& json) {
@@ -57,9 +71,12 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
     profile.units.push_back(std::move(unit));
   }
   for (const nlohmann::json& entry : json["ops"]) {
-    require(entry.is_array() && entry.size() == 4 && entry[0].is_number() && entry[1].is_number() && is_count(entry[2]) &&
-                entry[3].is_array(),
-            "an operation is not [duration_ns, stall_ns, flags, [unit, ...]]");
+    require(entry.is_array() && (entry.size() == 4 || (entry.size() == 5 && is_count(entry[4]))) &&
+                entry[0].is_number() && entry[1].is_number() && is_count(entry[2]) && entry[3].is_array(),
+            "an operation is not [duration_ns, stall_ns, flags, [unit, ...]] or that and a name's index");
+    require(entry.size() == 4 || (json.contains("names") && json["names"].is_array() &&
+                                  entry[4].get<std::uint64_t>() < json["names"].size()),
+            "an operation's name index is not in \"names\"");
     ProfileOp op;
     op.duration_ns = entry[0].get<double>();
     op.stall_ns = entry[1].get<double>();

@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "scheduler/iteration_profile.h"
 
@@ -19,9 +20,13 @@ namespace vgpumem::scheduler {
 
 // {"format": 1, "period", "step_ns", "offload_delay", "backward_begins",
 //  "units": [bytes, ...],
-//  "ops": [[duration_ns, stall_ns, flags, [unit, ...]], ...]}
-// flags: 1 a kernel, 2 heavy (leads a layer), 4 a convolution.
-nlohmann::json profile_to_json(const IterationProfile& profile);
+//  "ops": [[duration_ns, stall_ns, flags, [unit, ...], name], ...],
+//  "names": [text, ...]}
+// flags: 1 a kernel, 2 heavy (leads a layer), 4 a convolution. With
+// `op_names` (one per operation: a kernel's name, else the API that
+// enqueued it), each distinct name is written once in "names" and an
+// operation's fifth element indexes it; without, operations have four.
+nlohmann::json profile_to_json(const IterationProfile& profile, const std::vector<std::string>* op_names = nullptr);
 
 struct ProfileFormatError : std::runtime_error {
   explicit ProfileFormatError(const std::string& what) : std::runtime_error(what) {}

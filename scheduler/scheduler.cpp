@@ -238,11 +238,30 @@ bool Scheduler::plan_now() {
                             {"profile_ms", profile_ms},
                             {"published_ms", published_ms},
                             {"planning_ms", ms_since(began)}};
-  nlohmann::json profiled = profile_to_json(step);
+  const std::vector<std::string> names = operation_names(*iteration);
+  nlohmann::json profiled = profile_to_json(step, &names);
   std::lock_guard lock(mutex_);
   last_plan_ = std::move(numbers);
   last_profile_ = std::move(profiled);
   return true;
+}
+
+// Each operation's kernel name (the API that enqueued it, for a copy or a
+// memset), for the trace's profile: what `vgpumem report` shows where the
+// program waited. A kernel's name is asked of the driver once.
+std::vector<std::string> Scheduler::operation_names(const RecordedIteration& iteration) {
+  std::vector<std::string> names;
+  names.reserve(iteration.ops.size());
+  for (const RecordedOp& op : iteration.ops) {
+    if (op.function == nullptr) {
+      names.emplace_back(op.api);
+      continue;
+    }
+    auto [at, added] = kernel_names_.try_emplace(op.function);
+    if (added) at->second = kernel_name_ ? kernel_name_(op.function) : std::string();
+    names.push_back(at->second.empty() ? std::string("kernel") : at->second);
+  }
+  return names;
 }
 
 void Scheduler::publish(std::unique_ptr<TriggerTable> table) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,6 +72,7 @@ class Scheduler final : public vmm::AccessFeed {
   void planning_loop();
   IterationProfile profile(const RecordedIteration& iteration);
   void learn_leads(const IterationProfile& profile);
+  std::vector<std::string> operation_names(const RecordedIteration& iteration);
   void publish(std::unique_ptr<TriggerTable> table);
 
   const Options options_;
@@ -98,6 +100,7 @@ class Scheduler final : public vmm::AccessFeed {
   };
   std::deque<Retired> retired_;
   PrefetchLeads leads_;
+  std::map<CUfunction, std::string> kernel_names_;  // the planning thread's: cuFuncGetName once a kernel
   nlohmann::json last_plan_;     // the predicted numbers of the plan in force
   nlohmann::json last_profile_;  // the step it was made from (profile_json.h)
 };

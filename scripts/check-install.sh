@@ -30,7 +30,7 @@ check_prefix() {
   local p=$scratch/prefix
   cmake --install "$build" --prefix "$p" >"$scratch/install.log" || { cat "$scratch/install.log"; fail "cmake --install failed"; }
   for f in bin/vgpumem lib/libvgpumem.so "lib/libvgpumem.so.$version" lib/vgpumem/libcuda.so.1 \
-           lib/vgpumem/mlp_trainer share/vgpumem/plot_timeline.py share/doc/vgpumem/README.md \
+           lib/vgpumem/mlp_trainer share/vgpumem/plot_timeline.py share/vgpumem/plot_trace.py share/doc/vgpumem/README.md \
            share/doc/vgpumem/docs/install.md; do
     [[ -e "$p/$f" ]] || fail "$p/$f was not installed"
   done

@@ -62,6 +62,24 @@ TEST(ProfileJson, WhatIsWrittenReadsBackToTheSameStep) {
   EXPECT_DOUBLE_EQ(step_floor(read, 4 << 20, link), step_floor(written, 4 << 20, link));
 }
 
+TEST(ProfileJson, EachDistinctNameIsWrittenOnceAndOperationsIndexIt) {
+  std::vector<vmm::Unit> units(3);
+  const IterationProfile step = small_step(units);
+  std::vector<std::string> names(step.period(), "gemm");
+  names[1] = "cuMemcpyHtoDAsync_v2";
+  const nlohmann::json json = nlohmann::json::parse(profile_to_json(step, &names).dump());
+  ASSERT_EQ(json["names"], nlohmann::json({"gemm", "cuMemcpyHtoDAsync_v2"}));
+  for (std::size_t i = 0; i < step.period(); ++i) {
+    ASSERT_EQ(json["ops"][i].size(), 5u);
+    EXPECT_EQ(json["names"][json["ops"][i][4].get<std::size_t>()], names[i]) << i;
+  }
+  EXPECT_EQ(profile_from_json(json).period(), step.period()) << "a named step plans as an unnamed one";
+  EXPECT_FALSE(profile_to_json(step).contains("names"));
+  nlohmann::json bad = json;
+  bad["ops"][0][4] = 2;
+  EXPECT_THROW(profile_from_json(bad), ProfileFormatError) << "an index past \"names\"";
+}
+
 TEST(ProfileJson, AMalformedStepIsRefusedSayingWhatIsWrong) {
   std::vector<vmm::Unit> units(3);
   nlohmann::json good = profile_to_json(small_step(units));

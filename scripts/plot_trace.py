@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Draws a vgpumem trace (VGPUMEM_TRACE) as a PNG: what the run did over its wall time.
+
+  plot_trace.py TRACE.json [--device N] [--out PNG] [--title TEXT]
+
+Three panels on one time axis (seconds since the trace's first event):
+  device memory  the bytes vgpumem counted on the device against the cap
+                 (the trace's "device N resident" counter), the cap as a line;
+  on the host    the bytes of paged buffers away on the host (the trace's
+                 "on host" spans, in and out);
+  launches       kernel launches per bin of time: where the program ran and
+                 where it waited.
+Works on a trace from a GPU run as from the simulated driver: it reads only
+the trace (docs/trace-format.md). `vgpumem report TRACE --png FILE` runs it.
+
+Needs matplotlib (Debian: python3-matplotlib); everything else is the
+standard library.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def fail(message):
+    print(f"plot_trace.py: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def import_pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        fail("needs matplotlib, which this Python does not have: install the Debian package "
+             "python3-matplotlib (apt-get install python3-matplotlib) or pip install matplotlib")
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as pyplot
+    return pyplot
+
+
+def bytes_unit(peak):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if peak >= 2 * size:
+            return unit, size
+    return "bytes", 1
+
+
+class Trace:
+    """What the picture needs of one device's trace: memory, bytes away, launches."""
+
+    def __init__(self, path, device):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except OSError as e:
+            fail(f"cannot read trace {path}: {e.strerror}")
+        except json.JSONDecodeError as e:
+            fail(f"trace {path} is not JSON: {e}")
+        if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list) or \
+                not isinstance(data.get("vgpumem"), dict):
+            fail(f"{path} is not a vgpumem trace (traceEvents and a vgpumem summary, from VGPUMEM_TRACE=FILE)")
+        events = [e for e in data["traceEvents"] if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))]
+        if not events:
+            fail(f"{path} has no timed events")
+        self.start_us = min(e["ts"] for e in events)
+        self.cap = None
+        for d in data["vgpumem"].get("devices", []):
+            if d.get("device") == device:
+                self.cap = d.get("cap")
+        counter = f"device {device} resident"
+        self.resident = []  # [(s, bytes)]
+        changes = []        # [(s, +/- bytes)] of buffers going to and coming from the host
+        self.launches = []  # [s]
+        for e in events:
+            t = (e["ts"] - self.start_us) / 1e6
+            args = e.get("args", {}) if isinstance(e.get("args"), dict) else {}
+            if e.get("ph") == "C" and e.get("name") == counter:
+                self.resident.append((t, args.get("resident", 0)))
+                if self.cap is None:
+                    self.cap = args.get("cap")
+            elif e.get("name") == "on host" and e.get("ph") in ("b", "e") and args.get("device", device) == device:
+                size = args.get("bytes", 0)
+                changes.append((t, size if e["ph"] == "b" else -size))
+            elif e.get("cat") == "launch":
+                self.launches.append(t)
+        self.resident.sort()
+        changes.sort()
+        self.away = []
+        level = 0
+        for t, delta in changes:
+            level = max(0, level + delta)
+            self.away.append((t, level))
+        self.end_s = max([t for t, _ in self.resident] + [t for t, _ in self.away] + self.launches + [0.0])
+        self.dropped = data["vgpumem"].get("events_dropped", 0)
+        if not self.resident and not self.launches:
+            fail(f"{path} has nothing for device {device}: no memory counter and no launches")
+
+
+def steps(points, end):
+    """A counter as a step line: each value holds until the next."""
+    xs, ys = [], []
+    for t, v in points:
+        if xs:
+            xs.append(t)
+            ys.append(ys[-1])
+        xs.append(t)
+        ys.append(v)
+    if xs:
+        xs.append(end)
+        ys.append(ys[-1])
+    return xs, ys
+
+
+def draw(trace, out, title):
+    pyplot = import_pyplot()
+    figure, (memory, away, launches) = pyplot.subplots(
+        3, 1, figsize=(11, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.2]})
+    peak = max([v for _, v in trace.resident] + [v for _, v in trace.away] + [trace.cap or 0, 1])
+    unit, size = bytes_unit(peak)
+
+    xs, ys = steps(trace.resident, trace.end_s)
+    memory.fill_between(xs, [y / size for y in ys], step=None, color="#4c72b0", alpha=0.35, linewidth=0)
+    memory.plot(xs, [y / size for y in ys], color="#4c72b0", linewidth=1, label="on the device (counted)")
+    if trace.cap:
+        memory.axhline(trace.cap / size, color="#c44e52", linestyle="--", linewidth=1.2,
+                       label=f"cap {trace.cap / size:.1f} {unit}")
+    memory.set_ylabel(f"device memory ({unit})")
+    memory.set_ylim(0, peak / size * 1.12)
+    memory.legend(loc="upper right", fontsize=8)
+
+    xs, ys = steps(trace.away, trace.end_s)
+    away.fill_between(xs, [y / size for y in ys], color="#dd8452", alpha=0.4, linewidth=0)
+    away.plot(xs, [y / size for y in ys], color="#dd8452", linewidth=1)
+    away.set_ylabel(f"on the host ({unit})")
+    away.set_ylim(bottom=0)
+
+    bins = max(1, min(150, len(trace.launches) // 20))
+    if trace.launches:
+        launches.hist(trace.launches, bins=bins, range=(0, max(trace.end_s, 1e-9)), color="#55a868")
+    launches.set_ylabel("launches")
+    launches.set_xlabel("seconds since the trace began (wall time)")
+    launches.set_xlim(0, max(trace.end_s, 1e-9))
+
+    heading = title or "vgpumem: device memory, bytes on the host and launches over the run"
+    if trace.dropped:
+        heading += f"  ({trace.dropped} events dropped: the picture has gaps)"
+    figure.suptitle(heading, fontsize=11)
+    figure.tight_layout()
+    figure.savefig(out, dpi=110)
+    print(f"plot_trace.py: wrote {out}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace", help="a trace written with VGPUMEM_TRACE=FILE")
+    parser.add_argument("--device", type=int, default=0, help="the device to draw (default 0)")
+    parser.add_argument("--out", help="the PNG to write (default: the trace's name with .png)")
+    parser.add_argument("--title", help="a heading for the picture")
+    args = parser.parse_args()
+    out = args.out or os.path.splitext(args.trace)[0] + ".png"
+    draw(Trace(args.trace, args.device), out, args.title)
+
+
+if __name__ == "__main__":
+    main()
