@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -17,6 +18,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -359,8 +362,12 @@ int run_report(const std::vector<std::string>& args) {
   std::cout << report;
 
   if (!options->png.empty()) {
-    const PlotOutcome plot = draw_trace(options->trace, options->png, options->png + ".log");
+    // The script's output is kept only when it failed.
+    const std::string log =
+        (std::filesystem::temp_directory_path() / ("vgpumem-report-plot-" + std::to_string(getpid()) + ".log")).string();
+    const PlotOutcome plot = draw_trace(options->trace, options->png, log);
     if (plot.drawn) {
+      std::filesystem::remove(log);
       std::cout << "\npicture: " << options->png << "\n";
     } else {
       std::cerr << "vgpumem report: no picture: " << plot.why_not << "\n  (to draw it: " << plot.command << ")\n";

@@ -92,8 +92,8 @@ class Trace:
             self.away.append((t, level))
         self.end_s = max([t for t, _ in self.resident] + [t for t, _ in self.away] + self.launches + [0.0])
         self.dropped = data["vgpumem"].get("events_dropped", 0)
-        if not self.resident and not self.launches:
-            fail(f"{path} has nothing for device {device}: no memory counter and no launches")
+        if not self.resident and not self.away:
+            fail(f"{path} has nothing for device {device}: no memory was counted on it (was a cap set?)")
 
 
 def steps(points, end):
@@ -147,7 +147,7 @@ def draw(trace, out, title):
     figure.suptitle(heading, fontsize=11)
     figure.tight_layout()
     figure.savefig(out, dpi=110)
-    print(f"plot_trace.py: wrote {out}")
+    print(out)
 
 
 def main():

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""scripts/plot_trace.py on a tiny synthetic vgpumem trace: the picture, its
+refusals (no file, not a trace, nothing for the device), and the error naming
+the Debian package when matplotlib is missing. Exits 77 (skipped, for ctest)
+when no Python here has matplotlib.
+
+  plot_trace_test.py PATH/TO/plot_trace.py
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+SCRIPT = sys.argv[1]
+MIB = 1 << 20
+
+
+def trace():
+    """Device 0 under a 40 MiB cap: memory up to the cap, 16 MiB away and back, launches throughout."""
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "vgpumem"}}]
+    for ms, resident in ((0, 0), (1, 24 * MIB), (2, 40 * MIB), (3, 24 * MIB), (5, 40 * MIB), (6, 8 * MIB)):
+        events.append({"ph": "C", "name": "device 0 resident", "cat": "residency", "pid": 1, "tid": 1,
+                       "ts": 1000.0 + ms * 1000, "args": {"cap": 40 * MIB, "resident": resident}})
+    for ph, ms in (("b", 2.5), ("e", 4.5)):
+        events.append({"ph": ph, "name": "on host", "cat": "residency", "id": "0x1000", "pid": 1, "tid": 1,
+                       "ts": 1000.0 + ms * 1000, "args": {"bytes": 16 * MIB, "device": 0}})
+    for i in range(60):
+        events.append({"ph": "i", "name": "cuLaunchKernel", "cat": "launch", "pid": 1, "tid": 1, "s": "t",
+                       "ts": 1000.0 + i * 100, "args": {"function": "0x1", "stream": "0x0"}})
+    return {"displayTimeUnit": "ns", "traceEvents": events,
+            "vgpumem": {"devices": [{"device": 0, "cap": 40 * MIB, "peak": 40 * MIB}], "events_dropped": 0}}
+
+
+def run(python, *args, env=None):
+    return subprocess.run([python, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=100)
+
+
+def expect(condition, what, result=None):
+    if not condition:
+        detail = f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}" if result else ""
+        print(f"FAIL: {what}{detail}")
+        sys.exit(1)
+    print(f"ok: {what}")
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    return struct.unpack(">II", head[16:24])
+
+
+def has_matplotlib(python):
+    return subprocess.run([python, "-c", "import matplotlib"], capture_output=True).returncode == 0
+
+
+def checks(work):
+    path = os.path.join(work, "run.trace.json")
+    with open(path, "w") as f:
+        json.dump(trace(), f)
+
+    fake = os.path.join(work, "no-matplotlib", "matplotlib")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "__init__.py"), "w") as f:
+        f.write("raise ImportError('hidden by the test')\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(fake))
+    result = run(sys.executable, path, "--out", os.path.join(work, "never.png"), env=env)
+    expect(result.returncode == 1 and "python3-matplotlib" in result.stderr,
+           "without matplotlib: exit 1 naming python3-matplotlib", result)
+
+    result = run(sys.executable, os.path.join(work, "missing.json"))
+    expect(result.returncode == 1 and "cannot read trace" in result.stderr, "a missing trace is named", result)
+    timeline = os.path.join(work, "timeline.json")
+    with open(timeline, "w") as f:
+        json.dump({"traceEvents": [], "otherData": {}}, f)
+    result = run(sys.executable, timeline)
+    expect(result.returncode == 1 and "is not a vgpumem trace" in result.stderr,
+           "a simulator timeline is not a vgpumem trace", result)
+    result = run(sys.executable, path, "--device", "3")
+    expect(result.returncode == 1 and "nothing for device 3" in result.stderr,
+           "a device the trace has nothing for is refused", result)
+
+    python = next((p for p in (sys.executable, "/usr/bin/python3") if os.path.exists(p) and has_matplotlib(p)), None)
+    if python is None:
+        print("SKIP: no Python here has matplotlib (Debian: apt-get install python3-matplotlib)")
+        sys.exit(77)
+    out = os.path.join(work, "run.png")
+    result = run(python, path, "--out", out, "--title", "a run")
+    size = png_size(out) if os.path.exists(out) else None
+    expect(result.returncode == 0 and size and size[0] > 400 and size[1] > 300, f"the run drawn: {size}", result)
+    expect(result.stdout.strip() == out, "prints the picture's path", result)
+    print("plot_trace: all checks passed")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="plot-trace-test-") as work:
+        checks(work)
+
+
+if __name__ == "__main__":
+    main()
