@@ -104,6 +104,11 @@ std::uint64_t count(const nlohmann::json& object, const char* key) {
   const double value = number(object, key);
   return value > 0 ? static_cast<std::uint64_t>(value) : 0;
 }
+bool flag(const nlohmann::json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return false;
+  const nlohmann::json& value = object[key];
+  return value.is_boolean() && value.get<bool>();
+}
 std::string text(const nlohmann::json& object, const char* key, const std::string& otherwise) {
   if (!object.is_object() || !object.contains(key) || !object[key].is_string()) return otherwise;
   return object[key].get<std::string>();
@@ -246,7 +251,7 @@ void schedule_section(std::ostream& out, const nlohmann::json& summary, std::siz
   out << "  found: a step of " << count(schedule, "period") << " operations; " << count(schedule, "iterations_recorded")
       << " steps recorded, locked " << locks << (locks == 1 ? " time" : " times");
   if (breaks > 0) out << ", broken " << breaks << (breaks == 1 ? " time" : " times");
-  out << (schedule.value("locked", false) ? "; still locked at exit\n" : "\n");
+  out << (flag(schedule, "locked") ? "; still locked at exit\n" : "\n");
   if (breaks > 0) {
     advice->push_back("The step broke " + std::to_string(breaks) +
                       (breaks == 1 ? " time" : " times") +
@@ -264,7 +269,7 @@ void schedule_section(std::ostream& out, const nlohmann::json& summary, std::siz
   out << "  planner " << text(schedule, "planner", "?") << ": " << plans
       << (plans == 1 ? " plan" : " plans") << "; the last moves " << count(plan, "swaps")
       << " buffers out and back each step under a budget of " << format_bytes(count(plan, "budget")) << "\n";
-  if (!plan.value("fits", false)) {
+  if (!flag(plan, "fits")) {
     const std::uint64_t dropped = count(plan, "unfit_swaps_dropped");
     out << "  the plan could NOT fit the step under the cap" << (dropped > 0 ? ": it was dropped" : "")
         << ", and on-demand paging carried the run\n";

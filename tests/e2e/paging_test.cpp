@@ -134,6 +134,27 @@ TEST(PagingSchedule, AutoMovesUnitsAheadOfNeedWhereTheStepCanFit) {
   EXPECT_GT(schedule["scheduled_prefetches"].get<int>(), 0) << schedule.dump();
 }
 
+// A new input shape mid-run (the batch drops from 8 to 6 at step 12 of 24:
+// every kernel's parameters and every activation's size change) breaks the
+// schedule; on demand carries the steps until the detector locks on the new
+// step, which is recorded and planned, and that plan is followed: more than
+// the first lock's steps could account for. Bit-identical throughout.
+TEST(PagingSchedule, ANewShapeBreaksTheScheduleAndTheNewStepIsLearned) {
+  const Workload workload{"shape change", {"--width", "512", "--batch", "8", "--layers", "12", "--steps", "24",
+                                           "--batch-change", "12:6"}};
+  const nlohmann::json summary = expect_identical_under(workload, 1.4, "", "auto");
+  ASSERT_TRUE(summary.contains("schedule")) << summary.dump();
+  const nlohmann::json& schedule = summary["schedule"];
+  EXPECT_EQ(schedule["locks"].get<int>(), 2) << schedule.dump();
+  EXPECT_GE(schedule["breaks"].get<int>(), 1) << schedule.dump();
+  EXPECT_GE(schedule["plans"].get<int>(), 2) << "planned again after the change: " << schedule.dump();
+  // The first lock (steps 1-2) leaves at most steps 4-11 to follow its plan:
+  // eight steps. More than ten steps followed means the new plan was.
+  const std::uint64_t period = schedule["period"].get<std::uint64_t>();
+  EXPECT_GT(schedule["operations_followed"].get<std::uint64_t>(), 10 * period) << schedule.dump();
+  EXPECT_EQ(schedule["operations_strayed"].get<std::uint64_t>(), 0u) << schedule.dump();
+}
+
 // The vDNN baselines run the same program to the same bytes.
 TEST(PagingSchedule, VdnnBaselinesAreBitIdentical) {
   for (const char* policy : {"vdnn-all", "vdnn-conv"}) {

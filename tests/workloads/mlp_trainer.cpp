@@ -11,6 +11,7 @@
 // out-of-memory error included: a program handles it by stopping cleanly).
 #include <cuda.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +35,7 @@ void check(CUresult result, const char* what) {
 
 struct Options {
   int layers = 4, width = 256, batch = 64, steps = 8, inputs = 128, classes = 10;
+  int change_at = 0, changed_batch = 0;  // --batch-change STEP:B: from step STEP (0-based) on, batch B
   unsigned seed = 7;
   float lr = 0.1f;
 };
@@ -43,13 +45,25 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i];
     const int value = std::atoi(argv[i + 1]);
+    if (key == "--batch-change") {
+      // A new input shape mid-run (a last partial batch, a new sequence
+      // length): every kernel's parameters change, and the activations' sizes.
+      if (std::sscanf(argv[i + 1], "%d:%d", &o.change_at, &o.changed_batch) != 2 || o.change_at < 1 ||
+          o.changed_batch < 1) {
+        std::fprintf(stderr, "mlp_trainer: --batch-change \"%s\" is not STEP:BATCH (both positive)\n", argv[i + 1]);
+        std::exit(2);
+      }
+      continue;
+    }
     if (key == "--layers") o.layers = value;
     else if (key == "--width") o.width = value;
     else if (key == "--batch") o.batch = value;
     else if (key == "--steps") o.steps = value;
     else if (key == "--seed") o.seed = static_cast<unsigned>(value);
     else {
-      std::fprintf(stderr, "mlp_trainer: unknown option %s (accepted: --layers --width --batch --steps --seed)\n",
+      std::fprintf(stderr,
+                   "mlp_trainer: unknown option %s (accepted: --layers --width --batch --steps --seed "
+                   "--batch-change STEP:B)\n",
                    key.c_str());
       std::exit(2);
     }
@@ -138,13 +152,15 @@ int main(int argc, char** argv) {
 
   // Synthetic classification data: the label is the argmax of a fixed
   // projection of the input, so the loss really falls.
-  std::vector<float> x_host(static_cast<std::size_t>(o.batch) * o.inputs);
-  std::vector<int> y_host(static_cast<std::size_t>(o.batch));
+  const int most = std::max(o.batch, o.changed_batch);
+  std::vector<float> x_host(static_cast<std::size_t>(most) * o.inputs);
+  std::vector<int> y_host(static_cast<std::size_t>(most));
   Tensor x = allocate(x_host.size()), y = allocate(y_host.size(), sizeof(int)), loss = allocate(1);
   float last_loss = 0.0f;
 
   for (int step = 0; step < o.steps; ++step) {
-    for (int r = 0; r < o.batch; ++r) {
+    int batch = o.change_at > 0 && step >= o.change_at ? o.changed_batch : o.batch;
+    for (int r = 0; r < batch; ++r) {
       float best = -1e30f;
       for (int i = 0; i < o.inputs; ++i) {
         const float v = rng.uniform() * 2.0f - 1.0f;
@@ -156,14 +172,13 @@ int main(int argc, char** argv) {
         if (s > best) best = s, y_host[static_cast<std::size_t>(r)] = c;
       }
     }
-    CHECK(cuMemcpyHtoD(x.ptr, x_host.data(), x.bytes));
-    CHECK(cuMemcpyHtoD(y.ptr, y_host.data(), y.bytes));
+    CHECK(cuMemcpyHtoD(x.ptr, x_host.data(), static_cast<std::size_t>(batch) * o.inputs * sizeof(float)));
+    CHECK(cuMemcpyHtoD(y.ptr, y_host.data(), static_cast<std::size_t>(batch) * sizeof(int)));
 
     // Forward: activations are allocated per step and kept for backward,
     // like feature maps in a framework's autograd graph.
     std::vector<Tensor> Z(n_layers), A(n_layers);
     CUdeviceptr input = x.ptr;
-    int batch = o.batch;
     for (int l = 0; l < n_layers; ++l) {
       int in = dims[l], out = dims[l + 1];
       Z[l] = allocate(static_cast<std::size_t>(batch) * out);
