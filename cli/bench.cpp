@@ -145,6 +145,10 @@ std::string row(const Cell& c) {
 }  // namespace
 
 int run_bench(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << kUsage << "\n";
+    return 0;
+  }
   Options options;
   if (!parse(args, &options)) return 2;
   if (options.dir.empty()) {

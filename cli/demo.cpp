@@ -47,6 +47,9 @@ int run_demo(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--out" && i + 1 < args.size()) {
       dir = args[++i];
+    } else if (args[i] == "--help" || args[i] == "-h") {
+      std::cout << "usage: vgpumem demo [--out DIR]\n";
+      return 0;
     } else {
       std::cerr << "vgpumem demo: unknown option \"" << args[i] << "\"; usage: vgpumem demo [--out DIR]\n";
       return 2;

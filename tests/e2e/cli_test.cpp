@@ -47,6 +47,20 @@ TEST(Version, CommandLibraryAndTraceNameTheSameVersion) {
   EXPECT_EQ(summary.at("version"), 1) << "the format version is unchanged";
 }
 
+// Every command answers --help with its usage on standard output and exit 0,
+// doing nothing else (bench and demo once took it for an option wanting a
+// value, or an unknown one).
+TEST(Help, EveryCommandPrintsItsUsage) {
+  for (const char* sub : {"run", "demo", "bench", "simulate", "report", "doctor"}) {
+    const ProcessResult help = run_process({command(), sub, "--help"}, doctor_environment());
+    EXPECT_EQ(help.exit_code, 0) << sub << ": " << help.out << help.err;
+    EXPECT_NE(help.out.find(std::string("usage: vgpumem ") + sub), std::string::npos) << sub << ": " << help.out;
+  }
+  const ProcessResult help = run_process({command(), "--help"}, doctor_environment());
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("report"), std::string::npos) << help.out;
+}
+
 TEST(Doctor, WithNoDriverSaysSoAndFails) {
   auto env = doctor_environment();
   env["VGPUMEM_DRIVER"] = "/nonexistent/libcuda.so.1";
