@@ -8,7 +8,9 @@
 #include "cli/simulate.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -26,7 +28,7 @@ namespace vgpumem::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: vgpumem simulate TRACE [--limit SIZE] [--policy auto|vdnn-all|vdnn-conv|all] [--bandwidth GB/s] [--grace K] [--json] [--swaps]\n"
+    "usage: vgpumem simulate TRACE [--limit SIZE] [--policy auto|vdnn-all|vdnn-conv|all] [--bandwidth GB/s] [--grace K] [--json] [--swaps] [--late]\n"
     "  TRACE       a trace written with VGPUMEM_TRACE by a run whose schedule locked (its summary's\n"
     "              schedule.profile), or that profile alone\n"
     "  --limit     the device memory cap to plan for: bytes (K/M/G/T, KiB/MiB/GiB/TiB) or a percentage\n"
@@ -35,7 +37,9 @@ constexpr const char* kUsage =
     "  --bandwidth the host link in each direction, GB/s (default: as the run measured it, else 55)\n"
     "  --grace     VGPUMEM_GRACE_LAUNCHES to plan for (default: the recorded run's)\n"
     "  --json      one JSON object per policy instead of the table\n"
-    "  --swaps     list each policy's planned moves: unit, bytes, last use, prefetch trigger, next use\n";
+    "  --swaps     list each policy's planned moves: unit, bytes, last use, prefetch trigger, next use\n"
+    "  --late      list the prefetches that land after their user could run, the longest waits first, and\n"
+    "              what held each back (the copy-in engine busy, fired too late, its own save, room)\n";
 
 struct Options {
   std::string trace;
@@ -44,6 +48,7 @@ struct Options {
   std::optional<double> bandwidth;
   bool json = false;
   bool swaps = false;
+  bool late = false;
   std::optional<std::size_t> grace;
 };
 
@@ -51,8 +56,8 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
   Options options;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& key = args[i];
-    if (key == "--json" || key == "--swaps") {
-      (key == "--json" ? options.json : options.swaps) = true;
+    if (key == "--json" || key == "--swaps" || key == "--late") {
+      (key == "--json" ? options.json : key == "--swaps" ? options.swaps : options.late) = true;
       continue;
     }
     if (key == "--limit" || key == "--policy" || key == "--bandwidth" || key == "--grace") {
@@ -117,6 +122,48 @@ std::string mib(std::uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
   return text;
+}
+
+// Each operation's name, from the profile's "names" (traces since
+// 2026-11-25), else "operation K".
+std::vector<std::string> operation_names(const nlohmann::json& profiled, std::size_t period) {
+  std::vector<std::string> names(period);
+  const nlohmann::json* table = profiled.contains("names") ? &profiled["names"] : nullptr;
+  for (std::size_t k = 0; k < period; ++k) {
+    names[k] = "operation " + std::to_string(k);
+    const nlohmann::json& op = profiled["ops"][k];
+    if (table != nullptr && op.size() == 5 && op[4].get<std::size_t>() < table->size()) {
+      names[k] += " (" + (*table)[op[4].get<std::size_t>()].get<std::string>() + ")";
+    }
+  }
+  return names;
+}
+
+const char* cause_name(scheduler::PlanTiming::Cause cause) {
+  switch (cause) {
+    case scheduler::PlanTiming::Cause::link: return "the copy-in engine was busy with earlier prefetches";
+    case scheduler::PlanTiming::Cause::trigger: return "fired too late for its own copy";
+    case scheduler::PlanTiming::Cause::own_save: return "its own save had not finished";
+    case scheduler::PlanTiming::Cause::room: return "waited for a save to free its room";
+  }
+  return "?";
+}
+
+void print_late(const scheduler::IterationProfile& profile, const scheduler::Plan& plan,
+                const scheduler::PlanTiming& timing, const std::vector<std::string>& names) {
+  std::vector<scheduler::PlanTiming::Late> late = timing.late;
+  std::sort(late.begin(), late.end(), [](const auto& a, const auto& b) { return a.waited_ns > b.waited_ns; });
+  std::map<scheduler::PlanTiming::Cause, double> by_cause;
+  for (const auto& l : late) by_cause[l.cause] += l.waited_ns;
+  std::printf("    %zu prefetches late in the step;", late.size());
+  for (const auto& [cause, ns] : by_cause) std::printf(" %s: %s;", ms(ns).c_str(), cause_name(cause));
+  std::printf("\n");
+  for (std::size_t i = 0; i < late.size() && i < 20; ++i) {
+    const scheduler::PlannedSwap& swap = plan.swaps[late[i].swap];
+    std::printf("    %10s late  unit %4u %12s  for %s, fired at op %u: %s\n", ms(late[i].waited_ns).c_str(), swap.unit,
+                mib(profile.units[swap.unit].bytes).c_str(), names[swap.needed_by].c_str(), swap.prefetch_at,
+                cause_name(late[i].cause));
+  }
 }
 
 }  // namespace
@@ -189,6 +236,7 @@ int run_simulate(const std::vector<std::string>& args) {
   }
 
   const double floor = scheduler::step_floor(profile, budget, link);
+  const std::vector<std::string> names = operation_names(*profiled, profile.period());
   if (!options->json) {
     std::printf("step: %zu operations, %zu units, %s, %s of compute (uncapped)\n", profile.period(),
                 profile.units.size(), mib(profile.total_bytes).c_str(), ms(profile.step_ns).c_str());
@@ -202,7 +250,7 @@ int run_simulate(const std::vector<std::string>& args) {
     scheduler::Plan plan = policy == "auto"       ? scheduler::plan_auto(profile, budget, link)
                            : policy == "vdnn-all" ? scheduler::plan_vdnn(profile, budget, link, false)
                                                   : scheduler::plan_vdnn(profile, budget, link, true);
-    const scheduler::PlanTiming timing = scheduler::simulate(profile, plan, link);
+    const scheduler::PlanTiming timing = scheduler::simulate(profile, plan, link, options->late);
     if (options->json) {
       std::cout << nlohmann::json{{"policy", policy},
                                   {"budget", budget},
@@ -223,6 +271,7 @@ int run_simulate(const std::vector<std::string>& args) {
                 timing.step_ns / floor, timing.step_ns / profile.step_ns, mib(timing.bytes_to_host).c_str(),
                 mib(timing.bytes_to_device).c_str(), ms(timing.stall_ns).c_str(), plan.swaps.size(),
                 plan.fits ? "yes" : "no");
+    if (options->late) print_late(profile, plan, timing, names);
     if (options->swaps) {
       for (const scheduler::PlannedSwap& swap : plan.swaps) {
         std::printf("    unit %4u %12s  out after op %4u  prefetch at op %4u  needed by op %4u\n", swap.unit,

@@ -63,7 +63,7 @@ class FreedBytes {
 
 }  // namespace
 
-PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link) {
+PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link, bool explain) {
   PlanTiming timing;
   const std::size_t period = profile.period();
   if (period == 0) return timing;
@@ -73,6 +73,7 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
   // Per swap and round: when its offload is saved and when it lands.
   std::vector<double> saved(swaps * (kRounds + 1), -std::numeric_limits<double>::infinity());
   std::vector<double> landed(swaps * (kRounds + 1), -std::numeric_limits<double>::infinity());
+  std::vector<PlanTiming::Cause> held_by(explain ? swaps * (kRounds + 1) : 0, PlanTiming::Cause::link);
   std::vector<std::vector<std::size_t>> offload_at(period), prefetch_at(period), needed_at(period);
   for (std::size_t s = 0; s < swaps; ++s) {
     const PlannedSwap& swap = plan.swaps[s];
@@ -92,7 +93,12 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
     double start = compute_free;
     for (const std::size_t s : needed_at[op]) {
       const std::size_t r = round_of(x, timeline::needed_unrolled(profile, plan.swaps[s]));
-      if (r < kRounds) start = std::max(start, landed[s * (kRounds + 1) + r]);
+      if (r >= kRounds) continue;
+      const double arrived = landed[s * (kRounds + 1) + r];
+      if (explain && measured && arrived > compute_free) {
+        timing.late.push_back({static_cast<std::uint32_t>(s), arrived - compute_free, held_by[s * (kRounds + 1) + r]});
+      }
+      start = std::max(start, arrived);
     }
     if (measured) timing.stall_ns += start - compute_free;
     compute_free = start + profile.ops[op].duration_ns;
@@ -113,7 +119,15 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
       if (r >= kRounds) continue;
       const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
       const double room = pool.take(static_cast<double>(bytes));
-      in_free = std::max({in_free, start, saved[s * (kRounds + 1) + r], room}) + link.to_device_ns(bytes);
+      const double own_save = saved[s * (kRounds + 1) + r];
+      if (explain) {
+        const double begins = std::max({in_free, start, own_save, room});
+        held_by[s * (kRounds + 1) + r] = begins == start       ? PlanTiming::Cause::trigger
+                                         : begins == own_save  ? PlanTiming::Cause::own_save
+                                         : begins == room      ? PlanTiming::Cause::room
+                                                               : PlanTiming::Cause::link;
+      }
+      in_free = std::max({in_free, start, own_save, room}) + link.to_device_ns(bytes);
       landed[s * (kRounds + 1) + r] = in_free;
       if (measured) timing.bytes_to_device += bytes;
     }

@@ -83,8 +83,21 @@ struct PlanTiming {
   double step_ns = 0;
   double stall_ns = 0;  // compute waiting for a prefetch
   std::uint64_t bytes_to_host = 0, bytes_to_device = 0;
+
+  // A prefetch that landed after its user was ready to run, in the measured
+  // step, and what held its copy back last: the copy-in engine busy with
+  // those before it, the operation that fires it issued too late for the
+  // copy's own time, its own save not done, or the save that empties the
+  // room it takes not done.
+  enum class Cause : std::uint8_t { link, trigger, own_save, room };
+  struct Late {
+    std::uint32_t swap = 0;  // index in Plan::swaps
+    double waited_ns = 0;    // from when its user could have started
+    Cause cause = Cause::link;
+  };
+  std::vector<Late> late;  // filled when simulate() is asked (`explain`)
 };
-PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link);
+PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link, bool explain = false);
 
 // A lower bound no schedule can beat, computed without any planner
 // (step_floor.cpp; docs/benchmarks.md, "The floor"): at least the

@@ -105,6 +105,9 @@ TEST(SimulateCommand, RefusesWhatItCannotUseSayingWhy) {
   r = run({profile, "--limit", "6MiB", "--json"});  // a bare profile works too
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"policy\":\"auto\""), std::string::npos) << r.out;
+  r = run({profile, "--limit", "6MiB", "--late"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("prefetches late in the step"), std::string::npos) << r.out;
 }
 
 }  // namespace

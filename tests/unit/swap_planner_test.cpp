@@ -171,6 +171,42 @@ TEST(PlanTiming, APrefetchWaitsForTheSaveThatEmptiesItsChunks) {
   EXPECT_LT(simulate(profile, plan, link).step_ns, timing.step_ns - copy / 2);
 }
 
+// simulate(..., explain) says which prefetches land late and what held
+// each back: in the step above, unit 1 waits for unit 0's save (the room
+// it takes); with room for both, unit 1 fired one short operation ahead of
+// a 64 MiB copy is late for its own copy's time.
+TEST(PlanTiming, ALatePrefetchIsExplained) {
+  SyntheticStep step(2);
+  step.bytes = {64 * kMiB, 64 * kMiB};
+  step.op(10'000, {0});
+  step.op(10'000, {});
+  step.op(10'000, {1});
+  step.op(10'000, {});
+  const IterationProfile profile = step.profile(1);
+  const LinkModel link;
+  Plan plan;
+  plan.budget = plan.target = 64 * kMiB;
+  PlannedSwap zero, one;
+  zero.unit = 0, zero.offload_after = 0, zero.needed_by = 0, zero.prefetch_at = 3;
+  one.unit = 1, one.offload_after = 2, one.needed_by = 2, one.prefetch_at = 1;
+  plan.swaps = {zero, one};
+  EXPECT_TRUE(simulate(profile, plan, link).late.empty()) << "explained only when asked";
+  const auto cause_of = [&](std::uint32_t swap) {
+    const PlanTiming timing = simulate(profile, plan, link, true);
+    for (const PlanTiming::Late& late : timing.late) {
+      if (late.swap == swap) {
+        EXPECT_GT(late.waited_ns, 0);
+        return late.cause;
+      }
+    }
+    ADD_FAILURE() << "swap " << swap << " is not late";
+    return PlanTiming::Cause::link;
+  };
+  EXPECT_EQ(cause_of(1), PlanTiming::Cause::room);
+  plan.budget = plan.target = 128 * kMiB;
+  EXPECT_EQ(cause_of(1), PlanTiming::Cause::trigger);
+}
+
 TEST(StepFloor, ActivationsThatGoOutInTheForwardPassAndComeBackInTheBackwardCostBothWays) {
   // Eight 64 MiB activations written in a forward pass and read back in
   // reverse, 10 µs an operation: the link sets the pace. Half the bytes
