@@ -270,11 +270,19 @@ void schedule_section(std::ostream& out, const nlohmann::json& summary, std::siz
       << (plans == 1 ? " plan" : " plans") << "; the last moves " << count(plan, "swaps")
       << " buffers out and back each step under a budget of " << format_bytes(count(plan, "budget")) << "\n";
   if (!flag(plan, "fits")) {
-    const std::uint64_t dropped = count(plan, "unfit_swaps_dropped");
-    out << "  the plan could NOT fit the step under the cap" << (dropped > 0 ? ": it was dropped" : "")
-        << ", and on-demand paging carried the run\n";
-    advice->push_back("No schedule fit this cap: every kernel waited for its data on demand. Try a larger cap, or "
-                      "ask `vgpumem simulate TRACE --limit SIZE --policy all` which caps a plan fits.");
+    out << "  no plan could fit the step under the cap: what no plan covers pages on demand\n";
+    const nlohmann::json& trial = member(schedule, "trial");
+    if (trial.is_object() && member(trial, "candidates").is_array()) {
+      out << "  measured, a step each way:";
+      for (const nlohmann::json& candidate : trial["candidates"]) {
+        const double step_ns = number(candidate, "step_ns", -1);
+        out << "  " << text(candidate, "policy", "?") << " " << (step_ns < 0 ? std::string("(not yet)") : ms(step_ns));
+      }
+      out << "\n  kept: " << text(trial, "chosen", "?") << (flag(trial, "done") ? "" : " (so far: the trial was cut short)")
+          << "\n";
+    }
+    advice->push_back("No schedule fit this cap, so part of every step waited for its data on demand. Try a larger "
+                      "cap, or ask `vgpumem simulate TRACE --limit SIZE --policy all` which caps a plan fits.");
   } else {
     out << "  per step: compute " << ms(compute) << ", predicted " << ms(predicted) << ", floor " << ms(floor);
     if (floor > 0) out << " (predicted / floor " << printed("%.2f", predicted / floor) << ")";

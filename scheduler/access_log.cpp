@@ -23,6 +23,7 @@ struct AccessLog::ThreadLog {
   ThreadCounts counts;
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
   std::atomic<bool> locked{false};
+  std::atomic<std::uint64_t> timed_from{0};  // request_timing: time the iteration of this serial (0: none)
 
   std::mutex published_mutex;  // once per iteration, and readers
   std::shared_ptr<const RecordedIteration> last;
@@ -204,8 +205,24 @@ void AccessLog::publish(ThreadLog& log) {
   if (recycled_timed) release_marks(it);
   it.ops.clear();
   it.units.clear();
-  it.timed = log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
+  // The iteration now starting is published with the next serial, unless
+  // it is held back (then a later one is, and is timed instead).
+  std::uint64_t requested = log.timed_from.load(std::memory_order_relaxed);
+  const bool wanted = requested != 0 && log.published.load(std::memory_order_relaxed) + 1 >= requested;
+  it.timed = log.timing = marks_ != nullptr && (++log.since_timed > options_.timing_every || wanted);
   if (log.timing) log.since_timed = 0;
+  if (log.timing && wanted) log.timed_from.compare_exchange_strong(requested, 0, std::memory_order_relaxed);
+}
+
+std::uint64_t AccessLog::request_timing(const void* thread, std::uint64_t skip) {
+  std::lock_guard lock(threads_mutex_);
+  for (const auto& log : threads_) {
+    if (log.get() != thread) continue;
+    const std::uint64_t serial = log->published.load(std::memory_order_relaxed) + 2 + skip;
+    log->timed_from.store(serial, std::memory_order_relaxed);
+    return serial;
+  }
+  return 0;
 }
 
 AccessLog::ThreadLog* AccessLog::busiest() const {

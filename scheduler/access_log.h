@@ -105,6 +105,12 @@ class AccessLog final : public vmm::AccessFeed {
   // stays the last until it has been read once: the untimed ones that end
   // meanwhile are not published.
   std::shared_ptr<const RecordedIteration> last_iteration() const;
+  // Times an iteration of `thread`'s log (RecordedIteration::thread) out of
+  // turn: the one `skip` after the next to start, so that `skip` whole
+  // iterations run first (a measurement of a plan just published: the one
+  // in progress and the first under it are transitional). Returns the
+  // serial it will be published with, 0 for no such thread.
+  std::uint64_t request_timing(const void* thread, std::uint64_t skip);
 
   // {"threads", "operations", "period", "iterations", "locked",
   //  "iterations_recorded", "locks", "breaks", "dropped_iterations"} over

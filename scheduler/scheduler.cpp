@@ -175,6 +175,9 @@ bool Scheduler::plan_now() {
   };
   const IterationProfile step = profile(*iteration);
   const double profile_ms = ms_since(began);
+  if (trial_ != nullptr && trial_->covers(iteration->thread, iteration->lock) && !trial_->done()) {
+    return measure_trial(*iteration, step);
+  }
   const std::uint64_t budget = pager_.paging_budget(step.device);
   // The link as measured on the pager's copies, where it has been.
   LinkModel link = options_.link;
@@ -194,14 +197,16 @@ bool Scheduler::plan_now() {
       case Planner::vdnn_conv: plan = plan_vdnn(step, budget, link, true); break;
     }
   }
-  // A plan that cannot bring the step under the cap leaves the on-demand
-  // path to evict at the peak, and its victims are the units the plan is
-  // about to want: the two fight (measured: 15-30 % slower than on demand
-  // alone on the demo trainer at 33-45 % of its peak). On demand alone, then.
-  // (vDNN's plans are kept whatever they do: they are the baselines.)
-  const bool drop = !plan.fits && options_.planner == Planner::swap;
-  const std::size_t unfit_swaps = drop ? plan.swaps.size() : 0;
-  if (drop) plan.swaps.clear();
+  // A plan that cannot bring the step under the cap leaves the rest to the
+  // on-demand path, and whether that beats on demand alone is measured, not
+  // predicted (plan_trial.h). (vDNN's plans are kept whatever they do: they
+  // are the baselines.)
+  std::size_t unfit_swaps = 0;
+  if (!plan.fits && options_.planner == Planner::swap) {
+    const std::size_t auto_swaps = plan.swaps.size();
+    plan = unfit_plan(*iteration, step, budget, link, std::move(plan));
+    if (plan.swaps.empty()) unfit_swaps = auto_swaps;
+  }
   const bool refine = options_.planner == Planner::swap && plan.fits && !plan.swaps.empty();
   Plan greedy = refine ? plan : Plan{};
   publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
@@ -243,6 +248,57 @@ bool Scheduler::plan_now() {
   std::lock_guard lock(mutex_);
   last_plan_ = std::move(numbers);
   last_profile_ = std::move(profiled);
+  if (trial_ != nullptr) last_trial_ = trial_->summary();
+  return true;
+}
+
+// The plan to run where auto's cannot fit: the winner of this lock's trial
+// where it has one (planned again from `step` the same way), else a new
+// trial's first candidate. On demand was what ran `iteration`: its cost is
+// known; auto's partial plan and vDNN's are run in turn.
+Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
+                           const LinkModel& link, Plan automatic) {
+  if (trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock) && trial_->done()) {
+    const std::string& chosen = trial_->best().name;
+    if (chosen == "auto") return automatic;
+    if (chosen == "vdnn-all" || chosen == "vdnn-conv") return plan_vdnn(step, budget, link, chosen == "vdnn-conv");
+    Plan on_demand = std::move(automatic);
+    on_demand.swaps.clear();
+    return on_demand;
+  }
+  std::vector<TrialCandidate> candidates;
+  Plan on_demand = automatic;
+  on_demand.swaps.clear();
+  candidates.push_back({"on demand", std::move(on_demand), step.step_ns + step.stall_ns});
+  candidates.push_back({"auto", std::move(automatic), -1});
+  candidates.push_back({"vdnn-all", plan_vdnn(step, budget, link, false), -1});
+  candidates.push_back({"vdnn-conv", plan_vdnn(step, budget, link, true), -1});
+  std::erase_if(candidates, [](const TrialCandidate& c) { return c.name != "on demand" && c.plan.swaps.empty(); });
+  trial_ = std::make_unique<PlanTrial>(iteration.thread, iteration.lock, std::move(candidates));
+  trial_step_ = step;
+  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
+  VGPUMEM_LOG_INFO("schedule: no plan fits the step under the cap; trying {} ways of running it, a few steps each",
+                   trial_->summary()["candidates"].size());
+  return trial_->current().plan;
+}
+
+// A step timed during the trial in progress: if it is the one asked for,
+// its cost goes to the candidate in force, and the next candidate (or, once
+// all are measured, the fastest) is published, planned on the step the
+// trial began from. True if a table was published.
+bool Scheduler::measure_trial(const RecordedIteration& iteration, const IterationProfile& step) {
+  if (iteration.serial < trial_->measure_from) return false;  // transitional: not measured
+  trial_->record(step.step_ns + step.stall_ns);
+  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
+  publish(std::make_unique<TriggerTable>(make_trigger_table(trial_step_, trial_->current().plan)));
+  if (trial_->done()) {
+    VGPUMEM_LOG_INFO("schedule: the step runs fastest {} ({:.1f} ms a step measured)",
+                     trial_->best().name == "on demand" ? "on demand" : "under " + trial_->best().name + "'s plan",
+                     trial_->best().step_ns / 1e6);
+  }
+  std::lock_guard lock(mutex_);
+  last_trial_ = trial_->summary();
+  if (last_plan_.is_object()) last_plan_["swaps"] = trial_->current().plan.swaps.size();
   return true;
 }
 
@@ -285,6 +341,7 @@ nlohmann::json Scheduler::summary() const {
   std::lock_guard lock(mutex_);
   out["plans"] = plans_;
   out["plan"] = last_plan_.is_null() ? nlohmann::json::object() : last_plan_;
+  if (!last_trial_.is_null()) out["trial"] = last_trial_;
   if (!last_profile_.is_null()) out["profile"] = last_profile_;
   return out;
 }

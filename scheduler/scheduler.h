@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/access_log.h"
+#include "scheduler/plan_trial.h"
 #include "scheduler/swap_plan.h"
 #include "scheduler/trigger_table.h"
 #include "vmm/pager_control.h"
@@ -73,6 +74,9 @@ class Scheduler final : public vmm::AccessFeed {
   IterationProfile profile(const RecordedIteration& iteration);
   void learn_leads(const IterationProfile& profile);
   std::vector<std::string> operation_names(const RecordedIteration& iteration);
+  Plan unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
+                  const LinkModel& link, Plan automatic);
+  bool measure_trial(const RecordedIteration& iteration, const IterationProfile& step);
   void publish(std::unique_ptr<TriggerTable> table);
 
   const Options options_;
@@ -103,6 +107,11 @@ class Scheduler final : public vmm::AccessFeed {
   std::map<CUfunction, std::string> kernel_names_;  // the planning thread's: cuFuncGetName once a kernel
   nlohmann::json last_plan_;     // the predicted numbers of the plan in force
   nlohmann::json last_profile_;  // the step it was made from (profile_json.h)
+  // The planning thread's: the trial of the ways to run a step no plan fits
+  // (plan_trial.h), and the step its candidates were planned on.
+  std::unique_ptr<PlanTrial> trial_;
+  IterationProfile trial_step_;
+  nlohmann::json last_trial_;  // its summary, for the trace
 };
 
 }  // namespace vgpumem::scheduler

@@ -32,10 +32,12 @@ class StandInPager final : public vmm::PagerControl {
 
   bool offload_unit(vmm::Unit* unit) override {
     moves.push_back({true, unit, fed});
+    now += move_ns;
     return true;
   }
   bool prefetch_unit(vmm::Unit* unit) override {
     moves.push_back({false, unit, fed});
+    now += move_ns;
     return true;
   }
   vmm::UnitFacts facts(const vmm::Unit* unit) const override {
@@ -71,6 +73,8 @@ class StandInPager final : public vmm::PagerControl {
   std::vector<Move> moves;
   std::size_t fed = 0;
   double now = 0;
+  double move_ns = 0;   // what each move the plan asks for costs the program's stream
+  double stall_ns = 0;  // what each operation waits before it runs (on demand's cost)
 
  private:
   std::uintptr_t next_mark = 0;
@@ -115,6 +119,7 @@ struct Step {
         record.units = touched.data();
         record.count = touched.size();
         const bool timed = scheduler.wants_timing();
+        pager.now += pager.stall_ns;
         if (timed) record.started = pager.mark(nullptr);
         pager.now += durations[op];
         if (timed) record.ended = pager.mark(nullptr);
@@ -216,6 +221,53 @@ TEST(Scheduler, TriggersApplyOnlyOnTheThreadTheyWereLearnedOn) {
   std::thread other([&] { step.run(scheduler, pager, 3); });
   other.join();
   EXPECT_TRUE(pager.moves.empty()) << "another thread running the same step is not the stream the plan knows";
+}
+
+// Where no plan fits, the ways to run the step are measured in turn and the
+// fastest kept: here on demand costs a millisecond before each operation and
+// each planned move a tenth of one, so the partial plan with the fewest
+// moves wins, and is what runs afterwards.
+TEST(Scheduler, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = 100 * kMiB;  // under the 132 MiB one operation touches: nothing fits
+  pager.stall_ns = 1'000'000;
+  pager.move_ns = 100'000;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);
+  ASSERT_TRUE(scheduler.plan_now());
+  pager.stall_ns = 0;
+  nlohmann::json trial;
+  for (int i = 0; i < 30; ++i) {
+    step.run(scheduler, pager, 1);
+    scheduler.plan_now();
+    trial = scheduler.summary()["trial"];
+    if (trial.is_object() && trial["done"].get<bool>()) break;
+  }
+  ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << trial.dump();
+  const nlohmann::json& candidates = trial["candidates"];
+  ASSERT_GE(candidates.size(), 2u) << trial.dump();
+  EXPECT_EQ(candidates[0]["policy"], "on demand");
+  const double compute = 50.5e6, per_op = 1e6;
+  EXPECT_NEAR(candidates[0]["step_ns"].get<double>(), compute + static_cast<double>(step.durations.size() - 1) * per_op, 1e3)
+      << "the recorded step's own cost";
+  std::string fastest;
+  double best = 1e300;
+  std::size_t fewest = SIZE_MAX;
+  for (const auto& candidate : candidates) {
+    ASSERT_TRUE(candidate["step_ns"].is_number()) << "every candidate measured: " << trial.dump();
+    const double measured = candidate["step_ns"].get<double>();
+    if (measured < best) best = measured, fastest = candidate["policy"];
+    if (candidate["policy"] != "on demand") fewest = std::min(fewest, candidate["swaps"].get<std::size_t>());
+  }
+  EXPECT_EQ(trial["chosen"], fastest);
+  EXPECT_NE(trial["chosen"], "on demand") << trial.dump();
+  // What runs now is the winner: each of its swaps out and back once a step.
+  const std::size_t before = pager.moves.size();
+  step.run(scheduler, pager, 2);
+  std::size_t moves = pager.moves.size() - before;
+  EXPECT_GE(moves, 2 * fewest) << trial.dump();
+  EXPECT_LE(moves, 4 * fewest) << trial.dump();
 }
 
 TEST(Scheduler, PlansNothingWhenTheStepFits) {

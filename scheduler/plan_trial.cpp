@@ -1,0 +1,59 @@
+#include "scheduler/plan_trial.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace vgpumem::scheduler {
+
+namespace {
+
+bool same_moves(const Plan& a, const Plan& b) {
+  if (a.swaps.size() != b.swaps.size()) return false;
+  for (std::size_t i = 0; i < a.swaps.size(); ++i) {
+    const PlannedSwap &x = a.swaps[i], &y = b.swaps[i];
+    if (x.unit != y.unit || x.offload_after != y.offload_after || x.prefetch_at != y.prefetch_at ||
+        x.needed_by != y.needed_by) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+PlanTrial::PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCandidate> candidates)
+    : thread_(thread), lock_(lock) {
+  for (TrialCandidate& candidate : candidates) {
+    const bool repeated = std::any_of(candidates_.begin(), candidates_.end(), [&](const TrialCandidate& kept) {
+      return same_moves(kept.plan, candidate.plan);
+    });
+    if (!repeated) candidates_.push_back(std::move(candidate));
+  }
+}
+
+const TrialCandidate& PlanTrial::best() const {
+  const TrialCandidate* best = &candidates_.front();
+  for (const TrialCandidate& candidate : candidates_) {
+    if (candidate.step_ns >= 0 && candidate.step_ns < best->step_ns) best = &candidate;
+  }
+  return *best;
+}
+
+void PlanTrial::record(double step_ns) {
+  if (done()) return;
+  candidates_[next_].step_ns = step_ns;
+  ++next_;
+}
+
+nlohmann::json PlanTrial::summary() const {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const TrialCandidate& candidate : candidates_) {
+    candidates.push_back({{"policy", candidate.name},
+                          {"swaps", candidate.plan.swaps.size()},
+                          {"step_ns", candidate.step_ns < 0 ? nlohmann::json(nullptr) : nlohmann::json(candidate.step_ns)}});
+  }
+  return {{"candidates", std::move(candidates)}, {"chosen", best().name}, {"done", done()}};
+}
+
+}  // namespace vgpumem::scheduler

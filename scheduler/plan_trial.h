@@ -1,0 +1,60 @@
+// A trial of the ways to run a step no plan fits.
+//
+// When auto's plan cannot bring the step under the cap, what is left runs
+// on demand, and whether a partial plan helps or hurts is not something the
+// planner's model can say: it does not model on-demand paging. Measured
+// on the simulated workloads, it goes both ways — on demand alone was
+// 15-30 % faster than auto's partial plan on the demo trainer, and vDNN's
+// partial plan 3-7 % faster than on demand on VGG-16 and ResNet-50 at the
+// caps no plan fits. So the scheduler measures instead: each candidate runs
+// for a few steps, the step after its first whole one is timed (device time
+// and the waits before each operation: what the step cost), and the fastest
+// stays in force for the rest of that lock. On demand is measured already:
+// the step the candidates were planned from ran on demand.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "scheduler/swap_plan.h"
+
+namespace vgpumem::scheduler {
+
+struct TrialCandidate {
+  std::string name;     // "on demand", "auto", "vdnn-all", "vdnn-conv"
+  Plan plan;            // no swaps: on demand
+  double step_ns = -1;  // measured: a whole step under it, waits included (-1: not yet)
+};
+
+class PlanTrial {
+ public:
+  // `candidates[0]` is on demand, measured; the rest are to be run in turn.
+  // Candidates whose moves equal an earlier one's are dropped.
+  PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCandidate> candidates);
+
+  bool covers(const void* thread, std::uint64_t lock) const { return thread == thread_ && lock == lock_; }
+  bool done() const { return next_ >= candidates_.size(); }
+  // The candidate to run: the one under trial, or once done the fastest.
+  const TrialCandidate& current() const { return done() ? best() : candidates_[next_]; }
+  const TrialCandidate& best() const;
+  // The step measured under current(); the trial goes on to the next.
+  void record(double step_ns);
+
+  // The iteration serial from which a step under current() is measured.
+  std::uint64_t measure_from = 0;
+
+  // {"candidates": [{"policy", "step_ns"}, ...], "chosen", "done"}
+  nlohmann::json summary() const;
+
+ private:
+  const void* thread_;
+  std::uint64_t lock_;
+  std::vector<TrialCandidate> candidates_;
+  std::size_t next_ = 1;
+};
+
+}  // namespace vgpumem::scheduler
