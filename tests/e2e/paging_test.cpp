@@ -134,6 +134,31 @@ TEST(PagingSchedule, AutoMovesUnitsAheadOfNeedWhereTheStepCanFit) {
   EXPECT_GT(schedule["scheduled_prefetches"].get<int>(), 0) << schedule.dump();
 }
 
+// At a third of its peak the demo trainer's step fits no plan (with eight
+// operations' grace): the ways to run it are measured in turn — on demand,
+// auto's partial plan, vDNN's — and the fastest measured is kept. Every
+// byte as without a cap, whichever runs.
+TEST(PagingSchedule, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
+  const Workload workload{"trial", {"--width", "512", "--batch", "8", "--layers", "12", "--steps", "20"}};
+  const nlohmann::json summary = expect_identical_under(workload, 3.0, "", "auto");
+  const nlohmann::json& schedule = summary["schedule"];
+  EXPECT_FALSE(schedule["plan"]["fits"].get<bool>()) << schedule.dump();
+  const nlohmann::json& trial = schedule["trial"];
+  ASSERT_TRUE(trial.is_object()) << schedule.dump();
+  EXPECT_TRUE(trial["done"].get<bool>()) << trial.dump();
+  const nlohmann::json& candidates = trial["candidates"];
+  ASSERT_GE(candidates.size(), 2u) << trial.dump();
+  EXPECT_EQ(candidates[0]["policy"], "on demand");
+  std::string fastest;
+  double best = 1e300;
+  for (const auto& candidate : candidates) {
+    ASSERT_TRUE(candidate["step_ns"].is_number()) << trial.dump();
+    EXPECT_GT(candidate["step_ns"].get<double>(), 0);
+    if (candidate["step_ns"].get<double>() < best) best = candidate["step_ns"].get<double>(), fastest = candidate["policy"];
+  }
+  EXPECT_EQ(trial["chosen"], fastest) << trial.dump();
+}
+
 // A new input shape mid-run (the batch drops from 8 to 6 at step 12 of 24:
 // every kernel's parameters and every activation's size change) breaks the
 // schedule; on demand carries the steps until the detector locks on the new
