@@ -144,7 +144,7 @@ int run_demo(const std::vector<std::string>& args) {
               << fixed(static_cast<double>(paging_value(*paged, "stall_ns")) / 1e6, 2) << " ms\n";
   }
   std::cout << "        traces: " << dir << "/lru.trace.json, " << dir
-            << "/auto.trace.json (open in ui.perfetto.dev)\n";
+            << "/auto.trace.json (open in ui.perfetto.dev; in words: vgpumem report " << dir << "/auto.trace.json)\n";
   if (!lru.timeline_path.empty() && !automatic.timeline_path.empty()) {
     std::cout << "        simulated timelines: " << lru.timeline_path << ", " << automatic.timeline_path << "\n";
     PlotRequest picture;

@@ -118,9 +118,11 @@ IterationProfile Scheduler::profile(const RecordedIteration& iteration) {
     const vmm::UnitFacts facts = pager_.facts(unit);
     return facts.live ? facts.bytes : 0;  // a unit freed since is nothing to plan for
   };
-  if (options_.planner == Planner::vdnn_conv) {
+  // (For auto too: vdnn-conv's plan is one of its candidates where no plan
+  // fits, plan_trial.h.)
+  if (options_.planner != Planner::vdnn_all) {
     sources.convolution = [this](CUfunction function) {
-      std::string name = kernel_name_ ? kernel_name_(function) : std::string();
+      std::string name = kernel_name_of(function);
       std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
       return name.find("conv") != std::string::npos || name.find("implicit_gemm") != std::string::npos ||
              name.find("wgrad") != std::string::npos || name.find("dgrad") != std::string::npos;
@@ -302,6 +304,13 @@ bool Scheduler::measure_trial(const RecordedIteration& iteration, const Iteratio
   return true;
 }
 
+// A kernel's name, asked of the driver once (empty if it has none to give).
+const std::string& Scheduler::kernel_name_of(CUfunction function) {
+  auto [at, added] = kernel_names_.try_emplace(function);
+  if (added && kernel_name_) at->second = kernel_name_(function);
+  return at->second;
+}
+
 // Each operation's kernel name (the API that enqueued it, for a copy or a
 // memset), for the trace's profile: what `vgpumem report` shows where the
 // program waited. A kernel's name is asked of the driver once.
@@ -313,9 +322,8 @@ std::vector<std::string> Scheduler::operation_names(const RecordedIteration& ite
       names.emplace_back(op.api);
       continue;
     }
-    auto [at, added] = kernel_names_.try_emplace(op.function);
-    if (added) at->second = kernel_name_ ? kernel_name_(op.function) : std::string();
-    names.push_back(at->second.empty() ? std::string("kernel") : at->second);
+    const std::string& name = kernel_name_of(op.function);
+    names.push_back(name.empty() ? std::string("kernel") : name);
   }
   return names;
 }

@@ -74,6 +74,7 @@ class Scheduler final : public vmm::AccessFeed {
   IterationProfile profile(const RecordedIteration& iteration);
   void learn_leads(const IterationProfile& profile);
   std::vector<std::string> operation_names(const RecordedIteration& iteration);
+  const std::string& kernel_name_of(CUfunction function);
   Plan unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
                   const LinkModel& link, Plan automatic);
   bool measure_trial(const RecordedIteration& iteration, const IterationProfile& step);
