@@ -45,7 +45,7 @@ struct Options {
   std::vector<std::string> models{"resnet50", "vgg16", "bert-large", "gpt2-medium"};
   std::vector<std::string> caps{"50", "33", "25"};
   std::vector<std::string> policies{"lru", "vdnn-all", "vdnn-conv", "auto"};
-  int steps = 10;
+  int steps = 16;  // a lock (2), a recorded step, and where no plan fits a trial of up to three ways (3 each)
   int scale = 8;
   double link_gbps = kH100LinkGBps;  // each way, at full size (scaled with the bytes)
   std::string dir, markdown;
@@ -53,7 +53,7 @@ struct Options {
 
 constexpr const char* kUsage =
     "usage: vgpumem bench [--models resnet50,vgg16,bert-large,gpt2-medium] [--caps 50,33,25] "
-    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 10] [--scale 8] [--link 55] [--out DIR] [--markdown FILE]";
+    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 16] [--scale 8] [--link 55] [--out DIR] [--markdown FILE]";
 
 bool parse(const std::vector<std::string>& args, Options* options) {
   for (std::size_t i = 0; i < args.size(); ++i) {
