@@ -64,6 +64,21 @@ using PrefetchLeads = std::map<std::pair<const vmm::Unit*, std::uint32_t>, doubl
 // `refine`: then improve a plan that fits by local search (refine_auto_plan).
 Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                const PrefetchLeads& leads = {}, bool refine = true);
+// The order plan_auto's greedy takes gaps in at the peak. By free time
+// (Capuchin's): the copies hide best, what a step with compute to spare
+// wants. By coverage: the excess over the target a gap covers, summed over
+// the operations it is away for, per byte it moves: the fewest bytes, what
+// a link-bound step wants. plan_auto runs both and the model keeps the one
+// that fits, or the faster. Measured on the model: by coverage moves 6 %
+// fewer bytes and is 3 % faster on ResNet-50 at half its peak on the H100's
+// link; by free time is 1.5 % faster on BERT-large with a link eight times
+// faster.
+enum class GapOrder { free_time, coverage };
+// One greedy pass over `pool` (plan_auto's candidate gaps: auto_candidates).
+Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                      const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order);
+std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const LinkModel& link,
+                                         const PrefetchLeads& leads);
 // The local search of plan_refinement.h over plan_auto's candidate gaps;
 // `plan` must fit, and still does afterwards.
 void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan);

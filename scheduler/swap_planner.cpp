@@ -92,12 +92,21 @@ std::vector<std::uint64_t> resident_curve(const IterationProfile& profile, const
   return curve;
 }
 
+std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const LinkModel& link,
+                                         const PrefetchLeads& leads) {
+  return candidates(profile, link, leads);
+}
+
 void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan) {
   refine_plan(profile, link, leads, candidates(profile, link, leads), plan);
 }
 
-Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-               const PrefetchLeads& leads, bool refine) {
+namespace {
+
+}  // namespace
+
+Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                 const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order) {
   Plan plan;
   plan.policy = "auto";
   plan.budget = budget;
@@ -105,7 +114,6 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
   plan.peak_before = plan.peak_after = profile.total_bytes;
   if (profile.period() == 0 || profile.total_bytes <= plan.target) return plan;
 
-  std::vector<PlannedSwap> pool = candidates(profile, link, leads);
   std::vector<std::size_t> taken(pool.size(), SIZE_MAX);  // where in plan.swaps, if taken
   std::vector<std::uint64_t> curve = resident_curve(profile, plan);
   for (;;) {
@@ -113,26 +121,37 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     plan.peak_after = *peak;
     if (*peak <= plan.target) break;
     const std::size_t op = static_cast<std::size_t>(peak - curve.begin());
-    // The gap around the peak with the most free time: its copies hide
-    // best. Among equals, the larger unit frees more at once. A gap taken
-    // already counts if its prefetch goes before the peak (it is then held
-    // back to it: later than the link wants, but the unit is away there).
+    // Among the gaps around the peak, the best by `order`; among equals,
+    // the larger unit frees more at once. A gap taken already counts if its
+    // prefetch goes before the peak (it is then held back to it: later than
+    // the link wants, but the unit is away there).
     std::size_t best = pool.size(), best_at = 0;
-    double best_slack = 0;
+    double best_score = 0;
     for (std::size_t c = 0; c < pool.size(); ++c) {
       const std::size_t at = position_in_gap(profile, pool[c], op);
       if (at == 0) continue;
       if (taken[c] != SIZE_MAX && timeline::prefetch_unrolled(profile, plan.swaps[taken[c]]) >= at) continue;
-      // Held away until the peak, its prefetch may have to go later than
-      // the link wants: the slack is what is left of its free time then.
-      const double held_start = timeline::prefetch_start(profile, at) + link.to_device_ns(profile.units[pool[c].unit].bytes);
-      const double slack =
-          std::min(pool[c].free_ns, timeline::start(profile, timeline::needed_unrolled(profile, pool[c])) - held_start);
-      if (best == pool.size() || slack > best_slack ||
-          (slack == best_slack && profile.units[pool[c].unit].bytes > profile.units[pool[best].unit].bytes)) {
+      const std::uint64_t bytes = profile.units[pool[c].unit].bytes;
+      double score = 0;
+      if (order == GapOrder::free_time) {
+        // Held away until the peak, its prefetch may have to go later than
+        // the link wants: the slack is what is left of its free time then.
+        const double held_start = timeline::prefetch_start(profile, at) + link.to_device_ns(bytes);
+        score = std::min(pool[c].free_ns, timeline::start(profile, timeline::needed_unrolled(profile, pool[c])) - held_start);
+      } else {
+        const std::size_t first = timeline::offload_issued_unrolled(profile, pool[c]) + 1;
+        const std::size_t last = std::max(timeline::prefetch_unrolled(profile, pool[c]), at);
+        for (std::size_t x = first; x <= last; ++x) {
+          const std::uint64_t resident = curve[x % curve.size()];
+          if (resident > plan.target) score += static_cast<double>(std::min(bytes, resident - plan.target));
+        }
+        score /= static_cast<double>(bytes);
+      }
+      if (best == pool.size() || score > best_score ||
+          (score == best_score && bytes > profile.units[pool[best].unit].bytes)) {
         best = c;
         best_at = at;
-        best_slack = slack;
+        best_score = score;
       }
     }
     if (best == pool.size()) break;  // nothing more can be away there: on demand makes up the rest
@@ -148,6 +167,21 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     curve = resident_curve(profile, plan);
   }
   plan.fits = plan.peak_after <= plan.target;
+  return plan;
+}
+
+// Both greedy orders; the model keeps the one that fits, or the faster.
+Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+               const PrefetchLeads& leads, bool refine) {
+  const std::vector<PlannedSwap> pool = candidates(profile, link, leads);
+  Plan plan = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::free_time);
+  if (!plan.swaps.empty()) {
+    Plan covering = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::coverage);
+    if (covering.fits != plan.fits ? covering.fits
+                                   : simulate(profile, covering, link).step_ns < simulate(profile, plan, link).step_ns) {
+      plan = std::move(covering);
+    }
+  }
   if (plan.fits && refine) refine_plan(profile, link, leads, pool, &plan);
   return plan;
 }

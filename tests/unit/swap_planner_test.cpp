@@ -288,6 +288,44 @@ TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
   }
 }
 
+// plan_auto runs two greedy orders and the model keeps the faster: never
+// slower than either, and on link-bound steps the order by coverage (fewest
+// bytes) is the faster in some (if it never were, it would be dead weight,
+// or broken).
+TEST(SwapPlanner, TheGreedyOrderByCoverageWinsSomeLinkBoundStepsAndAutoKeepsTheFaster) {
+  std::mt19937 random(15);
+  const LinkModel link;
+  int coverage_faster = 0, compared = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::uint32_t unit_count = 8 + random() % 24;
+    SyntheticStep step(unit_count);
+    for (auto& b : step.bytes) b = (1 + random() % 32) * 2 * kMiB;
+    const int ops = 20 + static_cast<int>(random() % 80);
+    for (int i = 0; i < ops; ++i) {
+      std::vector<std::uint32_t> touched;
+      for (int k = 0, n = 1 + static_cast<int>(random() % 3); k < n; ++k) touched.push_back(random() % unit_count);
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      step.op(1'000 + random() % 200'000, touched);  // short kernels: the link sets the pace
+    }
+    const IterationProfile profile = step.profile(1 + random() % 3);
+    const std::uint64_t budget = profile.total_bytes * (30 + random() % 50) / 100;
+    const std::vector<PlannedSwap> pool = auto_candidates(profile, link, {});
+    const Plan by_free_time = plan_auto_greedy(profile, budget, link, {}, pool, GapOrder::free_time);
+    const Plan by_coverage = plan_auto_greedy(profile, budget, link, {}, pool, GapOrder::coverage);
+    const Plan chosen = plan_auto(profile, budget, link, {}, /*refine=*/false);
+    if (!by_free_time.fits || !by_coverage.fits) continue;
+    ++compared;
+    const double free_time_ns = simulate(profile, by_free_time, link).step_ns;
+    const double coverage_ns = simulate(profile, by_coverage, link).step_ns;
+    EXPECT_TRUE(chosen.fits) << "trial " << trial;
+    EXPECT_LE(simulate(profile, chosen, link).step_ns, std::min(free_time_ns, coverage_ns) * 1.000001) << "trial " << trial;
+    coverage_faster += coverage_ns < free_time_ns * 0.99;
+  }
+  EXPECT_GE(compared, 20);
+  EXPECT_GE(coverage_faster, 10) << "of " << compared;  // 23 of 33 when written
+}
+
 TEST(SwapPlanner, APrefetchThatArrivedLateGoesEarlierNextTime) {
   SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 2'000'000);
   const IterationProfile profile = step.profile();
