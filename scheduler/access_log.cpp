@@ -29,6 +29,10 @@ struct AccessLog::ThreadLog {
   std::shared_ptr<const RecordedIteration> last;
   bool last_read = false;  // somebody has read `last` (last_iteration)
   std::shared_ptr<RecordedIteration> spare;  // the one before: reused once no reader holds it
+  // Iterations a reader still held when their turn to be reused came: kept
+  // until it lets go, so that their timing marks go back to the pool (a
+  // timed step dropped with its marks would leak an event per operation).
+  std::vector<std::shared_ptr<RecordedIteration>> held_by_readers;
 };
 
 namespace {
@@ -179,6 +183,7 @@ void AccessLog::publish(ThreadLog& log) {
   RecordedIteration& it = log.current;
   log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
+  std::shared_ptr<RecordedIteration> let_go;  // one a reader has let go of, not reused: its marks go back
   {
     std::lock_guard lock(log.published_mutex);
     // A timed iteration nobody has read yet stays published over the
@@ -189,7 +194,14 @@ void AccessLog::publish(ThreadLog& log) {
       it.serial = log.published.fetch_add(1, std::memory_order_relaxed) + 1;
       log.last_read = false;
       std::shared_ptr<RecordedIteration> next = std::move(log.spare);
-      if (next == nullptr || next.use_count() != 1) next = std::make_shared<RecordedIteration>();
+      if (next != nullptr && next.use_count() != 1) log.held_by_readers.push_back(std::move(next));
+      for (auto held = log.held_by_readers.begin(); held != log.held_by_readers.end(); ++held) {
+        if (held->use_count() != 1) continue;
+        (next == nullptr ? next : let_go) = std::move(*held);
+        log.held_by_readers.erase(held);
+        break;  // one a publish: readers let go of one at a time
+      }
+      if (next == nullptr) next = std::make_shared<RecordedIteration>();
       recycled_timed = next->timed;
       next->ops.swap(it.ops);
       next->units.swap(it.units);
@@ -203,6 +215,7 @@ void AccessLog::publish(ThreadLog& log) {
   // The recycled iteration's marks (no reader holds it any more); most
   // iterations are untimed, and then there is nothing to walk.
   if (recycled_timed) release_marks(it);
+  if (let_go != nullptr && let_go->timed) release_marks(*let_go);
   it.ops.clear();
   it.units.clear();
   // The iteration now starting is published with the next serial, unless

@@ -16,18 +16,25 @@ IterationDetector::IterationDetector(Options options) : options_(options) {
   ring_.assign(power_of_two_at_least(options_.max_period + 1), 0);
   ring_mask_ = ring_.size() - 1;
   const std::size_t table = power_of_two_at_least(std::max<std::size_t>(std::size_t{1} << 12, 2 * options_.max_period));
-  last_.assign(table, Last{});
-  table_mask_ = table - 1;
+  last_.assign(table / 4, Set{});
+  set_mask_ = table / 4 - 1;
 }
 
 IterationDetector::Event IterationDetector::observe(std::uint64_t identity) {
   const std::uint64_t index = seen_++;
   ring_[index & ring_mask_] = identity;
-  const std::size_t slot = static_cast<std::size_t>((identity * 0x9E37'79B9'7F4A'7C15ull) >> 40) & table_mask_;
-  Last& last = last_[slot];
-  const bool seen_before = last.key == identity && last.at != 0;
-  const std::uint64_t previous = last.at - 1;
-  last = Last{identity, index + 1};
+  Set& set = last_[static_cast<std::size_t>((identity * 0x9E37'79B9'7F4A'7C15ull) >> 40) & set_mask_];
+  Last* last = &set.ways[0];
+  for (Last& way : set.ways) {
+    if (way.key == identity && way.at != 0) {
+      last = &way;
+      break;
+    }
+    if (way.at < last->at) last = &way;  // the oldest (or a free way) gives way
+  }
+  const bool seen_before = last->key == identity && last->at != 0;
+  const std::uint64_t previous = last->at - 1;
+  *last = Last{identity, index + 1};
   if (locked()) return follow_lock(identity);
   if (seen_before && index - previous <= options_.max_period) consider(static_cast<std::size_t>(index - previous));
   return follow_candidates(identity);

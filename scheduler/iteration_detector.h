@@ -15,7 +15,7 @@
 // it did before it can lock again, so the whole step wins.
 //
 // observe() allocates nothing and takes no lock: a fixed table of last
-// occurrences, a ring of recent identities, a few candidates. One detector
+// occurrences (set-associative), a ring of recent identities, a few candidates. One detector
 // serves one thread's stream.
 #pragma once
 
@@ -75,11 +75,18 @@ class IterationDetector {
   Options options_;
   std::vector<std::uint64_t> ring_;    // the last identities, a power of two of them
   std::size_t ring_mask_ = 0;
-  struct Last {  // an identity and where it last arrived (+1; 0: never): one cache line to touch, not two
+  struct Last {  // an identity and where it last arrived (+1; 0: never)
     std::uint64_t key = 0, at = 0;
   };
-  std::vector<Last> last_;
-  std::size_t table_mask_ = 0;
+  // Identities whose hashes share a set share its four ways, the one that
+  // arrived longest ago giving way: a lone collision must not make the
+  // detector forget where an identity last was (the period would then be
+  // found late). One cache line a set.
+  struct alignas(64) Set {
+    std::array<Last, 4> ways;
+  };
+  std::vector<Set> last_;
+  std::size_t set_mask_ = 0;
   std::array<Candidate, kCandidates> candidates_{};
   std::array<Suspect, kSuspects> suspects_{};
   std::size_t next_suspect_ = 0;
