@@ -11,7 +11,6 @@
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -25,6 +24,7 @@
 
 #include "cli/demo_plot.h"
 #include "cli/paths.h"
+#include "cli/trace_argument.h"
 #include "common/format_bytes.h"
 
 namespace vgpumem::cli {
@@ -67,20 +67,9 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
       options.top = static_cast<std::size_t>(top);
       continue;
     }
-    if (!key.empty() && key[0] == '-') {
-      *error = "vgpumem report: unknown option \"" + key + "\"\n" + kUsage;
-      return std::nullopt;
-    }
-    if (!options.trace.empty()) {
-      *error = "vgpumem report: one trace at a time (got \"" + options.trace + "\" and \"" + key + "\")";
-      return std::nullopt;
-    }
-    options.trace = key;
+    if (!take_trace_argument("report", key, kUsage, &options.trace, error)) return std::nullopt;
   }
-  if (options.trace.empty()) {
-    *error = std::string("vgpumem report: which TRACE?\n") + kUsage;
-    return std::nullopt;
-  }
+  if (!trace_given("report", options.trace, kUsage, error)) return std::nullopt;
   return options;
 }
 
@@ -352,13 +341,10 @@ int run_report(const std::vector<std::string>& args) {
     std::cerr << error << "\n";
     return 2;
   }
-  std::ifstream in(options->trace);
-  if (!in) {
-    std::cerr << "vgpumem report: cannot read \"" << options->trace << "\"\n";
-    return 1;
-  }
-  const nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
-  if (trace.is_discarded() || !trace.is_object() || !trace.contains("vgpumem") || !trace["vgpumem"].is_object()) {
+  const std::optional<nlohmann::json> read = read_json_file("report", options->trace);
+  if (!read) return 1;
+  const nlohmann::json& trace = *read;
+  if (!trace.is_object() || !trace.contains("vgpumem") || !trace["vgpumem"].is_object()) {
     std::cerr << "vgpumem report: \"" << options->trace
               << "\" is not a vgpumem trace (a JSON object with a \"vgpumem\" summary, written with "
                  "VGPUMEM_TRACE=FILE)\n";

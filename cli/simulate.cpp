@@ -7,11 +7,10 @@
 // runs (scheduler/), never a second copy of them.
 #include "cli/simulate.h"
 
-#include <cstdio>
 #include <algorithm>
-#include <fstream>
-#include <map>
+#include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -19,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/trace_argument.h"
 #include "scheduler/profile_json.h"
 #include "scheduler/swap_plan.h"
 #include "shim/config.h"
@@ -96,20 +96,9 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
       }
       continue;
     }
-    if (!key.empty() && key[0] == '-') {
-      *error = "vgpumem simulate: unknown option \"" + key + "\"";
-      return std::nullopt;
-    }
-    if (!options.trace.empty()) {
-      *error = "vgpumem simulate: one trace at a time (got \"" + options.trace + "\" and \"" + key + "\")";
-      return std::nullopt;
-    }
-    options.trace = key;
+    if (!take_trace_argument("simulate", key, kUsage, &options.trace, error)) return std::nullopt;
   }
-  if (options.trace.empty()) {
-    *error = std::string("vgpumem simulate: which TRACE?\n") + kUsage;
-    return std::nullopt;
-  }
+  if (!trace_given("simulate", options.trace, kUsage, error)) return std::nullopt;
   return options;
 }
 
@@ -179,16 +168,9 @@ int run_simulate(const std::vector<std::string>& args) {
     std::cerr << error << "\n";
     return 2;
   }
-  std::ifstream in(options->trace);
-  if (!in) {
-    std::cerr << "vgpumem simulate: cannot read \"" << options->trace << "\"\n";
-    return 1;
-  }
-  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
-  if (trace.is_discarded()) {
-    std::cerr << "vgpumem simulate: \"" << options->trace << "\" is not JSON\n";
-    return 1;
-  }
+  std::optional<nlohmann::json> read = read_json_file("simulate", options->trace);
+  if (!read) return 1;
+  nlohmann::json& trace = *read;
   const nlohmann::json* schedule = nullptr;
   if (trace.contains("vgpumem") && trace["vgpumem"].contains("schedule")) schedule = &trace["vgpumem"]["schedule"];
   const nlohmann::json* profiled = schedule != nullptr && schedule->contains("profile") ? &(*schedule)["profile"]

@@ -121,4 +121,10 @@ std::string field(const std::string& text, const std::string& key) {
   return "";
 }
 
+std::uint64_t result_number(const std::string& out, const std::string& key) {
+  const std::string line = field(out, "RESULT");
+  const std::size_t at = line.find(key + "=");
+  return at == std::string::npos ? 0 : std::stoull(line.substr(at + key.size() + 1));
+}
+
 }  // namespace vgpumem::test

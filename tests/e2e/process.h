@@ -3,6 +3,7 @@
 // loaded exactly as in production (LD_PRELOAD) each time.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,5 +38,7 @@ std::string temp_path(const std::string& name);
 std::vector<std::string> lines_starting_with(const std::string& text, const std::string& prefix);
 // The value of "<key> <value...>" (first line whose first word is key), or "".
 std::string field(const std::string& text, const std::string& key);
+// A trainer's "RESULT ... key=<n> ..." number, 0 if absent.
+std::uint64_t result_number(const std::string& out, const std::string& key);
 
 }  // namespace vgpumem::test

@@ -20,11 +20,6 @@ namespace {
 
 std::string command() { return VGPUMEM_TEST_CLI; }
 
-std::uint64_t result_number(const std::string& out, const std::string& key) {
-  const std::string line = field(out, "RESULT");
-  const std::size_t at = line.find(key + "=");
-  return at == std::string::npos ? 0 : std::stoull(line.substr(at + key.size() + 1));
-}
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

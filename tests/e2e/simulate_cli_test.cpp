@@ -19,11 +19,6 @@ namespace {
 
 std::string command() { return VGPUMEM_TEST_CLI; }
 
-std::uint64_t result_number(const std::string& out, const std::string& key) {
-  const std::string line = field(out, "RESULT");
-  const std::size_t at = line.find(key + "=");
-  return at == std::string::npos ? 0 : std::stoull(line.substr(at + key.size() + 1));
-}
 
 // BERT-large's layered step (692 operations) at half its bytes, its sizes
 // divided by 64 and the link with them (as vgpumem bench runs it: an H100's

@@ -8,12 +8,18 @@ error naming the Debian package when matplotlib is missing. Exits 77
 """
 import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_test_support import (environment_without_matplotlib, expect, png_size,  # noqa: E402
+                               python_with_matplotlib, run as run_script)
+
 SCRIPT = sys.argv[1]
+
+
+def run(python, *args, env=None):
+    return run_script(python, SCRIPT, *args, env=env)
 MIB = 1 << 20
 
 
@@ -37,30 +43,6 @@ def timeline(shift_ms):
             "traceEvents": events}
 
 
-def run(python, *args, env=None):
-    return subprocess.run([python, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=100)
-
-
-def expect(condition, what, result=None):
-    if not condition:
-        detail = f"\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}" if result else ""
-        print(f"FAIL: {what}{detail}")
-        sys.exit(1)
-    print(f"ok: {what}")
-
-
-def png_size(path):
-    with open(path, "rb") as f:
-        head = f.read(24)
-    if head[:8] != b"\x89PNG\r\n\x1a\n":
-        return None
-    return struct.unpack(">II", head[16:24])
-
-
-def has_matplotlib(python):
-    return subprocess.run([python, "-c", "import matplotlib"], capture_output=True).returncode == 0
-
-
 def main():
     with tempfile.TemporaryDirectory(prefix="plot-timeline-test-") as work:
         checks(work)
@@ -78,11 +60,7 @@ def checks(work):
 
     # Without matplotlib: a clear error naming the Debian package (a stand-in
     # package that fails to import hides any real one).
-    fake = os.path.join(work, "no-matplotlib", "matplotlib")
-    os.makedirs(fake)
-    with open(os.path.join(fake, "__init__.py"), "w") as f:
-        f.write("raise ImportError('hidden by the test')\n")
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(fake))
+    env = environment_without_matplotlib(work)
     result = run(sys.executable, paths["lru"], "--out", os.path.join(work, "never.png"), env=env)
     expect(result.returncode == 1 and "python3-matplotlib" in result.stderr,
            "without matplotlib: exit 1 naming python3-matplotlib", result)
@@ -92,7 +70,7 @@ def checks(work):
     result = run(sys.executable, paths["lru"], "--cap", "lots")
     expect(result.returncode == 2 and "is not a size" in result.stderr, "a malformed --cap is a usage error", result)
 
-    python = next((p for p in (sys.executable, "/usr/bin/python3") if os.path.exists(p) and has_matplotlib(p)), None)
+    python = python_with_matplotlib()
     if python is None:
         print("SKIP: no Python here has matplotlib (Debian: apt-get install python3-matplotlib)")
         sys.exit(77)

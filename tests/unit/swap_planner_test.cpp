@@ -143,24 +143,32 @@ TEST(SwapPlanner, PrefetchesLandBeforeTheirUseWhenTheLinkAndMemoryAllow) {
   }
 }
 
-TEST(PlanTiming, APrefetchWaitsForTheSaveThatEmptiesItsChunks) {
-  // Units 0 and 1, 64 MiB each, under a 64 MiB budget: 0 goes out after op
-  // 0 and its chunks are all the room 1 has to come back into, at op 1.
-  SyntheticStep step(2);
-  step.bytes = {64 * kMiB, 64 * kMiB};
-  step.op(10'000, {0});
-  step.op(10'000, {});
-  step.op(10'000, {1});
-  step.op(10'000, {});
-  const IterationProfile profile = step.profile(1);
-  const LinkModel link;
+// Units 0 and 1, 64 MiB each, under a 64 MiB budget: 0 goes out after op
+// 0 and its chunks are all the room 1 has to come back into, at op 1.
+struct TwoUnitsOneRoom {
+  IterationProfile profile;
   Plan plan;
-  plan.budget = 64 * kMiB;
-  plan.target = plan.budget;
-  PlannedSwap zero, one;
-  zero.unit = 0, zero.offload_after = 0, zero.needed_by = 0, zero.prefetch_at = 3;
-  one.unit = 1, one.offload_after = 2, one.needed_by = 2, one.prefetch_at = 1;
-  plan.swaps = {zero, one};
+  TwoUnitsOneRoom() {
+    SyntheticStep step(2);
+    step.bytes = {64 * kMiB, 64 * kMiB};
+    step.op(10'000, {0});
+    step.op(10'000, {});
+    step.op(10'000, {1});
+    step.op(10'000, {});
+    profile = step.profile(1);
+    plan.budget = plan.target = 64 * kMiB;
+    PlannedSwap zero, one;
+    zero.unit = 0, zero.offload_after = 0, zero.needed_by = 0, zero.prefetch_at = 3;
+    one.unit = 1, one.offload_after = 2, one.needed_by = 2, one.prefetch_at = 1;
+    plan.swaps = {zero, one};
+  }
+};
+
+TEST(PlanTiming, APrefetchWaitsForTheSaveThatEmptiesItsChunks) {
+  TwoUnitsOneRoom two;
+  const IterationProfile& profile = two.profile;
+  Plan& plan = two.plan;
+  const LinkModel link;
   const double copy = link.to_host_ns(64 * kMiB);
   // Unit 1 cannot start coming in before unit 0's save ends: the step
   // waits for both copies in turn, twice (unit 0 comes back the same way).
@@ -176,20 +184,10 @@ TEST(PlanTiming, APrefetchWaitsForTheSaveThatEmptiesItsChunks) {
 // it takes); with room for both, unit 1 fired one short operation ahead of
 // a 64 MiB copy is late for its own copy's time.
 TEST(PlanTiming, ALatePrefetchIsExplained) {
-  SyntheticStep step(2);
-  step.bytes = {64 * kMiB, 64 * kMiB};
-  step.op(10'000, {0});
-  step.op(10'000, {});
-  step.op(10'000, {1});
-  step.op(10'000, {});
-  const IterationProfile profile = step.profile(1);
+  TwoUnitsOneRoom two;
+  const IterationProfile& profile = two.profile;
+  Plan& plan = two.plan;
   const LinkModel link;
-  Plan plan;
-  plan.budget = plan.target = 64 * kMiB;
-  PlannedSwap zero, one;
-  zero.unit = 0, zero.offload_after = 0, zero.needed_by = 0, zero.prefetch_at = 3;
-  one.unit = 1, one.offload_after = 2, one.needed_by = 2, one.prefetch_at = 1;
-  plan.swaps = {zero, one};
   EXPECT_TRUE(simulate(profile, plan, link).late.empty()) << "explained only when asked";
   const auto cause_of = [&](std::uint32_t swap) {
     const PlanTiming timing = simulate(profile, plan, link, true);
