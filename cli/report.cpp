@@ -26,6 +26,7 @@
 #include "cli/paths.h"
 #include "cli/trace_argument.h"
 #include "common/format_bytes.h"
+#include "scheduler/profile_json.h"
 
 namespace vgpumem::cli {
 
@@ -129,7 +130,8 @@ void memory_section(std::ostream& out, const nlohmann::json& summary) {
   const nlohmann::json& devices = member(summary, "devices");
   if (!devices.is_array() || devices.empty()) out << "  no device memory was counted (no cap was set)\n";
   std::size_t unused = 0;
-  for (const nlohmann::json& device : devices.is_array() ? devices : nlohmann::json::array()) {
+  for (std::size_t i = 0; devices.is_array() && i < devices.size(); ++i) {
+    const nlohmann::json& device = devices[i];
     const std::uint64_t cap = count(device, "cap"), peak = count(device, "peak");
     if (peak == 0) {
       ++unused;  // a cap for every device, most of them never touched
@@ -193,17 +195,14 @@ struct Wait {
 std::vector<Wait> waits_by_kernel(const nlohmann::json& profile) {
   std::map<std::string, Wait> by_name;
   const nlohmann::json& ops = member(profile, "ops");
-  const nlohmann::json& names = member(profile, "names");
   if (!ops.is_array()) return {};
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const nlohmann::json& op = ops[i];
     if (!op.is_array() || op.size() < 4 || !op[1].is_number()) continue;
     const double stall = op[1].get<double>();
     if (stall <= 0) continue;
-    std::string name = "operation " + std::to_string(i);
-    if (op.size() >= 5 && op[4].is_number_unsigned() && names.is_array() && op[4].get<std::size_t>() < names.size()) {
-      name = names[op[4].get<std::size_t>()].get<std::string>();
-    }
+    std::string name = scheduler::profiled_operation_name(profile, i);
+    if (name.empty()) name = "operation " + std::to_string(i);
     Wait& wait = by_name[name];
     wait.name = name;
     wait.stall_ns += stall;

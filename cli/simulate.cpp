@@ -113,17 +113,13 @@ std::string mib(std::uint64_t bytes) {
   return text;
 }
 
-// Each operation's name, from the profile's "names" (traces since
-// 2026-11-25), else "operation K".
+// Each operation as "operation K (its name)", the name where the profile
+// has one (traces since 2026-11-25).
 std::vector<std::string> operation_names(const nlohmann::json& profiled, std::size_t period) {
   std::vector<std::string> names(period);
-  const nlohmann::json* table = profiled.contains("names") ? &profiled["names"] : nullptr;
   for (std::size_t k = 0; k < period; ++k) {
-    names[k] = "operation " + std::to_string(k);
-    const nlohmann::json& op = profiled["ops"][k];
-    if (table != nullptr && op.size() == 5 && op[4].get<std::size_t>() < table->size()) {
-      names[k] += " (" + (*table)[op[4].get<std::size_t>()].get<std::string>() + ")";
-    }
+    const std::string name = scheduler::profiled_operation_name(profiled, k);
+    names[k] = "operation " + std::to_string(k) + (name.empty() ? "" : " (" + name + ")");
   }
   return names;
 }

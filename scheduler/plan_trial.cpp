@@ -22,6 +22,16 @@ bool same_moves(const Plan& a, const Plan& b) {
 
 }  // namespace
 
+const char* trial_way_name(TrialWay way) {
+  switch (way) {
+    case TrialWay::on_demand: return "on demand";
+    case TrialWay::automatic: return "auto";
+    case TrialWay::vdnn_all: return "vdnn-all";
+    case TrialWay::vdnn_conv: return "vdnn-conv";
+  }
+  return "?";
+}
+
 PlanTrial::PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCandidate> candidates)
     : thread_(thread), lock_(lock) {
   for (TrialCandidate& candidate : candidates) {
@@ -49,11 +59,11 @@ void PlanTrial::record(double step_ns) {
 nlohmann::json PlanTrial::summary() const {
   nlohmann::json candidates = nlohmann::json::array();
   for (const TrialCandidate& candidate : candidates_) {
-    candidates.push_back({{"policy", candidate.name},
+    candidates.push_back({{"policy", trial_way_name(candidate.way)},
                           {"swaps", candidate.plan.swaps.size()},
                           {"step_ns", candidate.step_ns < 0 ? nlohmann::json(nullptr) : nlohmann::json(candidate.step_ns)}});
   }
-  return {{"candidates", std::move(candidates)}, {"chosen", best().name}, {"done", done()}};
+  return {{"candidates", std::move(candidates)}, {"chosen", trial_way_name(best().way)}, {"done", done()}};
 }
 
 }  // namespace vgpumem::scheduler

@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -24,8 +23,12 @@
 
 namespace vgpumem::scheduler {
 
+// The ways tried: what no plan covers pages on demand in each.
+enum class TrialWay : std::uint8_t { on_demand, automatic, vdnn_all, vdnn_conv };
+const char* trial_way_name(TrialWay way);  // "on demand", "auto", "vdnn-all", "vdnn-conv"
+
 struct TrialCandidate {
-  std::string name;     // "on demand", "auto", "vdnn-all", "vdnn-conv"
+  TrialWay way = TrialWay::on_demand;
   Plan plan;            // no swaps: on demand
   double step_ns = -1;  // measured: a whole step under it, waits included (-1: not yet)
 };
@@ -38,6 +41,7 @@ class PlanTrial {
 
   bool covers(const void* thread, std::uint64_t lock) const { return thread == thread_ && lock == lock_; }
   bool done() const { return next_ >= candidates_.size(); }
+  std::size_t size() const { return candidates_.size(); }
   // The candidate to run: the one under trial, or once done the fastest.
   const TrialCandidate& current() const { return done() ? best() : candidates_[next_]; }
   const TrialCandidate& best() const;

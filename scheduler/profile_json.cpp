@@ -56,6 +56,17 @@ nlohmann::json profile_to_json(const IterationProfile& profile, const std::vecto
   return out;
 }
 
+std::string profiled_operation_name(const nlohmann::json& profile, std::size_t op) {
+  if (!profile.is_object() || !profile.contains("ops") || !profile.contains("names")) return "";
+  const nlohmann::json &ops = profile["ops"], &names = profile["names"];
+  if (!ops.is_array() || op >= ops.size() || !names.is_array()) return "";
+  const nlohmann::json& entry = ops[op];
+  if (!entry.is_array() || entry.size() != 5 || !is_count(entry[4])) return "";
+  const std::uint64_t index = entry[4].get<std::uint64_t>();
+  if (index >= names.size() || !names[index].is_string()) return "";
+  return names[index].get<std::string>();
+}
+
 IterationProfile profile_from_json(const nlohmann::json& json) {
   require(json.is_object(), "not a JSON object");
   require(json.value("format", 0) == kFormat, "format is not " + std::to_string(kFormat));

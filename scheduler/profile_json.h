@@ -28,6 +28,11 @@ namespace vgpumem::scheduler {
 // operation's fifth element indexes it; without, operations have four.
 nlohmann::json profile_to_json(const IterationProfile& profile, const std::vector<std::string>* op_names = nullptr);
 
+// The name `profile_to_json` gave operation `op` of `profile`, "" where it
+// gave none (an unnamed step, a trace from before names were written) or
+// the JSON is not what it wrote.
+std::string profiled_operation_name(const nlohmann::json& profile, std::size_t op);
+
 struct ProfileFormatError : std::runtime_error {
   explicit ProfileFormatError(const std::string& what) : std::runtime_error(what) {}
 };

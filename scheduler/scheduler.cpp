@@ -206,7 +206,7 @@ bool Scheduler::plan_now() {
   std::size_t unfit_swaps = 0;
   if (!plan.fits && options_.planner == Planner::swap) {
     const std::size_t auto_swaps = plan.swaps.size();
-    plan = unfit_plan(*iteration, step, budget, link, std::move(plan));
+    plan = unfit_plan(*iteration, step, budget, link, plan);
     if (plan.swaps.empty()) unfit_swaps = auto_swaps;
   }
   const bool refine = options_.planner == Planner::swap && plan.fits && !plan.swaps.empty();
@@ -254,33 +254,47 @@ bool Scheduler::plan_now() {
   return true;
 }
 
+namespace {
+
+// `way`'s plan for `step`, given auto's own (partial) plan for it.
+Plan plan_for(TrialWay way, const IterationProfile& step, std::uint64_t budget, const LinkModel& link,
+              const Plan& automatic) {
+  switch (way) {
+    case TrialWay::automatic: return automatic;
+    case TrialWay::vdnn_all: return plan_vdnn(step, budget, link, false);
+    case TrialWay::vdnn_conv: return plan_vdnn(step, budget, link, true);
+    case TrialWay::on_demand: break;
+  }
+  Plan on_demand = automatic;
+  on_demand.swaps.clear();
+  return on_demand;
+}
+
+}  // namespace
+
 // The plan to run where auto's cannot fit: the winner of this lock's trial
 // where it has one (planned again from `step` the same way), else a new
 // trial's first candidate. On demand was what ran `iteration`: its cost is
 // known; auto's partial plan and vDNN's are run in turn.
 Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
-                           const LinkModel& link, Plan automatic) {
+                           const LinkModel& link, const Plan& automatic) {
   if (trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock) && trial_->done()) {
-    const std::string& chosen = trial_->best().name;
-    if (chosen == "auto") return automatic;
-    if (chosen == "vdnn-all" || chosen == "vdnn-conv") return plan_vdnn(step, budget, link, chosen == "vdnn-conv");
-    Plan on_demand = std::move(automatic);
-    on_demand.swaps.clear();
-    return on_demand;
+    return plan_for(trial_->best().way, step, budget, link, automatic);
   }
   std::vector<TrialCandidate> candidates;
-  Plan on_demand = automatic;
-  on_demand.swaps.clear();
-  candidates.push_back({"on demand", std::move(on_demand), step.step_ns + step.stall_ns});
-  candidates.push_back({"auto", std::move(automatic), -1});
-  candidates.push_back({"vdnn-all", plan_vdnn(step, budget, link, false), -1});
-  candidates.push_back({"vdnn-conv", plan_vdnn(step, budget, link, true), -1});
-  std::erase_if(candidates, [](const TrialCandidate& c) { return c.name != "on demand" && c.plan.swaps.empty(); });
+  for (const TrialWay way : {TrialWay::on_demand, TrialWay::automatic, TrialWay::vdnn_all, TrialWay::vdnn_conv}) {
+    Plan plan = plan_for(way, step, budget, link, automatic);
+    if (way == TrialWay::on_demand) {
+      candidates.push_back({way, std::move(plan), step.step_ns + step.stall_ns});
+    } else if (!plan.swaps.empty()) {
+      candidates.push_back({way, std::move(plan), -1});
+    }
+  }
   trial_ = std::make_unique<PlanTrial>(iteration.thread, iteration.lock, std::move(candidates));
   trial_step_ = step;
   if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
   VGPUMEM_LOG_INFO("schedule: no plan fits the step under the cap; trying {} ways of running it, a few steps each",
-                   trial_->summary()["candidates"].size());
+                   trial_->size());
   return trial_->current().plan;
 }
 
@@ -294,9 +308,10 @@ bool Scheduler::measure_trial(const RecordedIteration& iteration, const Iteratio
   if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
   publish(std::make_unique<TriggerTable>(make_trigger_table(trial_step_, trial_->current().plan)));
   if (trial_->done()) {
-    VGPUMEM_LOG_INFO("schedule: the step runs fastest {} ({:.1f} ms a step measured)",
-                     trial_->best().name == "on demand" ? "on demand" : "under " + trial_->best().name + "'s plan",
-                     trial_->best().step_ns / 1e6);
+    const TrialCandidate& best = trial_->best();
+    VGPUMEM_LOG_INFO("schedule: the step runs fastest {}{} ({:.1f} ms a step measured)",
+                     best.way == TrialWay::on_demand ? "" : "under the plan of ", trial_way_name(best.way),
+                     best.step_ns / 1e6);
   }
   std::lock_guard lock(mutex_);
   last_trial_ = trial_->summary();

@@ -76,7 +76,7 @@ class Scheduler final : public vmm::AccessFeed {
   std::vector<std::string> operation_names(const RecordedIteration& iteration);
   const std::string& kernel_name_of(CUfunction function);
   Plan unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
-                  const LinkModel& link, Plan automatic);
+                  const LinkModel& link, const Plan& automatic);
   bool measure_trial(const RecordedIteration& iteration, const IterationProfile& step);
   void publish(std::unique_ptr<TriggerTable> table);
 

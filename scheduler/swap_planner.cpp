@@ -101,12 +101,8 @@ void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, co
   refine_plan(profile, link, leads, candidates(profile, link, leads), plan);
 }
 
-namespace {
-
-}  // namespace
-
 Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-                 const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order) {
+                      const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order) {
   Plan plan;
   plan.policy = "auto";
   plan.budget = budget;

@@ -72,7 +72,10 @@ TEST(ProfileJson, EachDistinctNameIsWrittenOnceAndOperationsIndexIt) {
   for (std::size_t i = 0; i < step.period(); ++i) {
     ASSERT_EQ(json["ops"][i].size(), 5u);
     EXPECT_EQ(json["names"][json["ops"][i][4].get<std::size_t>()], names[i]) << i;
+    EXPECT_EQ(profiled_operation_name(json, i), names[i]) << i;
   }
+  EXPECT_EQ(profiled_operation_name(json, step.period()), "") << "past the last operation";
+  EXPECT_EQ(profiled_operation_name(profile_to_json(step), 0), "") << "an unnamed step";
   EXPECT_EQ(profile_from_json(json).period(), step.period()) << "a named step plans as an unnamed one";
   EXPECT_FALSE(profile_to_json(step).contains("names"));
   nlohmann::json bad = json;
