@@ -526,7 +526,7 @@ CUresult Pager::map_chunks(Unit* unit) {
   return result;
 }
 
-CUresult Pager::fetch(Unit* unit) {
+CUresult Pager::fetch(Unit* unit, OverwriteScope* overwrite) {
   DeviceState& state = device_state(unit->device);
   if (const CUresult result = ready_device(unit->device); result != CUDA_SUCCESS) return result;
   ContextScope in(driver_, state.context);
@@ -542,19 +542,14 @@ CUresult Pager::fetch(Unit* unit) {
   unit->chunks = std::move(chunks);
   CUresult result = map_chunks(unit);
   const bool mapped = result == CUDA_SUCCESS;
+  // What the call in `overwrite` writes before reading is not copied in.
+  const OverwriteScope::Range skip = skipped_on_fetch(unit, overwrite);
   if (mapped) {
     // After the save of any chunk it was given that may still be read (its
     // own save, whose bytes it reads, was waited for by unmap_now): the
     // chunks' last contents are saved before they are overwritten.
     order_after_save(state, after_save);
-    CUevent timed_from = nullptr, timed_to = nullptr;
-    const bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);
-    if (timed) driver_.event_record(timed_from, state.to_device_stream);
-    result = driver_.copy_to_device_async(unit->address, unit->host, unit->bytes, state.to_device_stream);
-    if (timed) {
-      const bool recorded = result == CUDA_SUCCESS && driver_.event_record(timed_to, state.to_device_stream) == CUDA_SUCCESS;
-      link_meter_.end(LinkMeter::kToDevice, state.context, timed_from, timed_to, unit->bytes, recorded);
-    }
+    result = copy_in_except(state, unit, skip);
   }
   CUevent ready = nullptr;
   if (result == CUDA_SUCCESS) result = record_on_stream(state.to_device_stream, &ready);
@@ -574,10 +569,36 @@ CUresult Pager::fetch(Unit* unit) {
   }
   // The copy above may still read the buffer: an offload on this device that
   // takes it waits for the copy-in stream; another device's waits (HostStore).
-  back_on_device(state, unit, ready);
+  // A buffer that still holds skipped bytes stays the call's until it ends.
+  if (skip.bytes != 0) keep_skipped(*overwrite, unit, skip);
+  back_on_device(state, unit, ready, /*keep_host=*/skip.bytes != 0);
   prefetches_.fetch_add(1, std::memory_order_relaxed);
-  bytes_prefetched_.fetch_add(unit->bytes, std::memory_order_relaxed);
+  bytes_prefetched_.fetch_add(unit->bytes - skip.bytes, std::memory_order_relaxed);
   return CUDA_SUCCESS;
+}
+
+// Copies the unit's host bytes in on the copy-in stream, all but `skip`
+// (offsets from the unit's start): the part before it and the part after.
+CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, OverwriteScope::Range skip) {
+  const std::uint64_t copied = unit->bytes - skip.bytes;
+  if (copied == 0) return CUDA_SUCCESS;
+  CUevent timed_from = nullptr, timed_to = nullptr;
+  const bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);
+  if (timed) driver_.event_record(timed_from, state.to_device_stream);
+  const auto* host = static_cast<const unsigned char*>(unit->host);
+  CUresult result = CUDA_SUCCESS;
+  if (skip.address != 0) {
+    result = driver_.copy_to_device_async(unit->address, host, skip.address, state.to_device_stream);
+  }
+  if (result == CUDA_SUCCESS && skip.end() < unit->bytes) {
+    result = driver_.copy_to_device_async(unit->address + skip.end(), host + skip.end(), unit->bytes - skip.end(),
+                                          state.to_device_stream);
+  }
+  if (timed) {
+    const bool recorded = result == CUDA_SUCCESS && driver_.event_record(timed_to, state.to_device_stream) == CUDA_SUCCESS;
+    link_meter_.end(LinkMeter::kToDevice, state.context, timed_from, timed_to, copied, recorded);
+  }
+  return result;
 }
 
 // A unit on the host is resident again, its work to wait for `ready` (null:
@@ -585,8 +606,8 @@ CUresult Pager::fetch(Unit* unit) {
 // may still use it (the fetch's reading it, or a revived unit's save still
 // writing it), so another device takes it only once this device's copy
 // streams are drained (HostStore).
-void Pager::back_on_device(DeviceState& state, Unit* unit, CUevent ready) {
-  host_.give_back(unit->host, unit->bytes, unit->device);
+void Pager::back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host) {
+  if (!keep_host) host_.give_back(unit->host, unit->bytes, unit->device);
   unit->host = nullptr;
   unit->used_by.store(0);
   set_ready(unit, ready);
@@ -1267,6 +1288,9 @@ nlohmann::json Pager::summary() const {
           {"prefetches", prefetches_.load()},
           {"revived", revived_.load()},
           {"bytes_revived", bytes_revived_.load()},
+          {"overwritten_fetches", overwritten_fetches_.load()},
+          {"bytes_not_fetched", bytes_not_fetched_.load()},
+          {"overwrites_restored", overwrites_restored_.load()},
           {"bytes_offloaded", bytes_offloaded_.load()},
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},

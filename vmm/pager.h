@@ -41,6 +41,7 @@
 #include "vmm/mark_pool.h"
 #include "vmm/host_store.h"
 #include "vmm/memory_observer.h"
+#include "vmm/overwrite_scope.h"
 #include "vmm/pager_control.h"
 #include "vmm/pointer_tables.h"
 #include "vmm/reclaimer.h"
@@ -95,6 +96,16 @@ class Pager final : public PagerControl {
   // The same for one operand range of a copy or memset.
   CUresult prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
                          Access& access, const Operation& op = {});
+  // A library call on this thread is about to overwrite the ranges in
+  // `scope` whole before it reads them (vmm/overwrite_scope.h): until
+  // end_overwrite, what they cover is not copied in when a unit comes back.
+  // False (and nothing changes) when a scope is open on the thread already.
+  bool begin_overwrite(OverwriteScope& scope);
+  // The call returned: `completed` (its bytes are written) lets the skipped
+  // bytes' host copies go; otherwise they are copied back first, so a call
+  // that failed leaves the buffer as it was.
+  void end_overwrite(OverwriteScope& scope, bool completed);
+
   // The same for every live unit of `device`: a launch whose arguments
   // cannot be read may touch any of them.
   CUresult prepare_everything(int device, CUstream stream, bool per_thread, Access& access, const Operation& op);
@@ -307,13 +318,18 @@ class Pager final : public PagerControl {
   bool stream_capturing(CUstream stream, bool per_thread) const;
 
  private:
-  CUresult fetch(Unit* unit);
+  CUresult fetch(Unit* unit, OverwriteScope* overwrite = nullptr);
+  static OverwriteScope* overwrite_scope_here();
+  OverwriteScope::Range skipped_on_fetch(const Unit* unit, OverwriteScope* overwrite) const;
+  CUresult copy_in_except(DeviceState& state, Unit* unit, OverwriteScope::Range skip);
+  void keep_skipped(OverwriteScope& scope, Unit* unit, OverwriteScope::Range skip);
+  void restore_skipped(const OverwriteScope& scope, const OverwriteScope::Kept& kept);
   // A unit wanted back while its save is still in flight, whose chunks no
   // one has reused: it takes them back and is resident again, with no copy
   // and no wait. False if it cannot. Called by fetch, in the device's context.
   bool revive(DeviceState& state, Unit* unit);
   // The end of a fetch or a revival: resident again, ready after `ready`.
-  void back_on_device(DeviceState& state, Unit* unit, CUevent ready);
+  void back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host = false);
   // `after_save`, if given: the latest save (serial) a taken chunk may still
   // be read by, 0 if none; the caller orders its writes after it.
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
@@ -420,6 +436,9 @@ class Pager final : public PagerControl {
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> scheduled_offloads_{0}, scheduled_prefetches_{0}, scheduled_refused_{0};
   std::atomic<std::uint64_t> revived_{0}, bytes_revived_{0};
+  // Units that came back without the bytes a library call overwrites
+  // (OverwriteScope), those bytes, and calls that failed and had them restored.
+  std::atomic<std::uint64_t> overwritten_fetches_{0}, bytes_not_fetched_{0}, overwrites_restored_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
   std::atomic<std::uint64_t> lifetime_pinned_bytes_[kLifetimePinReasons] = {};  // by LifetimePin bit

@@ -1,0 +1,144 @@
+// Library calls that overwrite what they name (vmm/overwrite_scope.h): a unit
+// on the host that such a call covers comes back without the covered bytes
+// copied in, everything else of it bit-identical, and a call that fails gets
+// the skipped bytes back wherever the unit is by then.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pager_fixture.h"
+#include "vmm/overwrite_scope.h"
+
+namespace vgpumem::test {
+namespace {
+
+class OverwriteTest : public PagerTest {
+ protected:
+  // Three 4 MiB buffers under an 8 MiB cap, holding patterns 0, 1, 2: the
+  // first is on the host.
+  void SetUp() override {
+    make_pager(8 * kMiB);
+    ASSERT_NO_FATAL_FAILURE(allocate_written(buffers_, 4 * kMiB));
+    ASSERT_FALSE(mapped_now(buffers_[0], 4 * kMiB) && summary()["offloads"].get<int>() == 0);
+  }
+  nlohmann::json summary() const { return pager_->summary(); }
+  std::uint64_t counter(const char* name) const { return summary()[name].get<std::uint64_t>(); }
+  // What a kernel of the call does when it is launched: names its output.
+  void launch_naming(CUdeviceptr address, std::uint64_t bytes) {
+    vmm::Access access;
+    ASSERT_EQ(pager_->prepare_range(address, bytes, nullptr, false, access), CUDA_SUCCESS);
+  }
+  // Whether [address, address + bytes) of buffer `buffer` holds its pattern
+  // (the fixture's: byte i of the buffer is i * 31 + seed).
+  bool holds_part(unsigned buffer, std::uint64_t offset, std::uint64_t bytes) {
+    std::vector<unsigned char> data(bytes);
+    vmm::Access access;
+    EXPECT_EQ(pager_->prepare_range(buffers_[buffer] + offset, bytes, nullptr, false, access), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemcpyDtoH(data.data(), buffers_[buffer] + offset, bytes), CUDA_SUCCESS);
+    for (std::uint64_t i = 0; i < bytes; ++i) {
+      if (data[i] != static_cast<unsigned char>((offset + i) * 31 + buffer)) return false;
+    }
+    return true;
+  }
+  void scribble(CUdeviceptr address, std::uint64_t bytes) {
+    const std::vector<unsigned char> garbage(bytes, 0xee);
+    ASSERT_EQ(cuMemcpyHtoD(address, garbage.data(), bytes), CUDA_SUCCESS);
+  }
+
+  std::vector<CUdeviceptr> buffers_ = std::vector<CUdeviceptr>(3);
+};
+
+TEST_F(OverwriteTest, ABufferACallOverwritesWholeIsNotCopiedIn) {
+  const std::uint64_t copied_before = counter("bytes_prefetched");
+  vmm::OverwriteScope scope;
+  ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
+  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  launch_naming(buffers_[0], 4 * kMiB);
+  pager_->end_overwrite(scope, true);
+  EXPECT_EQ(counter("bytes_not_fetched"), 4 * kMiB);
+  EXPECT_EQ(counter("overwritten_fetches"), 1u);
+  EXPECT_EQ(counter("bytes_prefetched"), copied_before) << "nothing of it crossed the link";
+  EXPECT_TRUE(mapped_now(buffers_[0], 4 * kMiB)) << "resident, for the call to write";
+}
+
+// The control: with no scope, the same launch copies the whole unit in.
+TEST_F(OverwriteTest, WithoutAScopeTheWholeUnitIsCopiedIn) {
+  const std::uint64_t copied_before = counter("bytes_prefetched");
+  launch_naming(buffers_[0], 4 * kMiB);
+  EXPECT_EQ(counter("bytes_not_fetched"), 0u);
+  EXPECT_EQ(counter("bytes_prefetched"), copied_before + 4 * kMiB);
+  EXPECT_TRUE(holds_part(0, 0, 4 * kMiB));
+}
+
+TEST_F(OverwriteTest, WhatTheCallDoesNotCoverComesBackBitIdentical) {
+  vmm::OverwriteScope scope;
+  ASSERT_TRUE(scope.add(buffers_[0] + 1 * kMiB + 4096, 2 * kMiB));
+  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  launch_naming(buffers_[0], 4 * kMiB);
+  pager_->end_overwrite(scope, true);
+  EXPECT_EQ(counter("bytes_not_fetched"), 2 * kMiB);
+  EXPECT_TRUE(holds_part(0, 0, 1 * kMiB + 4096)) << "the bytes before the covered range";
+  EXPECT_TRUE(holds_part(0, 3 * kMiB + 4096, kMiB - 4096)) << "the bytes after it";
+}
+
+TEST_F(OverwriteTest, ACallThatFailsGetsTheSkippedBytesBack) {
+  vmm::OverwriteScope scope;
+  ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
+  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  launch_naming(buffers_[0], 4 * kMiB);
+  scribble(buffers_[0] + kMiB, 4096);  // it wrote a little, then failed
+  pager_->end_overwrite(scope, false);
+  EXPECT_EQ(counter("overwrites_restored"), 1u);
+  EXPECT_TRUE(holds_part(0, 0, 4 * kMiB));
+}
+
+TEST_F(OverwriteTest, ACallThatFailsAfterItsBufferWentBackToTheHostStillGetsItsBytesBack) {
+  vmm::OverwriteScope scope;
+  ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
+  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  launch_naming(buffers_[0], 4 * kMiB);
+  scope.range_count = 0;  // the call's other launches name only the others
+  launch_naming(buffers_[1], 4 * kMiB);
+  launch_naming(buffers_[2], 4 * kMiB);  // the cap sends the first back to the host
+  ASSERT_GE(counter("offloads"), 3u);
+  pager_->end_overwrite(scope, false);
+  EXPECT_TRUE(holds_part(0, 0, 4 * kMiB));
+  EXPECT_TRUE(holds_part(1, 0, 4 * kMiB));
+  EXPECT_TRUE(holds_part(2, 0, 4 * kMiB));
+}
+
+TEST_F(OverwriteTest, AnotherThreadsLaunchCopiesEverythingIn) {
+  vmm::OverwriteScope scope;
+  ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
+  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  std::thread other([&] {
+    CUcontext context = nullptr;
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(context), CUDA_SUCCESS);
+    launch_naming(buffers_[0], 4 * kMiB);
+  });
+  other.join();
+  pager_->end_overwrite(scope, true);
+  EXPECT_EQ(counter("bytes_not_fetched"), 0u);
+  EXPECT_TRUE(holds_part(0, 0, 4 * kMiB));
+}
+
+TEST_F(OverwriteTest, OneScopeAThread) {
+  vmm::OverwriteScope outer, inner;
+  ASSERT_TRUE(outer.add(buffers_[0], 4 * kMiB));
+  ASSERT_TRUE(inner.add(buffers_[1], 4 * kMiB));
+  ASSERT_TRUE(pager_->begin_overwrite(outer));
+  EXPECT_FALSE(pager_->begin_overwrite(inner)) << "a library calling another inside its call";
+  pager_->end_overwrite(inner, true);  // ignored: never opened
+  launch_naming(buffers_[0], 4 * kMiB);
+  pager_->end_overwrite(outer, true);
+  EXPECT_EQ(counter("bytes_not_fetched"), 4 * kMiB);
+  vmm::OverwriteScope empty;
+  EXPECT_FALSE(pager_->begin_overwrite(empty)) << "nothing to overwrite";
+}
+
+}  // namespace
+}  // namespace vgpumem::test
