@@ -1,0 +1,42 @@
+#include "interpose/library_call.h"
+
+#include <dlfcn.h>
+
+#include "common/log.h"
+#include "interpose/real_driver.h"
+#include "shim/runtime.h"
+#include "vmm/pager.h"
+
+namespace vgpumem::interpose {
+
+namespace {
+thread_local int t_calls = 0;  // library calls this thread is inside
+}  // namespace
+
+void* next_definition(const char* name, std::atomic<void*>& slot) {
+  void* function = slot.load(std::memory_order_acquire);
+  if (function == nullptr) {
+    function = real_dlsym(RTLD_NEXT, name);
+    if (function == nullptr) VGPUMEM_LOG_ERROR("{} was called, but no library after libvgpumem.so defines it", name);
+    slot.store(function, std::memory_order_release);
+  }
+  return function;
+}
+
+OverwritingCall::OverwritingCall(const std::optional<ByteRange>& written, CUstream stream) {
+  ++t_calls;
+  if (!written || t_calls > 1) return;
+  vmm::Pager* pager = Runtime::get().pager_if_created();
+  if (pager == nullptr || !pager->owns(written->address)) return;
+  scope_.stream = stream;
+  if (scope_.add(written->address, written->bytes) && pager->begin_overwrite(scope_)) pager_ = pager;
+}
+
+OverwritingCall::~OverwritingCall() {
+  if (pager_ != nullptr) pager_->end_overwrite(scope_, completed_);
+  --t_calls;
+}
+
+bool OverwritingCall::inside_one() { return t_calls > 0; }
+
+}  // namespace vgpumem::interpose
