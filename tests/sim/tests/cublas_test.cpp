@@ -408,7 +408,7 @@ TEST_F(Cublas, InvalidArgumentsLaunchAndWriteNothing) {
   EXPECT_EQ(sgemm(handle_, CUBLAS_OP_T, 2, 2, 4, 3, 4, 2), CUBLAS_STATUS_INVALID_VALUE) << "lda < k (A^T)";
   EXPECT_EQ(sgemm(handle_, CUBLAS_OP_N, 2, 2, 4, 2, 3, 2), CUBLAS_STATUS_INVALID_VALUE) << "ldb < k";
   EXPECT_EQ(sgemm(handle_, CUBLAS_OP_N, 4, 2, 2, 4, 2, 3), CUBLAS_STATUS_INVALID_VALUE) << "ldc < m";
-  EXPECT_EQ(sgemm(handle_, static_cast<cublasOperation_t>(7), 2, 2, 2, 2, 2, 2), CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(sgemm(handle_, CUBLAS_OP_CONJG, 2, 2, 2, 2, 2, 2), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(sgemm(nullptr, CUBLAS_OP_N, 2, 2, 2, 2, 2, 2), CUBLAS_STATUS_NOT_INITIALIZED);
   EXPECT_EQ(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, a, CUDA_R_32F, 2, 4, b,
                                        CUDA_R_32F, 2, 4, &beta, c, CUDA_R_32F, 2, 4, -1, CUBLAS_COMPUTE_32F,
