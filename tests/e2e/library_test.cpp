@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "interpose/library_hooks.h"
 #include "process.h"
 
 namespace vgpumem::test {
@@ -44,7 +45,7 @@ TEST(Library, HasNoNeededEntryOnTheDriverOrRuntime) {
   EXPECT_EQ(dynamic.find("libfmt"), std::string::npos) << dynamic;
 }
 
-TEST(Library, ExportsExactlyTheHookTableAndDlsym) {
+TEST(Library, ExportsExactlyTheHookTableTheLibraryHooksAndDlsym) {
   const std::string symbols = command_output("nm -D --defined-only " + shim_library());
   std::set<std::string> exported;
   std::istringstream in(symbols);
@@ -54,6 +55,7 @@ TEST(Library, ExportsExactlyTheHookTableAndDlsym) {
   std::set<std::string> expected = hooked_symbols();
   ASSERT_GT(expected.size(), 60u);
   expected.insert("dlsym");
+  expected.insert(std::begin(interpose::kLibraryHooks), std::end(interpose::kLibraryHooks));
   std::set<std::string> extra, missing;
   for (const auto& s : exported) {
     if (!expected.count(s)) extra.insert(s);

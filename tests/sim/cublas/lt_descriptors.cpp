@@ -126,6 +126,18 @@ VGPUSIM_BLAS_API cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixL
     case CUBLASLT_MATRIX_LAYOUT_LD: return read_attribute(buffer, bytes, l.ld);
     case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return read_attribute(buffer, bytes, l.batch_count);
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return read_attribute(buffer, bytes, l.batch_stride);
+    // Planar complex and arrays of matrix pointers are not simulated: only
+    // their defaults (interleaved, strided) are accepted.
+    case CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET: {
+      std::int64_t offset = 0;
+      if (const cublasStatus_t read = read_attribute(buffer, bytes, offset); read != CUBLAS_STATUS_SUCCESS) return read;
+      return offset == 0 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_MODE: {
+      std::uint32_t mode = 0;
+      if (const cublasStatus_t read = read_attribute(buffer, bytes, mode); read != CUBLAS_STATUS_SUCCESS) return read;
+      return mode == CUBLASLT_BATCH_MODE_STRIDED ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     default: return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }
@@ -143,6 +155,9 @@ VGPUSIM_BLAS_API cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixL
     case CUBLASLT_MATRIX_LAYOUT_LD: return write_attribute(l.ld, buffer, bytes, written);
     case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return write_attribute(l.batch_count, buffer, bytes, written);
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return write_attribute(l.batch_stride, buffer, bytes, written);
+    case CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET: return write_attribute(std::int64_t{0}, buffer, bytes, written);
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_MODE:
+      return write_attribute(std::uint32_t{CUBLASLT_BATCH_MODE_STRIDED}, buffer, bytes, written);
     default: return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }

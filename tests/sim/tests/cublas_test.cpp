@@ -688,6 +688,16 @@ TEST_F(CublasLt, DescriptorAttributesReadBackAndWhatIsNotSimulatedIsRefused) {
   EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_ORDER, &row_major, sizeof row_major),
             CUBLAS_STATUS_NOT_SUPPORTED);
   EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_LD, &ld, 4), CUBLAS_STATUS_INVALID_VALUE);
+  // Arrays of matrix pointers are not simulated; the default (strided) reads back.
+  const std::uint32_t pointer_array = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+  EXPECT_EQ(cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &pointer_array,
+                                             sizeof pointer_array),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  std::uint32_t batch_mode = 9;
+  ASSERT_EQ(cublasLtMatrixLayoutGetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &batch_mode, sizeof batch_mode,
+                                             nullptr),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(batch_mode, std::uint32_t{CUBLASLT_BATCH_MODE_STRIDED});
   EXPECT_STRNE(cublasLtGetStatusString(CUBLAS_STATUS_NOT_SUPPORTED), "");
 }
 
