@@ -1,7 +1,7 @@
 // The memory a BLAS matrix-multiply names, from its arguments alone: which
 // bytes each operand spans, and which output the call overwrites whole
 // before reading any of it (so that bytes of it on the host need not come
-// back first: vmm/overwrite_scope.h). Column-major, as cuBLAS counts.
+// back first: vmm/library_call_scope.h). Column-major, as cuBLAS counts.
 #pragma once
 
 #include <cstddef>

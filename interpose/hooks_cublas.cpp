@@ -2,7 +2,7 @@
 // their kernels' arguments do not is that the output is written whole before
 // anything reads it (beta = 0, or a cuBLASLt result D that is not C). For the
 // length of such a call the pager does not copy those bytes in when the
-// output comes back from the host (vmm/overwrite_scope.h); everything else
+// output comes back from the host (vmm/library_call_scope.h); everything else
 // about the call -- its arguments, its result, its status -- is the
 // library's. The hooks forward to the next definition in the search order
 // (the library itself), so the shim needs neither library to be present.
@@ -100,7 +100,7 @@ MatrixOperand operand(const void* address, bool is_transposed, std::int64_t rows
 }
 
 std::optional<ByteRange> gemm_overwrites(cublasHandle_t handle, const Gemm& g) {
-  if (OverwritingCall::inside_one()) return std::nullopt;
+  if (LibraryCall::inside_one()) return std::nullopt;
   const MatrixOperand a = operand(g.a, transposed(g.transa), g.m, g.k, g.lda, g.stride_a, g.batch, g.a_type);
   const MatrixOperand b = operand(g.b, transposed(g.transb), g.k, g.n, g.ldb, g.stride_b, g.batch, g.b_type);
   const MatrixOperand c = operand(g.c, false, g.m, g.n, g.ldc, g.stride_c, g.batch, g.c_type);
@@ -120,7 +120,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOp
   if (passes_through()) return next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
   const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
                   scale_type(computeType, Ctype)};
-  OverwritingCall call(gemm_overwrites(handle, gemm), stream_of(handle));
+  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
   return call.returned(
       next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo));
 }
@@ -136,7 +136,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cubla
   if (passes_through()) return next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
   const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
                   scale_type(computeType, Ctype)};
-  OverwritingCall call(gemm_overwrites(handle, gemm), stream_of(handle));
+  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
   return call.returned(
       next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo));
 }
@@ -154,7 +154,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx(
   }
   const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
                   strideC, batchCount, scale_type(computeType, Ctype)};
-  OverwritingCall call(gemm_overwrites(handle, gemm), stream_of(handle));
+  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
   return call.returned(next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
                             beta, C, Ctype, ldc, strideC, batchCount, computeType, algo));
 }
@@ -172,7 +172,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx_64(
   }
   const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
                   strideC, batchCount, scale_type(computeType, Ctype)};
-  OverwritingCall call(gemm_overwrites(handle, gemm), stream_of(handle));
+  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
   return call.returned(next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
                             beta, C, Ctype, ldc, strideC, batchCount, computeType, algo));
 }
@@ -186,6 +186,6 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublas
   if (passes_through()) return next(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   const Gemm gemm{transa, transb, m, n, k, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F, ldc,
                   0, 1, CUDA_R_32F};
-  OverwritingCall call(gemm_overwrites(handle, gemm), stream_of(handle));
+  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
   return call.returned(next(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc));
 }

@@ -82,7 +82,7 @@ std::optional<ByteRange> matmul_overwrites(cublasLtMatmulDesc_t desc, const void
                                            const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
                                            const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
                                            cublasLtMatrixLayout_t Ddesc) {
-  if (OverwritingCall::inside_one() || D == nullptr) return std::nullopt;
+  if (LibraryCall::inside_one() || D == nullptr) return std::nullopt;
   const bool c_read = !beta_is_zero(desc, beta);
   const MatrixOperand d = operand(D, Ddesc);
   // C read in place is D read; C read from elsewhere must not share D's bytes.
@@ -105,7 +105,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle,
     return next(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace,
                 workspaceSizeInBytes, stream);
   }
-  OverwritingCall call(matmul_overwrites(computeDesc, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc), stream);
+  LibraryCall call(LibraryOp::matmul, matmul_overwrites(computeDesc, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc), stream);
   return call.returned(next(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
                             workspace, workspaceSizeInBytes, stream));
 }

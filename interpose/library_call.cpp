@@ -23,20 +23,22 @@ void* next_definition(const char* name, std::atomic<void*>& slot) {
   return function;
 }
 
-OverwritingCall::OverwritingCall(const std::optional<ByteRange>& written, CUstream stream) {
+LibraryCall::LibraryCall(LibraryOp op, const std::optional<ByteRange>& written, CUstream stream) {
   ++t_calls;
-  if (!written || t_calls > 1) return;
+  if (t_calls > 1) return;
   vmm::Pager* pager = Runtime::get().pager_if_created();
-  if (pager == nullptr || !pager->owns(written->address)) return;
+  if (pager == nullptr) return;
+  scope_.op = op;
   scope_.stream = stream;
-  if (scope_.add(written->address, written->bytes) && pager->begin_overwrite(scope_)) pager_ = pager;
+  if (written && pager->owns(written->address)) scope_.add(written->address, written->bytes);
+  if (pager->begin_library_call(scope_)) pager_ = pager;
 }
 
-OverwritingCall::~OverwritingCall() {
-  if (pager_ != nullptr) pager_->end_overwrite(scope_, completed_);
+LibraryCall::~LibraryCall() {
+  if (pager_ != nullptr) pager_->end_library_call(scope_, completed_);
   --t_calls;
 }
 
-bool OverwritingCall::inside_one() { return t_calls > 0; }
+bool LibraryCall::inside_one() { return t_calls > 0; }
 
 }  // namespace vgpumem::interpose

@@ -1,7 +1,7 @@
 // What the hooks of libraries (cuBLAS, cuBLASLt) share: finding the
 // library's own definition of a function, and one call with what it
 // overwrites whole as the pager's scope for its length
-// (vmm/overwrite_scope.h).
+// (vmm/library_call_scope.h).
 #pragma once
 
 #include <atomic>
@@ -10,7 +10,8 @@
 #include <cuda.h>
 
 #include "interpose/gemm_operands.h"
-#include "vmm/overwrite_scope.h"
+#include "common/library_op.h"
+#include "vmm/library_call_scope.h"
 
 namespace vgpumem::vmm {
 class Pager;
@@ -33,16 +34,17 @@ void* next_definition(const char* name, std::atomic<void*>& slot);
   }())
 #define NEXT(name) NEXT_AS(name, decltype(&name))
 
-// One library call on this thread. What it overwrites whole, when that is
-// paged memory, is not copied in for the length of the call; a call that
-// fails has it restored. A call a library makes into itself or another
-// hooked library while one runs is inside it: it claims nothing of its own.
-class OverwritingCall {
+// One library call on this thread, open for its length as the pager's
+// scope: the kernels it launches are tagged with `op` for the scheduler, and
+// what it overwrites whole (when paged) is not copied in; a call that fails
+// has that restored. A call a library makes into itself or another hooked
+// library while one runs is inside it: it claims nothing of its own.
+class LibraryCall {
  public:
-  OverwritingCall(const std::optional<ByteRange>& written, CUstream stream);
-  ~OverwritingCall();
-  OverwritingCall(const OverwritingCall&) = delete;
-  OverwritingCall& operator=(const OverwritingCall&) = delete;
+  LibraryCall(LibraryOp op, const std::optional<ByteRange>& written, CUstream stream);
+  ~LibraryCall();
+  LibraryCall(const LibraryCall&) = delete;
+  LibraryCall& operator=(const LibraryCall&) = delete;
 
   static bool inside_one();
   // The call's status, noted: only success (0 in every CUDA library's
@@ -54,7 +56,7 @@ class OverwritingCall {
   }
 
  private:
-  vmm::OverwriteScope scope_;
+  vmm::LibraryCallScope scope_;
   vmm::Pager* pager_ = nullptr;
   bool completed_ = false;
 };

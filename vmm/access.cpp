@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "vmm/library_call_scope.h"
+
 namespace vgpumem::vmm {
 namespace {
 
@@ -45,9 +47,14 @@ void Access::release() {
     identity.mix(reinterpret_cast<std::uintptr_t>(function_ != nullptr ? static_cast<const void*>(function_)
                                                                          : static_cast<const void*>(api_)));
     const CUevent ended = started_ != nullptr ? marks_->mark(stream_) : nullptr;
-    const bool time_next = feed_->accessed(AccessRecord{identity.value(), stream_, bit_, function_, api_,
-                                                        spilled_ ? spill_.data() : inline_, count_, at(0)->device,
-                                                        started_, ended});
+    Unit* const* units = spilled_ ? spill_.data() : inline_;
+    AccessRecord record{identity.value(), stream_, bit_, function_, api_, units, count_, at(0)->device, started_, ended};
+    if (const LibraryCallScope* call = library_call_on_this_thread()) {
+      record.library_op = call->op;
+      record.library_call = call->serial;
+      record.overwritten = call->overwritten_whole(units, count_);
+    }
+    const bool time_next = feed_->accessed(record);
     thread_->time_next = time_next ? feed_ : nullptr;
     started_ = nullptr;
   }

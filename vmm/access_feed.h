@@ -13,6 +13,8 @@
 
 #include <cuda.h>
 
+#include "common/library_op.h"
+
 namespace vgpumem::vmm {
 
 struct Unit;
@@ -56,6 +58,12 @@ struct AccessRecord {
   // after it, the feed's to give back (PagerControl::release_mark). Null
   // otherwise.
   CUevent started = nullptr, ended = nullptr;
+  // Launched by a hooked library call (vmm/library_call_scope.h): what the
+  // call does, which call it is (its serial; 0 outside any), and which of
+  // `units` (bit i: units[i], the first 64) it overwrites whole.
+  LibraryOp library_op = LibraryOp::none;
+  std::uint64_t library_call = 0;
+  std::uint64_t overwritten = 0;
 };
 
 class AccessFeed {

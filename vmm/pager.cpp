@@ -526,7 +526,7 @@ CUresult Pager::map_chunks(Unit* unit) {
   return result;
 }
 
-CUresult Pager::fetch(Unit* unit, OverwriteScope* overwrite) {
+CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
   DeviceState& state = device_state(unit->device);
   if (const CUresult result = ready_device(unit->device); result != CUDA_SUCCESS) return result;
   ContextScope in(driver_, state.context);
@@ -543,7 +543,7 @@ CUresult Pager::fetch(Unit* unit, OverwriteScope* overwrite) {
   CUresult result = map_chunks(unit);
   const bool mapped = result == CUDA_SUCCESS;
   // What the call in `overwrite` writes before reading is not copied in.
-  const OverwriteScope::Range skip = skipped_on_fetch(unit, overwrite);
+  const LibraryCallScope::Range skip = skipped_on_fetch(unit, overwrite);
   if (mapped) {
     // After the save of any chunk it was given that may still be read (its
     // own save, whose bytes it reads, was waited for by unmap_now): the
@@ -579,7 +579,7 @@ CUresult Pager::fetch(Unit* unit, OverwriteScope* overwrite) {
 
 // Copies the unit's host bytes in on the copy-in stream, all but `skip`
 // (offsets from the unit's start): the part before it and the part after.
-CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, OverwriteScope::Range skip) {
+CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip) {
   const std::uint64_t copied = unit->bytes - skip.bytes;
   if (copied == 0) return CUDA_SUCCESS;
   CUevent timed_from = nullptr, timed_to = nullptr;
@@ -688,6 +688,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   unit->bytes = bytes;
   unit->device = device;
   unit->slab = slab;
+  unit->requested = 0;
   unit->pins = 0;
   unit->lifetime_pins.store(0);
   unit->live = 0;
@@ -791,6 +792,7 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
     unit = new_unit(device, round_up(bytes, kChunkBytes), false);
     if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
     address = unit->address;
+    unit->requested = bytes;
   }
   ++unit->live;
   allocations_[address] = AllocationInfo{unit, bytes, false, next_serial_++};

@@ -41,7 +41,7 @@
 #include "vmm/mark_pool.h"
 #include "vmm/host_store.h"
 #include "vmm/memory_observer.h"
-#include "vmm/overwrite_scope.h"
+#include "vmm/library_call_scope.h"
 #include "vmm/pager_control.h"
 #include "vmm/pointer_tables.h"
 #include "vmm/reclaimer.h"
@@ -97,14 +97,14 @@ class Pager final : public PagerControl {
   CUresult prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
                          Access& access, const Operation& op = {});
   // A library call on this thread is about to overwrite the ranges in
-  // `scope` whole before it reads them (vmm/overwrite_scope.h): until
-  // end_overwrite, what they cover is not copied in when a unit comes back.
+  // `scope` whole before it reads them (vmm/library_call_scope.h): until
+  // end_library_call, what they cover is not copied in when a unit comes back.
   // False (and nothing changes) when a scope is open on the thread already.
-  bool begin_overwrite(OverwriteScope& scope);
+  bool begin_library_call(LibraryCallScope& scope);
   // The call returned: `completed` (its bytes are written) lets the skipped
   // bytes' host copies go; otherwise they are copied back first, so a call
   // that failed leaves the buffer as it was.
-  void end_overwrite(OverwriteScope& scope, bool completed);
+  void end_library_call(LibraryCallScope& scope, bool completed);
 
   // The same for every live unit of `device`: a launch whose arguments
   // cannot be read may touch any of them.
@@ -318,12 +318,12 @@ class Pager final : public PagerControl {
   bool stream_capturing(CUstream stream, bool per_thread) const;
 
  private:
-  CUresult fetch(Unit* unit, OverwriteScope* overwrite = nullptr);
-  static OverwriteScope* overwrite_scope_here();
-  OverwriteScope::Range skipped_on_fetch(const Unit* unit, OverwriteScope* overwrite) const;
-  CUresult copy_in_except(DeviceState& state, Unit* unit, OverwriteScope::Range skip);
-  void keep_skipped(OverwriteScope& scope, Unit* unit, OverwriteScope::Range skip);
-  void restore_skipped(const OverwriteScope& scope, const OverwriteScope::Kept& kept);
+  CUresult fetch(Unit* unit, LibraryCallScope* overwrite = nullptr);
+  static LibraryCallScope* library_call_here();
+  LibraryCallScope::Range skipped_on_fetch(const Unit* unit, LibraryCallScope* overwrite) const;
+  CUresult copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip);
+  void keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip);
+  void restore_skipped(const LibraryCallScope& scope, const LibraryCallScope::Kept& kept);
   // A unit wanted back while its save is still in flight, whose chunks no
   // one has reused: it takes them back and is resident again, with no copy
   // and no wait. False if it cannot. Called by fetch, in the device's context.
@@ -437,7 +437,7 @@ class Pager final : public PagerControl {
   std::atomic<std::uint64_t> scheduled_offloads_{0}, scheduled_prefetches_{0}, scheduled_refused_{0};
   std::atomic<std::uint64_t> revived_{0}, bytes_revived_{0};
   // Units that came back without the bytes a library call overwrites
-  // (OverwriteScope), those bytes, and calls that failed and had them restored.
+  // (LibraryCallScope), those bytes, and calls that failed and had them restored.
   std::atomic<std::uint64_t> overwritten_fetches_{0}, bytes_not_fetched_{0}, overwrites_restored_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process

@@ -54,6 +54,10 @@ struct Unit {
   int device = 0;
   std::uint32_t ordinal = 0;  // its place in its device's table: stable while the program reuses its buffers
   bool slab = false;
+  // A unit of one allocation of the pager's: the bytes the program asked for
+  // (the rest up to `bytes` is rounding nobody reads). 0 for a slab or a
+  // handle of the program's.
+  std::uint64_t requested = 0;
 
   std::atomic<Residency> state{Residency::resident};
   std::atomic<std::uint32_t> launching{0};  // launches between check and enqueue

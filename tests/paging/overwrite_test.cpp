@@ -1,4 +1,4 @@
-// Library calls that overwrite what they name (vmm/overwrite_scope.h): a unit
+// Library calls that overwrite what they name (vmm/library_call_scope.h): a unit
 // on the host that such a call covers comes back without the covered bytes
 // copied in, everything else of it bit-identical, and a call that fails gets
 // the skipped bytes back wherever the unit is by then.
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pager_fixture.h"
-#include "vmm/overwrite_scope.h"
+#include "vmm/library_call_scope.h"
 
 namespace vgpumem::test {
 namespace {
@@ -53,11 +53,11 @@ class OverwriteTest : public PagerTest {
 
 TEST_F(OverwriteTest, ABufferACallOverwritesWholeIsNotCopiedIn) {
   const std::uint64_t copied_before = counter("bytes_prefetched");
-  vmm::OverwriteScope scope;
+  vmm::LibraryCallScope scope;
   ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
-  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  ASSERT_TRUE(pager_->begin_library_call(scope));
   launch_naming(buffers_[0], 4 * kMiB);
-  pager_->end_overwrite(scope, true);
+  pager_->end_library_call(scope, true);
   EXPECT_EQ(counter("bytes_not_fetched"), 4 * kMiB);
   EXPECT_EQ(counter("overwritten_fetches"), 1u);
   EXPECT_EQ(counter("bytes_prefetched"), copied_before) << "nothing of it crossed the link";
@@ -74,46 +74,46 @@ TEST_F(OverwriteTest, WithoutAScopeTheWholeUnitIsCopiedIn) {
 }
 
 TEST_F(OverwriteTest, WhatTheCallDoesNotCoverComesBackBitIdentical) {
-  vmm::OverwriteScope scope;
+  vmm::LibraryCallScope scope;
   ASSERT_TRUE(scope.add(buffers_[0] + 1 * kMiB + 4096, 2 * kMiB));
-  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  ASSERT_TRUE(pager_->begin_library_call(scope));
   launch_naming(buffers_[0], 4 * kMiB);
-  pager_->end_overwrite(scope, true);
+  pager_->end_library_call(scope, true);
   EXPECT_EQ(counter("bytes_not_fetched"), 2 * kMiB);
   EXPECT_TRUE(holds_part(0, 0, 1 * kMiB + 4096)) << "the bytes before the covered range";
   EXPECT_TRUE(holds_part(0, 3 * kMiB + 4096, kMiB - 4096)) << "the bytes after it";
 }
 
 TEST_F(OverwriteTest, ACallThatFailsGetsTheSkippedBytesBack) {
-  vmm::OverwriteScope scope;
+  vmm::LibraryCallScope scope;
   ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
-  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  ASSERT_TRUE(pager_->begin_library_call(scope));
   launch_naming(buffers_[0], 4 * kMiB);
   scribble(buffers_[0] + kMiB, 4096);  // it wrote a little, then failed
-  pager_->end_overwrite(scope, false);
+  pager_->end_library_call(scope, false);
   EXPECT_EQ(counter("overwrites_restored"), 1u);
   EXPECT_TRUE(holds_part(0, 0, 4 * kMiB));
 }
 
 TEST_F(OverwriteTest, ACallThatFailsAfterItsBufferWentBackToTheHostStillGetsItsBytesBack) {
-  vmm::OverwriteScope scope;
+  vmm::LibraryCallScope scope;
   ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
-  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  ASSERT_TRUE(pager_->begin_library_call(scope));
   launch_naming(buffers_[0], 4 * kMiB);
   scope.range_count = 0;  // the call's other launches name only the others
   launch_naming(buffers_[1], 4 * kMiB);
   launch_naming(buffers_[2], 4 * kMiB);  // the cap sends the first back to the host
   ASSERT_GE(counter("offloads"), 3u);
-  pager_->end_overwrite(scope, false);
+  pager_->end_library_call(scope, false);
   EXPECT_TRUE(holds_part(0, 0, 4 * kMiB));
   EXPECT_TRUE(holds_part(1, 0, 4 * kMiB));
   EXPECT_TRUE(holds_part(2, 0, 4 * kMiB));
 }
 
 TEST_F(OverwriteTest, AnotherThreadsLaunchCopiesEverythingIn) {
-  vmm::OverwriteScope scope;
+  vmm::LibraryCallScope scope;
   ASSERT_TRUE(scope.add(buffers_[0], 4 * kMiB));
-  ASSERT_TRUE(pager_->begin_overwrite(scope));
+  ASSERT_TRUE(pager_->begin_library_call(scope));
   std::thread other([&] {
     CUcontext context = nullptr;
     ASSERT_EQ(cuDevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
@@ -121,23 +121,23 @@ TEST_F(OverwriteTest, AnotherThreadsLaunchCopiesEverythingIn) {
     launch_naming(buffers_[0], 4 * kMiB);
   });
   other.join();
-  pager_->end_overwrite(scope, true);
+  pager_->end_library_call(scope, true);
   EXPECT_EQ(counter("bytes_not_fetched"), 0u);
   EXPECT_TRUE(holds_part(0, 0, 4 * kMiB));
 }
 
 TEST_F(OverwriteTest, OneScopeAThread) {
-  vmm::OverwriteScope outer, inner;
+  vmm::LibraryCallScope outer, inner;
   ASSERT_TRUE(outer.add(buffers_[0], 4 * kMiB));
   ASSERT_TRUE(inner.add(buffers_[1], 4 * kMiB));
-  ASSERT_TRUE(pager_->begin_overwrite(outer));
-  EXPECT_FALSE(pager_->begin_overwrite(inner)) << "a library calling another inside its call";
-  pager_->end_overwrite(inner, true);  // ignored: never opened
+  ASSERT_TRUE(pager_->begin_library_call(outer));
+  EXPECT_FALSE(pager_->begin_library_call(inner)) << "a library calling another inside its call";
+  pager_->end_library_call(inner, true);  // ignored: never opened
   launch_naming(buffers_[0], 4 * kMiB);
-  pager_->end_overwrite(outer, true);
+  pager_->end_library_call(outer, true);
   EXPECT_EQ(counter("bytes_not_fetched"), 4 * kMiB);
-  vmm::OverwriteScope empty;
-  EXPECT_FALSE(pager_->begin_overwrite(empty)) << "nothing to overwrite";
+  vmm::LibraryCallScope empty;
+  EXPECT_FALSE(pager_->begin_library_call(empty)) << "nothing to overwrite, no call to tag";
 }
 
 }  // namespace

@@ -1,16 +1,17 @@
-// What a library call about to run overwrites whole before it reads any of
-// it: a GEMM's output with beta = 0, a cuBLASLt matmul's D when C is another
-// buffer. The hook that knows (interpose/, from the call's arguments) opens a
-// scope on its thread for the length of the call; a unit on the host that
-// one of its ranges covers then comes back without the covered bytes copied
-// in (Pager::bring_in), since the call writes every one of them before
-// anything reads them.
+// A library call on this thread (cuBLAS, cuDNN; interpose/ opens one for
+// the length of each hooked call): what it is, for the access feed to tag
+// the operations it launches with (common/library_op.h; the scheduler reads
+// layers and phases from it), and what it overwrites whole before it reads
+// any of it: a GEMM's output with beta = 0, a cuBLASLt matmul's D when C is
+// another buffer. A unit on the host that one of those ranges covers comes
+// back without the covered bytes copied in (Pager::bring_in), since the call
+// writes every one of them before anything reads them.
 //
 // Only the calling thread's launches inside the call see the scope: any
 // other thread's launch that legitimately precedes the call in stream order
 // was enqueued, and so fetched with a copy, before the call began. The
 // skipped bytes' host copy is kept until the call returns (Pager::
-// end_overwrite): a call that fails has them copied back, so a failed call
+// end_library_call): a call that fails has them copied back, so a failed call
 // never loses the buffer's old contents.
 //
 // Lives on the hook's stack: nothing here allocates.
@@ -22,11 +23,12 @@
 
 #include <cuda.h>
 
+#include "common/library_op.h"
+#include "vmm/unit.h"
+
 namespace vgpumem::vmm {
 
-struct Unit;
-
-struct OverwriteScope {
+struct LibraryCallScope {
   static constexpr std::size_t kRanges = 4;
   static constexpr std::size_t kKept = 8;  // units one call may skip bytes of; more are copied in whole
 
@@ -43,6 +45,8 @@ struct OverwriteScope {
     std::uint64_t offset = 0, bytes = 0;  // the skipped bytes, from the unit's start
   };
 
+  LibraryOp op = LibraryOp::none;
+  std::uint64_t serial = 0;   // numbers the process's library calls (set when it opens): tells calls apart
   CUstream stream = nullptr;  // the call's stream, waited for before a failed call's bytes are restored
   bool per_thread = false;
   std::array<Range, kRanges> ranges{};
@@ -71,6 +75,23 @@ struct OverwriteScope {
   }
 
   bool can_keep() const { return kept_count < kKept; }
+
+  // Which of `units` (the first 64) the call overwrites whole: every byte the
+  // program can read of it is covered (one allocation of the pager's, whose
+  // asked-for bytes lie in one range).
+  std::uint64_t overwritten_whole(Unit* const* units, std::size_t count) const {
+    std::uint64_t mask = 0;
+    for (std::size_t i = 0; i < count && i < 64 && range_count > 0; ++i) {
+      const Unit& unit = *units[i];
+      if (unit.requested == 0) continue;
+      const Range part = covered(unit.address, unit.requested);
+      if (part.address == unit.address && part.bytes == unit.requested) mask |= std::uint64_t{1} << i;
+    }
+    return mask;
+  }
 };
+
+// The scope open on the calling thread, if any (Pager::begin_library_call).
+LibraryCallScope* library_call_on_this_thread();
 
 }  // namespace vgpumem::vmm

@@ -1,7 +1,8 @@
-// Library calls that overwrite what they name (vmm/overwrite_scope.h): the
+// Library calls that overwrite what they name (vmm/library_call_scope.h): the
 // bytes such a call writes before reading are not copied in when their unit
 // comes back, and a call that fails has them restored from the host copy
 // kept meanwhile.
+#include <atomic>
 #include <cstring>
 
 #include "common/format_bytes.h"
@@ -14,44 +15,48 @@ namespace vgpumem::vmm {
 
 namespace {
 // The scope open on this thread: only its own launches skip bytes.
-thread_local OverwriteScope* t_scope = nullptr;
+thread_local LibraryCallScope* t_scope = nullptr;
+
+std::atomic<std::uint64_t> g_library_calls{0};
 }  // namespace
 
-bool Pager::begin_overwrite(OverwriteScope& scope) {
-  if (t_scope != nullptr || scope.range_count == 0) return false;
+bool Pager::begin_library_call(LibraryCallScope& scope) {
+  if (t_scope != nullptr || (scope.range_count == 0 && scope.op == LibraryOp::none)) return false;
   scope.kept_count = 0;
+  scope.serial = g_library_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   t_scope = &scope;
   return true;
 }
 
-OverwriteScope* Pager::overwrite_scope_here() { return t_scope; }
+LibraryCallScope* library_call_on_this_thread() { return t_scope; }
+LibraryCallScope* Pager::library_call_here() { return t_scope; }
 
 // The bytes of `unit` the call in `scope` overwrites, as offsets from the
 // unit's start (empty: copy it all). A unit the program mapped elsewhere
 // (its own handle) is named by other addresses than its range: copied whole.
-OverwriteScope::Range Pager::skipped_on_fetch(const Unit* unit, OverwriteScope* scope) const {
+LibraryCallScope::Range Pager::skipped_on_fetch(const Unit* unit, LibraryCallScope* scope) const {
   if (scope == nullptr || !scope->can_keep() || unit->program_handle != 0 || !unit->aliases.empty() ||
       unit->host == nullptr) {
     return {};
   }
-  const OverwriteScope::Range covered = scope->covered(unit->address, unit->bytes);
+  const LibraryCallScope::Range covered = scope->covered(unit->address, unit->bytes);
   if (covered.bytes == 0) return {};
-  return OverwriteScope::Range{covered.address - unit->address, covered.bytes};
+  return LibraryCallScope::Range{covered.address - unit->address, covered.bytes};
 }
 
-void Pager::keep_skipped(OverwriteScope& scope, Unit* unit, OverwriteScope::Range skip) {
-  scope.kept[scope.kept_count++] = OverwriteScope::Kept{unit, unit->host, unit->bytes, skip.address, skip.bytes};
+void Pager::keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip) {
+  scope.kept[scope.kept_count++] = LibraryCallScope::Kept{unit, unit->host, unit->bytes, skip.address, skip.bytes};
   overwritten_fetches_.fetch_add(1, std::memory_order_relaxed);
   bytes_not_fetched_.fetch_add(skip.bytes, std::memory_order_relaxed);
 }
 
-void Pager::end_overwrite(OverwriteScope& scope, bool completed) {
+void Pager::end_library_call(LibraryCallScope& scope, bool completed) {
   if (t_scope != &scope) return;  // never opened: another scope was
   t_scope = nullptr;
   if (scope.kept_count == 0) return;
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < scope.kept_count; ++i) {
-    const OverwriteScope::Kept& kept = scope.kept[i];
+    const LibraryCallScope::Kept& kept = scope.kept[i];
     if (!completed && !kept.unit->retired) restore_skipped(scope, kept);
     // The copy-in stream may still read the parts that were copied.
     host_.give_back(kept.host, kept.host_bytes, kept.unit->device);
@@ -62,7 +67,7 @@ void Pager::end_overwrite(OverwriteScope& scope, bool completed) {
 // A call that failed may have written some of what it was to overwrite, or
 // nothing: the bytes it skipped go back to what they were, wherever the unit
 // is now. Rare, so simply: everything waited for on the host.
-void Pager::restore_skipped(const OverwriteScope& scope, const OverwriteScope::Kept& kept) {
+void Pager::restore_skipped(const LibraryCallScope& scope, const LibraryCallScope::Kept& kept) {
   Unit* unit = kept.unit;
   DeviceState& state = device_state(unit->device);
   ContextScope in(driver_, state.context);
