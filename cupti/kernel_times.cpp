@@ -115,7 +115,7 @@ void KernelTimes::step_aside() {
   if (was == TimerState::active) {
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     stop_collecting();
-    VGPUMEM_LOG_INFO("CUPTI handed over to the program's profiler after {} kernel records; kernel durations now come "
+    VGPUMEM_LOG_DEBUG("CUPTI handed over after {} kernel records; kernel durations now come "
                      "from timed events",
                      kernel_records());
   } else if (was != TimerState::not_started) {
