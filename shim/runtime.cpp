@@ -122,6 +122,9 @@ vmm::Pager* Runtime::create_pager() {
                                                            : scheduler::Planner::swap;
       plan.grace_operations = config_.grace_operations;
       // Leaked with the pager, whose feed it is; its planning thread stops at exit.
+      // Kernel durations: the scheduler times sampled launches with events. Where
+      // kernel_times() is active it will drain CUPTI's durations instead (keyed by
+      // the launch id timed_launch pushes), not yet wired.
       scheduler_ = new scheduler::Scheduler(plan, *pager, [driver](CUfunction function) {
         return vmm::kernel_name(*driver, function);
       });
