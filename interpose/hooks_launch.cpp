@@ -53,11 +53,13 @@ CUresult prepare_tensor_maps(vmm::Pager& pager, const vmm::TensorMaps& maps, con
 
 template <typename Launch>
 CUresult paged_launch(HookId id, CUfunction f, CUstream stream, bool per_thread, void** params, void** extra,
-                      Launch&& launch) {
+                      Launch&& untimed_launch) {
   Runtime& runtime = Runtime::get();
   runtime.on_launch(id, f, stream);
   vmm::Pager* pager = runtime.pager();
-  if (pager == nullptr) return launch();
+  if (pager == nullptr) return untimed_launch();
+  // With paging on, CUPTI (when we hold it) times the kernel (shim/runtime.h).
+  auto launch = [&] { return runtime.timed_launch(untimed_launch); };
   std::uint64_t stack_words[kWordsOnStack];
   std::uint64_t* words = stack_words;
   vmm::LaunchArgs::Scan scan = runtime.launch_args().scan(f, params, extra, stack_words, kWordsOnStack);

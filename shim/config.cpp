@@ -37,6 +37,7 @@ constexpr std::string_view kCountForms = "a positive integer, e.g. 1000000";
 constexpr std::string_view kDriverForms = "a path or soname of the CUDA driver library, e.g. libcuda.so.1";
 constexpr std::string_view kPolicyForms = "one of off, lru, auto, vdnn-all, vdnn-conv";
 constexpr std::string_view kCheckForms = "one of fast, strict, torture";
+constexpr std::string_view kCuptiForms = "one of auto, off";
 constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
 constexpr std::uint64_t kMaxGraceOperations = 65536;
 
@@ -263,6 +264,13 @@ constexpr Variable kVariables[] = {
        const std::optional<vmm::CheckMode> mode = parse_check_mode(v);
        if (!mode) return v.empty() ? "the value is empty" : "";
        c.check = *mode;
+       return kAccepted;
+     }},
+    {"VGPUMEM_CUPTI", kCuptiForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       const std::optional<CuptiUse> use = parse_cupti_use(v);
+       if (!use) return v.empty() ? "the value is empty" : "";
+       c.cupti = *use;
        return kAccepted;
      }},
     {"VGPUMEM_GRACE_LAUNCHES", kGraceForms,
@@ -537,6 +545,15 @@ std::string_view to_string(LogLevel level) {
   }
   return "?";
 }
+
+std::optional<CuptiUse> parse_cupti_use(std::string_view text) {
+  for (const CuptiUse use : {CuptiUse::automatic, CuptiUse::off}) {
+    if (equals_ignoring_case(text, to_string(use))) return use;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(CuptiUse use) { return use == CuptiUse::off ? "off" : "auto"; }
 
 std::optional<Policy> parse_policy(std::string_view text) {
   for (const Policy policy : {Policy::off, Policy::lru, Policy::automatic, Policy::vdnn_all, Policy::vdnn_conv}) {

@@ -38,6 +38,11 @@ struct MemoryLimit {
 // vDNN's plans (every layer's input, or convolutions' only) as baselines.
 enum class Policy { off, lru, automatic, vdnn_all, vdnn_conv };
 
+// Where kernel durations come from: `automatic` ("auto") uses CUPTI's
+// activity records when paging is on and CUPTI is present and free (no
+// profiler holds it), timed events otherwise; `off` never loads CUPTI.
+enum class CuptiUse { automatic, off };
+
 struct Config {
   MemoryLimit limit_all;                   // VGPUMEM_LIMIT
   std::map<int, MemoryLimit> limit_device; // VGPUMEM_LIMIT_<i>
@@ -51,6 +56,7 @@ struct Config {
   std::optional<std::uint64_t> host_limit; // VGPUMEM_HOST_LIMIT: pinned host bytes; unset = no cap
   vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
   std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)
+  CuptiUse cupti = CuptiUse::automatic;         // VGPUMEM_CUPTI
 
   // VGPUMEM_LIMIT_<device> if set, else VGPUMEM_LIMIT.
   const MemoryLimit& limit_for(int device) const;
@@ -90,6 +96,8 @@ std::string_view to_string(LogLevel level);
 std::optional<Policy> parse_policy(std::string_view text);
 std::string_view to_string(Policy policy);
 std::optional<vmm::CheckMode> parse_check_mode(std::string_view text);
+std::optional<CuptiUse> parse_cupti_use(std::string_view text);
+std::string_view to_string(CuptiUse use);
 std::string_view to_string(vmm::CheckMode mode);
 // Every VGPUMEM_* variable the shim reads, VGPUMEM_LIMIT_<i> written so.
 const std::vector<std::string_view>& known_variables();

@@ -122,6 +122,9 @@ vmm::Pager* Runtime::create_pager() {
                                                            : scheduler::Planner::swap;
       plan.grace_operations = config_.grace_operations;
       // Leaked with the pager, whose feed it is; its planning thread stops at exit.
+      // Kernel durations: the scheduler times sampled launches with events. Where
+      // kernel_times() is active it will drain CUPTI's durations instead (keyed by
+      // the launch id timed_launch pushes), not yet wired.
       scheduler_ = new scheduler::Scheduler(plan, *pager, [driver](CUfunction function) {
         return vmm::kernel_name(*driver, function);
       });
@@ -136,7 +139,57 @@ vmm::Pager* Runtime::create_pager() {
                        "paged. Leave expandable_segments off to page past the cap");
     }
   });
+  // Outside the once, like the driver: loading CUPTI takes the loader's lock.
+  if (pager_.load(std::memory_order_acquire) != nullptr) start_kernel_times();
   return pager_.load(std::memory_order_acquire);
+}
+
+void Runtime::start_kernel_times() {
+  if (config_.cupti == CuptiUse::off || profiler_started_.load()) return;
+  // One thread starts it; a thread that loses this race goes on without
+  // waiting (it may hold the loader's lock that the winner's dlopen needs).
+  bool unclaimed = false;
+  if (!kernel_times_claimed_.compare_exchange_strong(unclaimed, true)) return;
+  cupti::KernelTimesOptions options;
+  options.lookup = &interpose::real_dlsym;
+  auto* times = new cupti::KernelTimes(options);  // leaked on purpose, like the pager
+  const cupti::TimerState state = times->start();
+  kernel_times_.store(times, std::memory_order_release);
+  if (state == cupti::TimerState::active) {
+    VGPUMEM_LOG_INFO("kernel durations from CUPTI activity records");
+  }
+  // A profiler that started while we were starting saw no kernel times yet.
+  if (profiler_started_.load()) times->step_aside();
+}
+
+void Runtime::step_aside_for_profiler(const char* entry) {
+  if (profiler_started_.exchange(true)) return;
+  cupti::KernelTimes* times = kernel_times();
+  const bool held = times != nullptr && times->state() == cupti::TimerState::active;
+  if (times != nullptr) times->step_aside();
+  if (held) {
+    VGPUMEM_LOG_INFO("the program is starting a profiler ({}): vgpumem stepped aside from CUPTI after {} kernel "
+                     "records; kernel durations come from timed events",
+                     entry, times->kernel_records());
+  } else {
+    VGPUMEM_LOG_DEBUG("the program is starting a profiler ({}): vgpumem will not use CUPTI", entry);
+  }
+}
+
+nlohmann::json Runtime::cupti_summary() const {
+  nlohmann::json cupti = {{"use", to_string(config_.cupti)}, {"profiler_started", profiler_started_.load()}};
+  cupti::KernelTimes* times = kernel_times();
+  if (times == nullptr) {
+    cupti["state"] = config_.cupti == CuptiUse::off ? "off" : "not started";
+    cupti["kernel_records"] = 0;
+    return cupti;
+  }
+  cupti["state"] = to_string(times->state());
+  cupti["kernel_records"] = times->kernel_records();
+  cupti["unattributed_records"] = times->unattributed_records();
+  cupti["dropped_records"] = times->dropped_records();
+  if (!times->absent_reason().empty()) cupti["absent_reason"] = times->absent_reason();
+  return cupti;
 }
 
 std::uint64_t Runtime::cap_for_device(int device) const {
@@ -170,6 +223,7 @@ nlohmann::json Runtime::summary() const {
   }
   nlohmann::json summary = const_cast<vmm::Accounting&>(accounting_).summary();
   summary["calls_by_api"] = std::move(calls);
+  summary["cupti"] = cupti_summary();
   if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) {
     summary["paging"] = pager->summary();
     summary["paging"]["policy"] = to_string(config_.policy);
@@ -216,6 +270,8 @@ void Runtime::at_exit() {
     if (!runtime->forked_child_.load(std::memory_order_relaxed)) {
       if (runtime->scheduler_ != nullptr) runtime->scheduler_->stop();
       if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->stop_reclaimer();
+      // The records of the kernels that ran since the last full buffer, for the summary's count.
+      if (cupti::KernelTimes* times = runtime->kernel_times()) times->flush();
     }
     runtime->write_trace();
   } catch (...) {

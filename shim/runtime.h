@@ -12,6 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "cupti/kernel_times.h"
 #include "interpose/hook_table.h"
 #include "scheduler/scheduler.h"
 #include "shim/config.h"
@@ -76,6 +77,27 @@ class Runtime {
   // The TMA tensor maps the program encoded (remembered while paging is on).
   vmm::TensorMaps& tensor_maps() { return tensor_maps_; }
 
+  // Kernel durations from CUPTI (cupti/kernel_times.h): made with the pager
+  // when VGPUMEM_CUPTI=auto; nullptr before that, with VGPUMEM_CUPTI=off, or
+  // when a profiler came first. Its state says whether it is active. The
+  // scheduler will drain it for its cost model (kernel durations keyed by the
+  // launch id timed_launch gives); until then it times with events.
+  cupti::KernelTimes* kernel_times() const { return kernel_times_.load(std::memory_order_acquire); }
+  // Runs `launch` with its launch id on CUPTI's external-correlation stack
+  // when kernel times are active: no lock, no allocation.
+  template <typename Launch>
+  CUresult timed_launch(Launch&& launch) {
+    cupti::KernelTimes* times = kernel_times();
+    if (times == nullptr) return launch();
+    times->begin(next_launch_id());
+    const CUresult result = launch();
+    times->end();
+    return result;
+  }
+  // The program is starting a profiler (interpose/hooks_cupti.cpp, `entry`
+  // the CUPTI function it called): give CUPTI back now and never take it.
+  void step_aside_for_profiler(const char* entry);
+
   nlohmann::json summary() const;
   // Writes the trace now (also done at exit when VGPUMEM_TRACE is set).
   void write_trace();
@@ -86,6 +108,8 @@ class Runtime {
   static void after_fork_in_child();
   std::uint64_t cap_for_device(int device) const;
   vmm::Pager* create_pager();
+  void start_kernel_times();
+  nlohmann::json cupti_summary() const;
 
   const Config& config_;
   trace::Recorder& recorder_;
@@ -99,6 +123,17 @@ class Runtime {
   vmm::LaunchArgs* launch_args_ = nullptr;
   vmm::PoolRegistry pools_;
   vmm::TensorMaps tensor_maps_;
+  std::atomic<cupti::KernelTimes*> kernel_times_{nullptr};
+  std::atomic<bool> kernel_times_claimed_{false};  // one thread starts it; the others never wait for it
+  std::atomic<bool> profiler_started_{false};
+  // Launch ids, unique in the process without a shared counter on the
+  // launch path: the thread's number in the high bits, its own count below.
+  static std::uint64_t next_launch_id() {
+    thread_local std::uint64_t id = 0;
+    if (id == 0) id = (launching_threads_.fetch_add(1, std::memory_order_relaxed) + 1) << 40;
+    return ++id;
+  }
+  static inline std::atomic<std::uint64_t> launching_threads_{0};
 };
 
 // The recorder of this process. It exists before the runtime does: dlsym and

@@ -155,6 +155,7 @@ TEST(ParseConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(config.policy, Policy::off);
   EXPECT_FALSE(config.host_limit);
   EXPECT_EQ(config.grace_operations, 8u);
+  EXPECT_EQ(config.cupti, CuptiUse::automatic);
 }
 
 TEST(ParseConfig, ReadsEveryVariable) {
@@ -168,7 +169,8 @@ TEST(ParseConfig, ReadsEveryVariable) {
                                   {"VGPUMEM_DRIVER", "/opt/sim/libcuda.so.1"},
                                   {"VGPUMEM_POLICY", "off"},
                                   {"VGPUMEM_HOST_LIMIT", "64G"},
-                                  {"VGPUMEM_GRACE_LAUNCHES", "0"}});
+                                  {"VGPUMEM_GRACE_LAUNCHES", "0"},
+                                  {"VGPUMEM_CUPTI", "off"}});
   EXPECT_EQ(config.limit_all.bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(0).bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(1).kind, MemoryLimit::Kind::percent);
@@ -182,6 +184,7 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.policy, Policy::off);  // given explicitly, despite the caps
   EXPECT_EQ(config.host_limit, 64 * GiB);
   EXPECT_EQ(config.grace_operations, 0u);
+  EXPECT_EQ(config.cupti, CuptiUse::off);
 }
 
 TEST(ParseConfig, PolicyDefaultsToAutoOnlyWhenACapIsSet) {
@@ -235,7 +238,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_HOST_LIMIT", "0"}, BadCase{"VGPUMEM_POLICY", "fastest"},
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", "65537"}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "-1"},
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", ""}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "2.5"},
-                      BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_LIMT", "8GiB"},
+                      BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_CUPTI", "on"},
+                      BadCase{"VGPUMEM_CUPTI", ""}, BadCase{"VGPUMEM_LIMT", "8GiB"},
                       BadCase{"VGPUMEM_LIMIT_GPU0", "8GiB"}, BadCase{"VGPUMEM_", "x"}),
     [](const ::testing::TestParamInfo<BadCase>& test) {  // not `info`: the macro's own parameter
       std::string name = test.param.variable + "_" + std::to_string(test.index);

@@ -146,6 +146,33 @@ void vgpusimCopiedBytes(unsigned long long *to_device, unsigned long long *to_ho
  * when path is NULL, to $VGPUSIM_REPORT. The report is also written at exit. */
 CUresult vgpusimWriteReport(const char *path);
 
+/* Kernel observation, for the simulated CUPTI (tests/sim/cupti/): what a
+ * profiler attached to the real driver learns about each kernel.
+ *   launching: on the launching thread, at every kernel launch (not one
+ *     recorded into a stream capture), before the simulator takes its lock.
+ *     Returns the launch's correlation id; 0 means "not observed" and `ran`
+ *     is then not called for it.
+ *   ran: when the simulated device runs an observed kernel, with its place
+ *     on the simulated clock. Called under the simulator's lock: it must not
+ *     call back into the driver (the simulated CUPTI only queues a record).
+ * The structure must outlive its registration; NULL removes the observer. */
+typedef struct vgpusimKernelRun {
+  const char *name;            /* the registered name; valid for the process's life */
+  unsigned long long startNs;  /* simulated clock, as the kernel was scheduled */
+  unsigned long long endNs;
+  unsigned int streamId;       /* unique per stream of the process, never 0 */
+  unsigned int correlationId;  /* as `launching` returned it */
+  int device;
+} vgpusimKernelRun;
+
+typedef struct vgpusimKernelObserver {
+  unsigned int (*launching)(void *user);
+  void (*ran)(const vgpusimKernelRun *run, void *user);
+  void *user;
+} vgpusimKernelObserver;
+
+void vgpusimSetKernelObserver(const vgpusimKernelObserver *observer);
+
 /* Test control: the next call of `operation` -- "cuMemCreate", or
  * "hostalloc" (cuMemHostAlloc, cuMemAllocHost_v2) -- parks at its entry,
  * before taking the simulator's lock, until vgpusimReleaseStall(). One call

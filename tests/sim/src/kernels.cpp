@@ -121,6 +121,9 @@ void record_illegal_access(Simulator& sim, const std::string& what, std::uint64_
 
 CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                 unsigned shared, CUstream stream_handle, bool per_thread_api, void** params, void** extra) {
+  // Before the lock, as a profiler sees the API call before the driver does
+  // the launch (and may run client code: the external-id stack).
+  const std::uint32_t correlation = observe_launch();
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
   Context* context = nullptr;
@@ -151,6 +154,8 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
     operation.duration_ns = kernel->desc.durationNs;
   }
   operation.run = std::move(run);
+  // A captured launch runs only as part of a graph: not observed (see docs/simulated-driver.md).
+  if (stream->capture == nullptr) operation.correlation = correlation;
   if (CUresult r = enqueue(sim, stream, std::move(operation))) return r;
   ++sim.stats.kernels;
   return CUDA_SUCCESS;

@@ -85,6 +85,9 @@ struct Operation {
   // work before it, whatever the issuing thread's clock: per-thread clocks
   // must not let one thread's lead delay a stream for the others.
   bool untimed = false;
+  // Kernels a kernel observer saw launched (vgpusimSetKernelObserver): the
+  // correlation id it gave; 0 for everything else.
+  std::uint32_t correlation = 0;
 };
 
 struct Capture;
@@ -96,6 +99,7 @@ struct Stream {
   bool per_thread = false;  // a thread's per-thread default stream
   double tail_ns = 0;       // simulated end of the last work issued to it
   Capture* capture = nullptr;
+  std::uint32_t id = 0;     // unique in the process, from 1 (CUPTI's streamId)
 };
 
 struct Event {
@@ -223,6 +227,7 @@ struct Pending {
   CUcontext context;
   Operation operation;
   double start_ns = 0, end_ns = 0;  // as scheduled at issue, for the timeline file
+  std::uint32_t stream_id = 0;      // the stream it was issued to, for the kernel observer
 };
 
 // What the engines did and how much device memory was charged, in simulated
@@ -268,6 +273,7 @@ class Simulator {
   std::vector<Pool*> default_pools;                     // per device
   std::vector<Capture*> captures;                       // active captures
   std::uint64_t next_capture_id = 1;
+  std::uint32_t next_stream_id = 1;
   std::map<std::uint64_t, std::uint64_t> pinned_ranges;  // page-locked host memory: start -> bytes
 
   // The simulated clock. Each host thread has its own time (host_now): work
@@ -360,6 +366,13 @@ void advance_host(Simulator& sim, double time_ns);
 // Runs everything scheduled at or before `time_ns` and moves the calling
 // thread's clock there. Returns the sticky error of `context` (if given) afterwards.
 CUresult wait_until(Simulator& sim, double time_ns, Context* context);
+
+// ---- the kernel observer (kernel_observer.cpp) -----------------------------
+// The launch's correlation id from the observer, if one is set (0 if not);
+// called before taking sim.mutex.
+std::uint32_t observe_launch();
+// An observed kernel runs (caller holds sim.mutex).
+void observe_run(const Pending& work, int device);
 
 // ---- the timeline file (timeline_file.cpp); the caller holds sim.mutex ------
 // An operation of an engine ran, as scheduled on `device`.

@@ -63,6 +63,7 @@ void execute(Simulator& sim, Pending& work) {
   if (sim.timeline.enabled && work.operation.engine != Engine::none) {
     record_operation(sim, context->second.device, work);
   }
+  if (work.operation.correlation != 0) observe_run(work, context->second.device);
   const CUresult result = work.operation.run();
   if (result != CUDA_SUCCESS) {
     context->second.sticky = result;
@@ -87,6 +88,7 @@ Stream* create_stream(Simulator& sim, CUcontext context, bool blocking) {
   auto* stream = new Stream;
   stream->context = context;
   stream->blocking = blocking;
+  stream->id = sim.next_stream_id++;
   sim.streams.insert(stream);
   sim.contexts.at(context).streams.insert(stream);
   return stream;
@@ -148,7 +150,8 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   stream->tail_ns = end;
   sim.last_end_ns = std::max(sim.last_end_ns, end);
   const double acts_at = operation.effect_at_end ? end : start;
-  sim.pending.emplace(std::make_pair(acts_at, sim.next_sequence++), Pending{stream->context, std::move(operation), start, end});
+  sim.pending.emplace(std::make_pair(acts_at, sim.next_sequence++),
+                      Pending{stream->context, std::move(operation), start, end, stream->id});
   // A full queue makes the host wait for the oldest work, as a real launch does.
   while (sim.pending.size() > kMaxPending) {
     const double oldest = sim.pending.begin()->first.first;

@@ -1,0 +1,60 @@
+// The CUPTI entry points a profiler starts with (Nsight Systems, torch.profiler,
+// any tool built on CUPTI). CUPTI has one subscriber and one set of activity
+// buffer callbacks per process: if vgpumem holds them for kernel timing
+// (cupti/kernel_times.h), the profiler's first call would fail or steal our
+// callbacks. So each of these steps the runtime aside first -- once: flush,
+// disable, unsubscribe -- then forwards to the CUPTI that follows us in the
+// search order. Never break the user's profiler.
+//
+// Exported through exports.map's cu* (these are cupti*). Our own KernelTimes
+// calls CUPTI through its dlopen handle and never reaches these.
+#include <dlfcn.h>
+
+#include <cupti.h>
+
+#include "interpose/real_driver.h"
+#include "shim/runtime.h"
+
+#define VGPUMEM_CUPTI_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using namespace vgpumem;
+
+// Never lets an exception or a forked child's stale lock reach the profiler.
+void make_way_for_profiler(const char* entry) noexcept {
+  if (passes_through()) return;
+  try {
+    Runtime::get().step_aside_for_profiler(entry);
+  } catch (...) {
+    write_stderr_line("[vgpumem] error: could not step aside from CUPTI (out of memory)\n");
+  }
+}
+
+// The real function, the next definition after ours (RTLD_NEXT from this
+// library): the program's libcupti.
+template <typename Fn>
+Fn next_definition(const char* name) {
+  return reinterpret_cast<Fn>(interpose::real_dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+
+#define VGPUMEM_CUPTI_FORWARD(name, params, args)                                    \
+  VGPUMEM_CUPTI_EXPORT CUptiResult name params {                                     \
+    make_way_for_profiler(#name);                                                    \
+    static const auto real = next_definition<CUptiResult(*) params>(#name);          \
+    return real != nullptr ? real args : CUPTI_ERROR_NOT_INITIALIZED;                \
+  }
+
+VGPUMEM_CUPTI_FORWARD(cuptiSubscribe, (CUpti_SubscriberHandle * subscriber, CUpti_CallbackFunc callback, void* user),
+                      (subscriber, callback, user))
+VGPUMEM_CUPTI_FORWARD(cuptiSubscribe_v2,
+                      (CUpti_SubscriberHandle * subscriber, CUpti_CallbackFunc callback, void* user,
+                       CUpti_SubscriberParams* params),
+                      (subscriber, callback, user, params))
+VGPUMEM_CUPTI_FORWARD(cuptiActivityRegisterCallbacks,
+                      (CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallbackCompleteFunc completed),
+                      (requested, completed))
+VGPUMEM_CUPTI_FORWARD(cuptiActivityEnable, (CUpti_ActivityKind kind), (kind))
+VGPUMEM_CUPTI_FORWARD(cuptiActivityEnableContext, (CUcontext context, CUpti_ActivityKind kind), (context, kind))
