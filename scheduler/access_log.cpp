@@ -119,6 +119,9 @@ void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
   op.device = record.device;
   op.started = record.started;
   op.ended = record.ended;
+  op.library_op = record.library_op;
+  op.library_call = record.library_call;
+  op.overwritten = record.overwritten;
   it.units.insert(it.units.end(), record.units, record.units + record.count);
   if (it.ops.size() == log.period) publish(log);
 }

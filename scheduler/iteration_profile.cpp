@@ -17,18 +17,52 @@ double quantile(std::vector<double> values, double fraction) {
 }
 double median(std::vector<double> values) { return quantile(std::move(values), 0.5); }
 
-// A kernel leads a layer when it runs more than twice as long as the lower
-// quartile of kernels (a convolution or a GEMM next to the normalisations,
-// activations and element-wise updates around it: those are the many short
-// ones, and the backward pass doubles the layers' own); in a step of
-// kernels alike, each one does.
+// The backward pass's first operation as the library calls say, or
+// `period` when none is backward.
+std::size_t first_backward_call(const IterationProfile& profile) {
+  const std::size_t period = profile.period();
+  std::size_t best = period, longest = 0, previous = period;
+  for (std::size_t pass = 0; pass < 2; ++pass) {  // the second pass closes the cycle
+    for (std::size_t op = 0; op < period; ++op) {
+      if (!profile.ops[op].call_start || !is_backward(profile.ops[op].library)) continue;
+      if (previous != period) {
+        const std::size_t gap = (op + period - previous) % period;
+        if (pass == 1 && gap > longest) {
+          longest = gap;
+          best = op;
+        }
+      }
+      previous = op;
+    }
+  }
+  if (best == period && previous != period) best = previous;  // one backward call only
+  return best;
+}
+
+bool computes(LibraryOp op) { return op != LibraryOp::none && op != LibraryOp::other; }
+
+}  // namespace
+
+// When library calls compute in the step, they say where layers start:
+// each such call's first operation leads one, and nothing else does (an
+// activation or an attention kernel belongs to the layer of the call
+// before it). Otherwise a kernel leads a layer when it runs more than twice
+// as long as the lower quartile of kernels (a convolution or a GEMM next to
+// the normalisations, activations and element-wise updates around it:
+// those are the many short ones, and the backward pass doubles the layers'
+// own); in a step of kernels alike, each one does.
 void mark_heavy(IterationProfile& profile) {
+  bool any = false;
+  for (ProfileOp& op : profile.ops) {
+    op.heavy = op.call_start && computes(op.library);
+    any = any || op.heavy;
+  }
+  if (any) return;
   std::vector<double> kernel_durations;
   for (const ProfileOp& op : profile.ops) {
     if (op.kernel) kernel_durations.push_back(op.duration_ns);
   }
   const double typical = quantile(kernel_durations, 0.25);
-  bool any = false;
   for (ProfileOp& op : profile.ops) {
     op.heavy = op.kernel && op.duration_ns > 2 * typical;
     any = any || op.heavy;
@@ -37,9 +71,8 @@ void mark_heavy(IterationProfile& profile) {
   for (ProfileOp& op : profile.ops) op.heavy = op.kernel;
 }
 
-}  // namespace
-
 std::size_t find_backward_begins(const IterationProfile& profile) {
+  if (const std::size_t called = first_backward_call(profile); called < profile.period()) return called;
   // Idle bytes at each operation: those of units between two uses. The
   // activations a forward pass keeps for the backward pass are all idle at
   // the turn, and the weights it will use again with them: the curve peaks
@@ -81,7 +114,11 @@ IterationProfile build_profile(const RecordedIteration& iteration, const Profile
     ProfileOp& op = profile.ops[i];
     op.identity = recorded.identity;
     op.kernel = recorded.function != nullptr;
-    op.convolution = op.kernel && sources.convolution && sources.convolution(recorded.function);
+    op.library = recorded.library_op;
+    op.call_start = recorded.library_call != 0 && (i == 0 || iteration.ops[i - 1].library_call != recorded.library_call);
+    op.convolution = op.library != LibraryOp::none
+                         ? op.library == LibraryOp::conv_forward
+                         : op.kernel && sources.convolution && sources.convolution(recorded.function);
     double duration = -1, stall = -1;
     if (sources.time) sources.time(i, &duration, &stall);
     op.duration_ns = duration;
@@ -116,6 +153,7 @@ IterationProfile build_profile(const RecordedIteration& iteration, const Profile
       if (uses.empty() || uses.back() != i) {
         uses.push_back(static_cast<std::uint32_t>(i));
         profile.uses.push_back(it->second);
+        profile.overwrites.push_back(k < 64 && ((recorded.overwritten >> k) & 1) != 0 ? 1 : 0);
       }
     }
     op.use_count = static_cast<std::uint32_t>(profile.uses.size()) - op.first_use;

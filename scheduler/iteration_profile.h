@@ -12,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/library_op.h"
 #include "scheduler/access_log.h"
 
 namespace vgpumem::scheduler {
@@ -24,6 +25,10 @@ struct ProfileOp {
   bool kernel = false;     // a launch (not a copy, memset or stream memory operation)
   bool heavy = false;      // leads a layer: a kernel far longer than the typical one
   bool convolution = false;
+  // Launched by a hooked library call (common/library_op.h): what the call
+  // does, and whether this is the call's first operation.
+  LibraryOp library = LibraryOp::none;
+  bool call_start = false;
   std::uint32_t first_use = 0, use_count = 0;  // range in IterationProfile::uses
 };
 
@@ -36,6 +41,10 @@ struct ProfileUnit {
 struct IterationProfile {
   std::vector<ProfileOp> ops;
   std::vector<std::uint32_t> uses;  // per operation: indexes into `units`
+  // Parallel to `uses`: 1 where the operation overwrites the unit whole
+  // before reading it (a library call said so): its bytes need not come
+  // back for it.
+  std::vector<std::uint8_t> overwrites;
   std::vector<ProfileUnit> units;   // each distinct unit once, in order of first use
   double step_ns = 0;               // the stall-free step: the sum of the durations
   double stall_ns = 0;              // what the recorded iteration waited, in all
@@ -52,6 +61,8 @@ struct IterationProfile {
   int device = 0;
 
   std::size_t period() const { return ops.size(); }
+  // Whether use `at` (an index into `uses`) overwrites its unit whole.
+  bool overwrites_at(std::size_t at) const { return at < overwrites.size() && overwrites[at] != 0; }
   // Time at which operation `op` of iteration `round` (0 = this one) starts
   // and ends on the unrolled stall-free timeline.
   double start(std::size_t op, std::size_t round = 0) const {
@@ -73,9 +84,17 @@ struct ProfileSources {
 // the median of the known ones (1 µs if none is known).
 IterationProfile build_profile(const RecordedIteration& iteration, const ProfileSources& sources);
 
-// The live-bytes curve's peak: where the units touched before and after
-// (activations kept for the backward pass) weigh most. Sets
-// backward_begins; exposed for tests.
+// Where the backward pass begins: the first operation of a backward
+// library call (a convolution's backward pass) when the step has any — the
+// one after the longest stretch without one, since an iteration may start
+// anywhere in the step — else the live-bytes curve's peak, where the units
+// touched before and after (activations kept for the backward pass) weigh
+// most. Exposed for tests.
 std::size_t find_backward_begins(const IterationProfile& profile);
+// Which operations lead a layer (ProfileOp::heavy): the first operation of
+// each library call that computes (a convolution pass or a matrix
+// multiply) when the step has any, else a kernel far longer than the
+// typical one. Exposed for tests.
+void mark_heavy(IterationProfile& profile);
 
 }  // namespace vgpumem::scheduler

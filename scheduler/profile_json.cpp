@@ -9,7 +9,9 @@ namespace vgpumem::scheduler {
 namespace {
 
 constexpr int kFormat = 1;
-constexpr unsigned kKernel = 1, kHeavy = 2, kConvolution = 4;
+constexpr unsigned kKernel = 1, kHeavy = 2, kConvolution = 4, kCallStart = 8;
+// The LibraryOp of an operation a library call launched, in bits 4-7.
+constexpr unsigned kLibraryShift = 4, kLibraryMask = 0xf;
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw ProfileFormatError("profiled step: " + what);
@@ -31,7 +33,8 @@ nlohmann::json profile_to_json(const IterationProfile& profile, const std::vecto
   nlohmann::json ops = nlohmann::json::array();
   for (std::size_t i = 0; i < profile.ops.size(); ++i) {
     const ProfileOp& op = profile.ops[i];
-    const unsigned flags = (op.kernel ? kKernel : 0) | (op.heavy ? kHeavy : 0) | (op.convolution ? kConvolution : 0);
+    const unsigned flags = (op.kernel ? kKernel : 0) | (op.heavy ? kHeavy : 0) | (op.convolution ? kConvolution : 0) |
+                           (op.call_start ? kCallStart : 0) | (static_cast<unsigned>(op.library) << kLibraryShift);
     nlohmann::json touched = nlohmann::json::array();
     for (std::uint32_t k = 0; k < op.use_count; ++k) touched.push_back(profile.uses[op.first_use + k]);
     // Whole nanoseconds: the profile's times come from events of 0.5 µs
@@ -53,6 +56,14 @@ nlohmann::json profile_to_json(const IterationProfile& profile, const std::vecto
                         {"units", std::move(units)},
                         {"ops", std::move(ops)}};
   if (named) out["names"] = std::move(names);
+  nlohmann::json overwrites = nlohmann::json::array();  // [operation, unit]: it overwrites the unit whole
+  for (std::size_t i = 0; i < profile.ops.size(); ++i) {
+    const ProfileOp& op = profile.ops[i];
+    for (std::uint32_t k = 0; k < op.use_count; ++k) {
+      if (profile.overwrites_at(op.first_use + k)) overwrites.push_back({i, profile.uses[op.first_use + k]});
+    }
+  }
+  if (!overwrites.empty()) out["overwrites"] = std::move(overwrites);
   return out;
 }
 
@@ -96,6 +107,10 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
     op.kernel = (flags & kKernel) != 0;
     op.heavy = (flags & kHeavy) != 0;
     op.convolution = (flags & kConvolution) != 0;
+    op.call_start = (flags & kCallStart) != 0;
+    const unsigned library = (flags >> kLibraryShift) & kLibraryMask;
+    require(library <= static_cast<unsigned>(LibraryOp::other), "an operation's library call kind is unknown");
+    op.library = static_cast<LibraryOp>(library);
     op.start_ns = profile.step_ns;
     profile.step_ns += op.duration_ns;
     profile.stall_ns += op.stall_ns;
@@ -109,9 +124,25 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
       require(uses.empty() || uses.back() != index, "operation " + std::to_string(index) + " names a unit twice");
       uses.push_back(index);
       profile.uses.push_back(u);
+      profile.overwrites.push_back(0);
     }
     op.use_count = static_cast<std::uint32_t>(profile.uses.size()) - op.first_use;
     profile.ops.push_back(op);
+  }
+  if (json.contains("overwrites")) {
+    require(json["overwrites"].is_array(), "\"overwrites\" is not an array");
+    for (const nlohmann::json& pair : json["overwrites"]) {
+      require(pair.is_array() && pair.size() == 2 && is_count(pair[0]) && is_count(pair[1]) &&
+                  pair[0].get<std::uint64_t>() < profile.ops.size(),
+              "an overwrite is not [operation, unit] of this step");
+      const ProfileOp& op = profile.ops[pair[0].get<std::size_t>()];
+      bool found = false;
+      for (std::uint32_t k = 0; k < op.use_count && !found; ++k) {
+        found = profile.uses[op.first_use + k] == pair[1].get<std::uint64_t>();
+        if (found) profile.overwrites[op.first_use + k] = 1;
+      }
+      require(found, "an overwrite names a unit its operation does not touch");
+    }
   }
   profile.backward_begins = find_backward_begins(profile);
   return profile;
