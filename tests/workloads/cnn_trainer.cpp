@@ -53,7 +53,7 @@ void check(CUresult result, const char* what) {
 struct Options {
   int steps = 4, scale = 1, classes = 10, image = 64;
   unsigned seed = 7;
-  float lr = 0.05f;
+  float lr = 0.3f;
   bool backend = false;
 };
 
@@ -223,9 +223,9 @@ int main(int argc, char** argv) {
   Buffer pooled = allocate(static_cast<std::size_t>(batch) * features * sizeof(float));
   Buffer dpooled = allocate(pooled.bytes);
 
-  // Synthetic images: the label is the quadrant of the image's brightest
-  // 8x8 block's position, mixed with the channel it is brightest in, so the
-  // network has something to learn.
+  // Synthetic images: noise plus a 16x16 block, anywhere, in the channel and
+  // of the brightness the label names (what a global average pool keeps),
+  // so the network has something to learn.
   const std::size_t image_floats = static_cast<std::size_t>(3) * o.image * o.image;
   std::vector<float> x_host(static_cast<std::size_t>(batch) * image_floats);
   std::vector<int> y_host(static_cast<std::size_t>(batch));
@@ -239,11 +239,13 @@ int main(int argc, char** argv) {
       float* image = &x_host[static_cast<std::size_t>(r) * image_floats];
       for (std::size_t i = 0; i < image_floats; ++i) image[i] = rng.uniform() * 0.5f;
       const int label = static_cast<int>(rng.uniform() * static_cast<float>(o.classes)) % o.classes;
-      const int channel = label % 3, quadrant = label % 4;
-      const int top = (quadrant / 2) * (o.image / 2), left = (quadrant % 2) * (o.image / 2);
-      for (int h = top; h < top + 8; ++h)
-        for (int w = left; w < left + 8; ++w)
-          image[(static_cast<std::size_t>(channel) * o.image + h) * o.image + w] += 1.0f;
+      const int channel = label % 3;
+      const float brightness = 0.5f * static_cast<float>(1 + label / 3);
+      const int top = static_cast<int>(rng.uniform() * static_cast<float>(o.image - 16));
+      const int left = static_cast<int>(rng.uniform() * static_cast<float>(o.image - 16));
+      for (int h = top; h < top + 16; ++h)
+        for (int w = left; w < left + 16; ++w)
+          image[(static_cast<std::size_t>(channel) * o.image + h) * o.image + w] += brightness;
       y_host[static_cast<std::size_t>(r)] = label;
     }
     CHECK(cuMemcpyHtoDAsync(x.ptr, x_host.data(), x.bytes, g_stream));
