@@ -175,6 +175,23 @@ cudnnStatus_t set_attribute(BackendDescriptor& d, cudnnBackendAttributeName_t na
         case CUDNN_ATTR_ENGINE_GLOBAL_INDEX: return mark(take_one(r, CUDNN_TYPE_INT64, d.global_index), d.has_global_index);
         default: return CUDNN_STATUS_NOT_SUPPORTED;
       }
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+      switch (name) {
+        case CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH:
+          return take_descriptor(r, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, d.graph);
+        case CUDNN_ATTR_ENGINEHEUR_MODE: {
+          cudnnBackendHeurMode_t mode{};
+          if (const cudnnStatus_t status = take_one(r, CUDNN_TYPE_HEUR_MODE, mode); status != CUDNN_STATUS_SUCCESS) {
+            return status;
+          }
+          if (mode < CUDNN_HEUR_MODE_INSTANT || mode >= CUDNN_HEUR_MODES_COUNT) return CUDNN_STATUS_BAD_PARAM;
+          d.heur_mode = mode;
+          d.has_heur_mode = true;
+          return CUDNN_STATUS_SUCCESS;
+        }
+        case CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET: return take_one(r, CUDNN_TYPE_INT32, d.sm_count_target);
+        default: return CUDNN_STATUS_NOT_SUPPORTED;
+      }
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
       if (name == CUDNN_ATTR_ENGINECFG_ENGINE) return take_descriptor(r, CUDNN_BACKEND_ENGINE_DESCRIPTOR, d.engine);
       return CUDNN_STATUS_NOT_SUPPORTED;  // knob choices included: the one engine has no knobs
@@ -299,12 +316,28 @@ cudnnStatus_t get_attribute(const BackendDescriptor& d, cudnnBackendAttributeNam
       switch (name) {
         case CUDNN_ATTR_ENGINE_OPERATION_GRAPH: return give_descriptor(r, d.graph);
         case CUDNN_ATTR_ENGINE_GLOBAL_INDEX: return give_one(r, CUDNN_TYPE_INT64, d.global_index);
+        // The one engine is deterministic, needs no particular layout and
+        // has no knobs: every note and knob list is empty.
+        case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE:
+          return give(r, CUDNN_TYPE_NUMERICAL_NOTE, std::vector<cudnnBackendNumericalNote_t>{});
+        case CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE:
+          return give(r, CUDNN_TYPE_BEHAVIOR_NOTE, std::vector<cudnnBackendBehaviorNote_t>{});
+        case CUDNN_ATTR_ENGINE_KNOB_INFO: return give_descriptors(r, {});
         default: return CUDNN_STATUS_NOT_SUPPORTED;
       }
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
       switch (name) {
         case CUDNN_ATTR_ENGINECFG_ENGINE: return give_descriptor(r, d.engine);
         case CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE: return give_one(r, CUDNN_TYPE_INT64, workspace_bytes_of(d));
+        case CUDNN_ATTR_ENGINECFG_KNOB_CHOICES: return give_descriptors(r, {});
+        default: return CUDNN_STATUS_NOT_SUPPORTED;
+      }
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+      switch (name) {
+        case CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH: return give_descriptor(r, d.graph);
+        case CUDNN_ATTR_ENGINEHEUR_MODE: return give_one(r, CUDNN_TYPE_HEUR_MODE, d.heur_mode);
+        case CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET: return give_one(r, CUDNN_TYPE_INT32, d.sm_count_target);
+        case CUDNN_ATTR_ENGINEHEUR_RESULTS: return give_descriptor(r, heuristic_result(d));
         default: return CUDNN_STATUS_NOT_SUPPORTED;
       }
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:

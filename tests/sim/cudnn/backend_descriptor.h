@@ -56,7 +56,10 @@ struct BackendDescriptor {
   OperationAttributes operation;
   cudnnHandle_t handle = nullptr;           // OPERATIONGRAPH, EXECUTION_PLAN
   std::vector<DescriptorSnapshot> ops;      // OPERATIONGRAPH
-  DescriptorSnapshot graph;                 // ENGINE
+  DescriptorSnapshot graph;                 // ENGINE, ENGINEHEUR
+  bool has_heur_mode = false;               // ENGINEHEUR
+  cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_INSTANT;
+  std::int32_t sm_count_target = 0;
   bool has_global_index = false;            // ENGINE
   std::int64_t global_index = 0;
   DescriptorSnapshot engine;                // ENGINECFG
@@ -81,6 +84,10 @@ BackendDescriptor* live_descriptor(cudnnBackendDescriptor_t descriptor);
 
 // Finalize: checks as cuDNN does and computes what later calls read.
 cudnnStatus_t finalize(BackendDescriptor& descriptor);
+
+// What an ENGINEHEUR descriptor's RESULTS hold: one finalized engine config,
+// engine 0 of the descriptor's graph (the one engine, whatever the mode).
+DescriptorSnapshot heuristic_result(const BackendDescriptor& heuristics);
 
 // Workspace a finalized plan or engine config needs.
 std::int64_t workspace_bytes_of(const BackendDescriptor& engine_config);

@@ -24,6 +24,7 @@ bool is_supported_descriptor_type(cudnnBackendDescriptorType_t type) {
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
     case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
       return true;
@@ -36,6 +37,20 @@ ConvKind convolution_kind(cudnnBackendDescriptorType_t type) {
   if (type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR) return ConvKind::kBackwardData;
   if (type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR) return ConvKind::kBackwardFilter;
   return ConvKind::kForward;
+}
+
+DescriptorSnapshot heuristic_result(const BackendDescriptor& heuristics) {
+  auto engine = std::make_shared<BackendDescriptor>();
+  engine->type = CUDNN_BACKEND_ENGINE_DESCRIPTOR;
+  engine->graph = heuristics.graph;
+  engine->has_global_index = true;
+  engine->global_index = 0;
+  engine->finalized = true;
+  auto config = std::make_shared<BackendDescriptor>();
+  config->type = CUDNN_BACKEND_ENGINECFG_DESCRIPTOR;
+  config->engine = std::move(engine);
+  config->finalized = true;
+  return config;
 }
 
 BackendDescriptor* live_descriptor(cudnnBackendDescriptor_t descriptor) {

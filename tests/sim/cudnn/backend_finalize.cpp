@@ -90,6 +90,8 @@ cudnnStatus_t finalize(BackendDescriptor& d) {
       if (d.graph == nullptr || !d.has_global_index) return CUDNN_STATUS_BAD_PARAM;
       // One engine: ENGINE_GLOBAL_COUNT is 1, so index 0 alone exists.
       return d.global_index == 0 ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+      return d.graph != nullptr && d.has_heur_mode ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
       return d.engine != nullptr ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:

@@ -771,7 +771,7 @@ TEST_F(Cudnn, BackendFinalizeChecksAsCudnnDoes) {
   cudnnBackendDescriptor_t unsupported = nullptr;
   EXPECT_EQ(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, &unsupported),
             CUDNN_STATUS_NOT_SUPPORTED);
-  EXPECT_EQ(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &unsupported),
+  EXPECT_EQ(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &unsupported),
             CUDNN_STATUS_NOT_SUPPORTED);
 
   // An operation whose y does not have the output's dims.
@@ -801,6 +801,66 @@ TEST_F(Cudnn, BackendFinalizeChecksAsCudnnDoes) {
   Backend plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   ASSERT_EQ(plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, g.config), CUDNN_STATUS_SUCCESS);
   EXPECT_EQ(plan.finalize(), CUDNN_STATUS_BAD_PARAM) << "no handle";
+}
+
+// cudnn-frontend's usual route (and PyTorch's): heuristics give engine
+// configs, the plan is built from one of them.
+TEST_F(Cudnn, HeuristicsOfferEngineZeroAndItsPlanRuns) {
+  const Case& cs = kCases[2];
+  Graph g;
+  build_graph(g, Kind::kForward, cs, CUDNN_DATA_FLOAT, 1.0, 0.0f);
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_FALLBACK}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    Backend heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    EXPECT_EQ(heuristics.finalize(), CUDNN_STATUS_BAD_PARAM) << "no graph, no mode";
+    ASSERT_EQ(heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, g.graph), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(heuristics.set_one(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, mode), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(heuristics.finalize(), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(heuristics.get<cudnnBackendHeurMode_t>(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE),
+              std::vector<cudnnBackendHeurMode_t>{mode});
+    std::int64_t count = -1;
+    ASSERT_EQ(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                       &count, nullptr),
+              CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(count, 1);
+    Backend config(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR), engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    ASSERT_EQ(cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                       &count, config.address()),
+              CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
+                                       engine.address()),
+              CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(engine.get<std::int64_t>(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64), std::vector<std::int64_t>{0});
+    // What cudnn-frontend filters on: no notes, no knobs.
+    EXPECT_TRUE(engine.get<cudnnBackendNumericalNote_t>(CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE)
+                    .empty());
+    EXPECT_TRUE(
+        engine.get<cudnnBackendBehaviorNote_t>(CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE).empty());
+    EXPECT_EQ(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                       &count, nullptr),
+              CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(count, 0);
+
+    Backend plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    ASSERT_EQ(plan.set_one(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, handle_), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(plan.finalize(), CUDNN_STATUS_SUCCESS);
+    const Tensor x = random_tensor(cs.n, cs.c, cs.h, cs.w, 51), w = random_tensor(cs.k, cs.cg(), cs.r, cs.s, 52);
+    const Tensor y0 = zeros(cs.n, cs.k, cs.p(), cs.q());
+    void* dx = upload(x, CUDNN_DATA_FLOAT, cs.nhwc);
+    void* dw = upload(w, CUDNN_DATA_FLOAT, cs.nhwc);
+    void* dy = upload(y0, CUDNN_DATA_FLOAT, cs.nhwc);
+    Backend pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    ASSERT_EQ(pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, std::vector<std::int64_t>{kUidY, kUidX, kUidW}),
+              CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, std::vector<void*>{dy, dx, dw}),
+              CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(pack.set_one(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, device(4096)), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(pack.finalize(), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(cudnnBackendExecute(handle_, plan, pack), CUDNN_STATUS_SUCCESS);
+    wait();
+    expect_equal(download(dy, y0, CUDNN_DATA_FLOAT, cs.nhwc), reference_forward(cs, x, w), "y");
+  }
 }
 
 // ---- validation ----
