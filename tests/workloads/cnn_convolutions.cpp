@@ -197,14 +197,18 @@ Plan build_plan(cudnnHandle_t handle, const ConvShape& s, Direction direction) {
   graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, ops);
   graph->set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   graph->finalize();
-  auto engine = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  const std::int64_t index = 0;
-  engine->set_descriptor(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, *graph);
-  engine->set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index);
-  engine->finalize();
+  // The engine config comes from heuristics, as PyTorch asks for it.
+  auto heuristics = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t heur_mode = CUDNN_HEUR_MODE_INSTANT;
+  heuristics->set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *graph);
+  heuristics->set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
+  heuristics->finalize();
   auto config = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  config->set_descriptor(CUDNN_ATTR_ENGINECFG_ENGINE, *engine);
-  config->finalize();
+  std::int64_t offered = 0;
+  cudnnBackendDescriptor_t configs[1] = {*config};  // filled in by the library
+  CUDNN_CHECK(cudnnBackendGetAttribute(*heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                       &offered, configs));
+  if (offered < 1) check_cudnn(CUDNN_STATUS_NOT_SUPPORTED, "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS): none");
   p.plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   p.plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   p.plan->set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *config);
@@ -212,7 +216,7 @@ Plan build_plan(cudnnHandle_t handle, const ConvShape& s, Direction direction) {
   std::int64_t count = 0;
   CUDNN_CHECK(cudnnBackendGetAttribute(*p.plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count,
                                        &p.workspace));
-  for (auto* part : {&x, &w, &y, &conv, &op, &graph, &engine, &config}) p.parts.push_back(std::move(*part));
+  for (auto* part : {&x, &w, &y, &conv, &op, &graph, &heuristics, &config}) p.parts.push_back(std::move(*part));
   return p;
 }
 

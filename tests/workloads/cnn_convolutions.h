@@ -1,7 +1,7 @@
 // The CNN trainer's convolutions through either cuDNN API: the legacy
 // descriptors and cudnnConvolution* calls, or the backend graph API with one
 // execution plan per (layer, direction) built on first use and cached, as
-// PyTorch's cuDNN v8 path does. Both run the same simulated kernels, so a
+// PyTorch's cuDNN v8 path does (the engine config from heuristics). Both run the same simulated kernels, so a
 // training run gives the same bits whichever is chosen.
 #pragma once
 

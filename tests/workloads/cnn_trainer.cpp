@@ -9,7 +9,8 @@
 //   an SGD kernel per parameter tensor.
 // --api legacy (default) uses the legacy cudnnConvolution* calls; --api
 // backend the graph API, one execution plan per layer and direction built on
-// first use and cached, as PyTorch 2.x does through cudnn-frontend. Both run
+// first use (from the engine config heuristics offer) and cached, as PyTorch
+// 2.x does through cudnn-frontend. Both run
 // the same kernels, so both give the same RESULT line.
 //
 // Memory: every tensor allocated once before the first step (as a warmed-up
