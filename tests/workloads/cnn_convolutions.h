@@ -1,8 +1,9 @@
 // The CNN trainer's convolutions through either cuDNN API: the legacy
 // descriptors and cudnnConvolution* calls, or the backend graph API with one
 // execution plan per (layer, direction) built on first use and cached, as
-// PyTorch's cuDNN v8 path does (the engine config from heuristics). Both run the same simulated kernels, so a
-// training run gives the same bits whichever is chosen.
+// PyTorch's cuDNN v8 path does (the engine config from heuristics). Both run
+// the same simulated kernels, so a training run gives the same bits whichever
+// is chosen.
 #pragma once
 
 #include <cudnn.h>
