@@ -153,7 +153,9 @@ IterationProfile build_profile(const RecordedIteration& iteration, const Profile
       if (uses.empty() || uses.back() != i) {
         uses.push_back(static_cast<std::uint32_t>(i));
         profile.uses.push_back(it->second);
-        profile.overwrites.push_back(k < 64 && ((recorded.overwritten >> k) & 1) != 0 ? 1 : 0);
+        const std::uint8_t whole = k < 64 && ((recorded.overwritten >> k) & 1) != 0 ? 1 : 0;
+        profile.overwrites.push_back(whole);
+        profile.units[it->second].overwritten.push_back(whole);
       }
     }
     op.use_count = static_cast<std::uint32_t>(profile.uses.size()) - op.first_use;

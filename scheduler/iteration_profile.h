@@ -36,6 +36,10 @@ struct ProfileUnit {
   vmm::Unit* unit = nullptr;
   std::uint64_t bytes = 0;
   std::vector<std::uint32_t> uses;  // the operations that touched it, ascending
+  std::vector<std::uint8_t> overwritten;  // parallel to `uses`: 1 where that use overwrites it whole
+  // Whether its use `i` (an index into `uses`) overwrites it whole: the bytes
+  // before need not come back for it.
+  bool overwritten_at(std::size_t i) const { return i < overwritten.size() && overwritten[i] != 0; }
 };
 
 struct IterationProfile {

@@ -50,6 +50,10 @@ void place_copies(const IterationProfile& profile, const LinkModel& link, const 
     PlannedSwap& swap = swaps[s];
     const ProfileUnit& unit = profile.units[swap.unit];
     const std::size_t need = timeline::needed_unrolled(profile, swap);
+    if (swap.no_copy_in) {  // away until its use, which takes it back without the link
+      swap.prefetch_at = static_cast<std::uint32_t>((need - 1) % period);
+      continue;
+    }
     const std::size_t first_absent = timeline::offload_issued_unrolled(profile, swap) + 1;
     const auto lead = leads.find({unit.unit, swap.needed_by});
     const double land_by =

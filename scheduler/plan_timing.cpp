@@ -78,7 +78,7 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
   for (std::size_t s = 0; s < swaps; ++s) {
     const PlannedSwap& swap = plan.swaps[s];
     offload_at[timeline::offload_issued_unrolled(profile, swap) % period].push_back(s);
-    prefetch_at[swap.prefetch_at].push_back(s);
+    if (!swap.no_copy_in) prefetch_at[swap.prefetch_at].push_back(s);
     needed_at[swap.needed_by].push_back(s);
   }
   // The round of a swap instance whose event falls at unrolled x.
@@ -94,6 +94,16 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
     for (const std::size_t s : needed_at[op]) {
       const std::size_t r = round_of(x, timeline::needed_unrolled(profile, plan.swaps[s]));
       if (r >= kRounds) continue;
+      if (plan.swaps[s].no_copy_in) {
+        // Back at its use with no copy: once its own save is done (the pager
+        // unmaps its range first) and the room it takes is free.
+        const double room = pool.take(static_cast<double>(profile.units[plan.swaps[s].unit].bytes));
+        landed[s * (kRounds + 1) + r] = std::max(saved[s * (kRounds + 1) + r], room);
+        if (explain) {
+          held_by[s * (kRounds + 1) + r] =
+              saved[s * (kRounds + 1) + r] >= room ? PlanTiming::Cause::own_save : PlanTiming::Cause::room;
+        }
+      }
       const double arrived = landed[s * (kRounds + 1) + r];
       if (explain && measured && arrived > compute_free) {
         timing.late.push_back({static_cast<std::uint32_t>(s), arrived - compute_free, held_by[s * (kRounds + 1) + r]});

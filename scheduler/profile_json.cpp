@@ -1,5 +1,6 @@
 #include "scheduler/profile_json.h"
 
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +124,7 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
       std::vector<std::uint32_t>& uses = profile.units[u].uses;
       require(uses.empty() || uses.back() != index, "operation " + std::to_string(index) + " names a unit twice");
       uses.push_back(index);
+      profile.units[u].overwritten.push_back(0);
       profile.uses.push_back(u);
       profile.overwrites.push_back(0);
     }
@@ -139,7 +141,11 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
       bool found = false;
       for (std::uint32_t k = 0; k < op.use_count && !found; ++k) {
         found = profile.uses[op.first_use + k] == pair[1].get<std::uint64_t>();
-        if (found) profile.overwrites[op.first_use + k] = 1;
+        if (!found) continue;
+        profile.overwrites[op.first_use + k] = 1;
+        ProfileUnit& unit = profile.units[profile.uses[op.first_use + k]];
+        const auto use = std::lower_bound(unit.uses.begin(), unit.uses.end(), pair[0].get<std::uint32_t>());
+        unit.overwritten[static_cast<std::size_t>(use - unit.uses.begin())] = 1;
       }
       require(found, "an overwrite names a unit its operation does not touch");
     }

@@ -143,7 +143,7 @@ void Scheduler::learn_leads(const IterationProfile& profile) {
   const std::size_t period = profile.period();
   for (std::size_t s = 0; s < current_->plan.swaps.size(); ++s) {
     const PlannedSwap& swap = current_->plan.swaps[s];
-    if (swap.needed_by >= period) continue;
+    if (swap.needed_by >= period || swap.no_copy_in) continue;  // no prefetch to move
     const double waited = profile.ops[swap.needed_by].stall_ns;
     if (waited < kLateNs) continue;
     const vmm::Unit* unit = nullptr;

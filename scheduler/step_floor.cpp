@@ -23,6 +23,11 @@
 // V bytes each way over the link, whichever is longer. Any set of cuts
 // gives a bound: with `max_cuts`, a long step is cut at every stride-th
 // operation only (a little lower, much quicker: the planning thread's).
+//
+// A unit whose next use overwrites it whole (a library call said so) needs
+// no copy back: it costs nothing between the cuts, only its copy out after
+// the second; and where that copy out lies before the second cut, it is
+// away for free at this pair of cuts.
 
 #include <algorithm>
 #include <limits>
@@ -102,9 +107,10 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
     double bytes;
     std::size_t back;  // b_u, unrolled from p: in (p, p + period]
     std::size_t out;   // a_u + period, unrolled from p: in [p, p + period)
+    bool overwritten;  // b_u overwrites it whole: nothing comes back
   };
   std::vector<Away> away;
-  std::vector<double> back_bytes, out_bytes;  // per cut p, by q - p
+  std::vector<double> back_bytes, out_bytes, written_out_bytes;  // per cut p, by q - p
   const std::size_t stride = max_cuts == 0 || period <= max_cuts ? 1 : (period + max_cuts - 1) / max_cuts;
   for (std::size_t p = 0; p < period; p += stride) {
     away.clear();
@@ -115,21 +121,29 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
       if (next != unit.uses.end() && *next == p) continue;  // p uses it: resident at the cut
       const std::size_t back = next != unit.uses.end() ? *next : unit.uses.front() + period;
       const std::size_t last = next != unit.uses.begin() ? *(next - 1) + period : unit.uses.back();
-      away.push_back({static_cast<double>(unit.bytes), back, last});
+      const auto back_use = next != unit.uses.end() ? static_cast<std::size_t>(next - unit.uses.begin()) : 0;
+      away.push_back({static_cast<double>(unit.bytes), back, last, unit.overwritten_at(back_use)});
     }
     // Sweep q from p to p + period: units with back <= q can come back
     // between the cuts, those with out >= q go out after the second cut.
     back_bytes.assign(period + 2, 0.0);
     out_bytes.assign(period + 2, 0.0);
-    double total = 0;
+    written_out_bytes.assign(period + 2, 0.0);
+    double total = 0, written = 0;  // all away, and those of them whose next use overwrites them
     for (const Away& a : away) {
+      total += a.bytes;
+      if (a.overwritten) {
+        written_out_bytes[a.out - p] += a.bytes;
+        written += a.bytes;
+        continue;
+      }
       back_bytes[a.back - p] += a.bytes;
       out_bytes[a.out - p] += a.bytes;
-      total += a.bytes;
     }
     if (total < plain_away) continue;  // nothing fits at this cut: the program gets CUDA's error
-    double came_back = 0;  // units with back <= q
-    double left_out = 0;   // units with out < q: in only
+    double came_back = 0;     // units with back <= q
+    double left_out = 0;      // units with out < q: in only
+    double written_free = 0;  // overwritten units with out < q: no copy between or after the cuts
     for (std::size_t q = p; q <= p + period; ++q) {
       came_back += back_bytes[q - p];
       if ((q - p) % stride == 0 || q == p + period) {
@@ -140,10 +154,13 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
         s.out_rate = link.to_host_bytes_per_ns;
         s.in_only = left_out;
         s.both = came_back - left_out;
-        s.out_only = total - came_back;
-        floor = std::max(floor, least_cost(s, plain_away));
+        s.out_only = (total - written - came_back) + (written - written_free);
+        if (plain_away > written_free) floor = std::max(floor, least_cost(s, plain_away - written_free));
       }
-      if (q < p + period) left_out += out_bytes[q - p];
+      if (q < p + period) {
+        left_out += out_bytes[q - p];
+        written_free += written_out_bytes[q - p];
+      }
     }
   }
   return floor;

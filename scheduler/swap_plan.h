@@ -41,6 +41,11 @@ struct PlannedSwap {
   // was chosen to cover, even where the link cannot bring it back in time.
   std::uint32_t not_before = 0;
   double free_ns = 0;               // Capuchin's free time: the gap less both copies
+  // Its next use overwrites it whole (a library call said so): nothing is
+  // copied back, and no prefetch is issued; the use itself brings it back
+  // on demand, without a copy (vmm/library_call_scope.h). prefetch_at is
+  // then the operation before that use: it is away until then.
+  bool no_copy_in = false;
 };
 
 struct Plan {

@@ -38,6 +38,13 @@ std::vector<PlannedSwap> candidates(const IterationProfile& profile, const LinkM
       const std::size_t first_absent = timeline::offload_issued_unrolled(profile, swap) + 1;
       if (need <= first_absent) continue;  // too short to be away for even one operation
       const double out_done = timeline::end(profile, timeline::offload_issued_unrolled(profile, swap)) + link.to_host_ns(unit.bytes);
+      if (unit.overwritten_at((i + 1) % unit.uses.size())) {
+        swap.no_copy_in = true;
+        swap.prefetch_at = static_cast<std::uint32_t>((need - 1) % period);
+        swap.free_ns = timeline::start(profile, need) - out_done;
+        out.push_back(swap);
+        continue;
+      }
       const double in_ns = link.to_device_ns(unit.bytes);
       const auto lead = leads.find({unit.unit, swap.needed_by});
       const double latest_start =

@@ -21,9 +21,11 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   });
   // Counting sort of the triggers by the operation that fires them.
   std::vector<std::uint32_t> offload_count(period + 1, 0), prefetch_count(period + 1, 0);
+  // A swap whose next use overwrites its unit has no prefetch: that use
+  // brings it back, without a copy.
   for (const PlannedSwap& swap : plan.swaps) {
     ++offload_count[timeline::offload_issued_unrolled(profile, swap) % period + 1];
-    ++prefetch_count[swap.prefetch_at + 1];
+    if (!swap.no_copy_in) ++prefetch_count[swap.prefetch_at + 1];
   }
   for (std::size_t p = 0; p < period; ++p) {
     offload_count[p + 1] += offload_count[p];
@@ -32,11 +34,11 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   table.offload_begin = offload_count;
   table.prefetch_begin = prefetch_count;
   table.offloads.resize(plan.swaps.size());
-  table.prefetches.resize(plan.swaps.size());
+  table.prefetches.resize(prefetch_count[period]);
   for (const PlannedSwap& swap : plan.swaps) {
     vmm::Unit* unit = profile.units[swap.unit].unit;
     table.offloads[offload_count[timeline::offload_issued_unrolled(profile, swap) % period]++] = unit;
-    table.prefetches[prefetch_count[swap.prefetch_at]++] = unit;
+    if (!swap.no_copy_in) table.prefetches[prefetch_count[swap.prefetch_at]++] = unit;
   }
   table.plan = std::move(plan);
   return table;
