@@ -9,6 +9,8 @@
 
 #include "scheduler/iteration_profile.h"
 #include "scheduler/profile_json.h"
+#include "scheduler/swap_plan.h"
+#include "scheduler/trigger_table.h"
 #include "vmm/unit.h"
 
 namespace vgpumem::scheduler {
@@ -26,7 +28,8 @@ struct Step {
   double duration_ns = 1000;
 };
 
-IterationProfile profile_of(const std::vector<Step>& steps, std::vector<vmm::Unit>& units, std::size_t rotate = 0) {
+IterationProfile profile_of(const std::vector<Step>& steps, std::vector<vmm::Unit>& units, std::size_t rotate = 0,
+                            const std::vector<std::uint64_t>& bytes = {}) {
   RecordedIteration recorded;
   std::vector<double> durations;
   for (std::size_t n = 0; n < steps.size(); ++n) {
@@ -48,7 +51,10 @@ IterationProfile profile_of(const std::vector<Step>& steps, std::vector<vmm::Uni
     *duration = durations[op];
     *stall = 0;
   };
-  sources.bytes = [](const vmm::Unit*) { return std::uint64_t{2} << 20; };
+  sources.bytes = [&units, bytes](const vmm::Unit* unit) {
+    const auto u = static_cast<std::size_t>(unit - units.data());
+    return u < bytes.size() ? bytes[u] : std::uint64_t{2} << 20;
+  };
   return build_profile(recorded, sources);
 }
 
@@ -137,6 +143,56 @@ TEST(LibraryProfile, TheProfiledStepKeepsTheCallsAndTheOverwrites) {
   nlohmann::json bad = profile_to_json(written);
   bad["overwrites"] = {{0, 9}};
   EXPECT_THROW(profile_from_json(bad), ProfileFormatError) << "operation 0 does not touch unit 9";
+}
+
+// A 128 MiB buffer written and read; 2.8 ms of other work once its copy
+// out (2.4 ms at 55 GB/s) has begun, which makes room for a 16 MiB buffer;
+// 0.5 ms over that one; 1.05 ms more while that one leaves; then the big
+// buffer is overwritten whole by a library call and read again. The budget holds either buffer with the
+// other away. The big one's copy back (2.4 ms more, after its copy out)
+// cannot hide in what is left of its gap; with no copy back nothing waits.
+std::vector<Step> overwritten_after_a_gap(bool said) {
+  std::vector<Step> steps = {{true, LibraryOp::none, 0, {0}, 0, 1e6}, {true, LibraryOp::none, 0, {0, 2}, 0, 1e6}};
+  for (int i = 0; i < 6; ++i) steps.push_back({true, LibraryOp::none, 0, {2}, 0, i < 2 ? 9e5 : 7e5});
+  for (int i = 0; i < 10; ++i) steps.push_back({true, LibraryOp::none, 0, {1}, 0, 5e4});
+  for (int i = 0; i < 3; ++i) steps.push_back({true, LibraryOp::none, 0, {2}, 0, 3.5e5});
+  steps.push_back({true, said ? LibraryOp::matmul : LibraryOp::none, said ? 1u : 0u, {0}, said ? 1u : 0u, 1e6});
+  steps.push_back({true, LibraryOp::none, 0, {0, 2}, 0, 1e6});
+  return steps;
+}
+
+TEST(LibraryPlan, AUnitItsNextUseOverwritesComesBackWithoutTheLink) {
+  constexpr std::uint64_t kMiB = 1 << 20;
+  const std::vector<std::uint64_t> bytes = {128 * kMiB, 16 * kMiB, 2 * kMiB};
+  const std::uint64_t budget = 136 * kMiB;
+  const LinkModel link;
+  for (const bool said : {true, false}) {
+    std::vector<vmm::Unit> units(3);
+    const IterationProfile profile = profile_of(overwritten_after_a_gap(said), units, 0, bytes);
+    const Plan plan = plan_auto(profile, budget, link);
+    ASSERT_TRUE(plan.fits) << said;
+    const PlannedSwap* big = nullptr;
+    for (const PlannedSwap& swap : plan.swaps) {
+      if (swap.unit == 0) big = &swap;
+    }
+    ASSERT_NE(big, nullptr) << said;
+    EXPECT_EQ(big->needed_by, 21u);
+    EXPECT_EQ(big->no_copy_in, said);
+    const PlanTiming timing = simulate(profile, plan, link);
+    const double floor = step_floor(profile, budget, link);
+    if (said) {
+      EXPECT_EQ(timing.bytes_to_device, 16 * kMiB) << "only the 16 MiB buffer comes back over the link";
+      EXPECT_NEAR(timing.step_ns, profile.step_ns, 1.0) << "every copy hides";
+      EXPECT_NEAR(floor, profile.step_ns, 1.0);
+      const TriggerTable table = make_trigger_table(profile, plan);
+      EXPECT_EQ(table.prefetches.size(), plan.swaps.size() - 1) << "the overwritten buffer's use brings it back";
+      for (vmm::Unit* unit : table.prefetches) EXPECT_NE(unit, &units[0]);
+    } else {
+      EXPECT_GE(timing.bytes_to_device, 144 * kMiB) << "both buffers come back over the link";
+      EXPECT_GT(timing.step_ns, profile.step_ns + 1e5) << "both copies cannot hide in the gap";
+      EXPECT_LE(floor, timing.step_ns);
+    }
+  }
 }
 
 }  // namespace
