@@ -544,7 +544,10 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
   const bool mapped = result == CUDA_SUCCESS;
   // What the call in `overwrite` writes before reading is not copied in.
   const LibraryCallScope::Range skip = skipped_on_fetch(unit, overwrite);
-  if (mapped) {
+  // Nothing to copy and chunks no save still reads: usable at once, without
+  // queueing behind the copy-in stream's prefetches.
+  const bool ready_now = skip.bytes == unit->bytes && after_save <= state.saves_done;
+  if (mapped && !ready_now) {
     // After the save of any chunk it was given that may still be read (its
     // own save, whose bytes it reads, was waited for by unmap_now): the
     // chunks' last contents are saved before they are overwritten.
@@ -552,7 +555,7 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
     result = copy_in_except(state, unit, skip);
   }
   CUevent ready = nullptr;
-  if (result == CUDA_SUCCESS) result = record_on_stream(state.to_device_stream, &ready);
+  if (result == CUDA_SUCCESS && !ready_now) result = record_on_stream(state.to_device_stream, &ready);
   if (result != CUDA_SUCCESS) {
     // The bytes stay on the host, where they were; the caller gets an
     // out-of-memory error it can handle, and a later attempt may succeed.
