@@ -87,15 +87,14 @@ bool scalar_is_zero(const void* host_value, cudaDataType type) {
 
 std::optional<ByteRange> overwritten_whole(const MatrixOperand& output, bool output_read,
                                            std::initializer_list<MatrixOperand> inputs) {
-  if (output_read || !output.well_formed() || output.empty() || !output.dense()) return std::nullopt;
-  const ByteRange written = output.span();
+  if (!output.well_formed() || output.empty()) return std::nullopt;
+  ReadRanges read;
   for (const MatrixOperand& input : inputs) {
     if (input.address == 0 || input.empty()) continue;
     // An input of unknown extent might reach anywhere past its start.
-    const ByteRange read = input.well_formed() ? input.span() : ByteRange{input.address, ~std::uint64_t{0} - input.address};
-    if (read.overlaps(written)) return std::nullopt;
+    read.add(input.well_formed() ? input.span() : ByteRange{input.address, ~std::uint64_t{0} - input.address});
   }
-  return written;
+  return written_before_read(output.span(), output.dense(), output_read, read);
 }
 
 }  // namespace vgpumem::interpose

@@ -11,15 +11,10 @@
 
 #include <library_types.h>
 
+#include "interpose/operand_ranges.h"
+
 namespace vgpumem::interpose {
 
-struct ByteRange {
-  std::uint64_t address = 0, bytes = 0;
-  std::uint64_t end() const { return address + bytes; }
-  bool overlaps(const ByteRange& other) const {
-    return bytes != 0 && other.bytes != 0 && address < other.end() && other.address < end();
-  }
-};
 
 // `batch` matrices of `rows` x `cols` elements of `element_bytes`, columns
 // `ld` elements apart and matrices `stride` elements apart.

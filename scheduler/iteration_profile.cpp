@@ -39,7 +39,13 @@ std::size_t first_backward_call(const IterationProfile& profile) {
   return best;
 }
 
-bool computes(LibraryOp op) { return op != LibraryOp::none && op != LibraryOp::other; }
+// A call that does a layer's main work: a convolution pass over its input
+// or weights, or a matrix multiply (a bias gradient is a reduction beside
+// the weights' pass, not a layer of its own).
+bool computes(LibraryOp op) {
+  return op == LibraryOp::matmul || op == LibraryOp::conv_forward || op == LibraryOp::conv_backward_data ||
+         op == LibraryOp::conv_backward_filter;
+}
 
 }  // namespace
 

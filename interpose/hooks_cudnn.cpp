@@ -1,0 +1,184 @@
+// cuDNN's convolutions through its legacy API: each call says which pass of
+// a convolution it is -- the forward pass, or the backward pass for the
+// input, the weights or the bias -- which the scheduler reads layers and
+// phases from (common/library_op.h), and its output is overwritten whole
+// when beta is zero (its bytes on the host need not come back first). The
+// shapes come from the descriptors, asked of the library. The graph API:
+// hooks_cudnn_backend.cpp.
+#include <cudnn.h>
+
+#include <optional>
+
+#include "interpose/library_call.h"
+#include "interpose/tensor_operands.h"
+#include "shim/runtime.h"
+
+using namespace vgpumem;
+using namespace vgpumem::interpose;
+
+namespace {
+
+std::size_t cudnn_element_bytes(cudnnDataType_t type) {
+  switch (type) {
+    case CUDNN_DATA_INT8:
+    case CUDNN_DATA_UINT8:
+    case CUDNN_DATA_FP8_E4M3:
+    case CUDNN_DATA_FP8_E5M2:
+      return 1;
+    case CUDNN_DATA_HALF:
+    case CUDNN_DATA_BFLOAT16:
+      return 2;
+    case CUDNN_DATA_FLOAT:
+    case CUDNN_DATA_INT32:
+    case CUDNN_DATA_UINT32:
+      return 4;
+    case CUDNN_DATA_DOUBLE:
+    case CUDNN_DATA_INT64:
+      return 8;
+    default:
+      return 0;  // packed and vector types: nothing is claimed
+  }
+}
+
+// cuDNN's scaling factors are host values: double for double data, float
+// for everything else.
+bool beta_is_zero(const void* beta, cudnnDataType_t data) {
+  return scalar_is_zero(beta, data == CUDNN_DATA_DOUBLE ? CUDA_R_64F : CUDA_R_32F);
+}
+
+TensorOperand tensor(const void* address, cudnnTensorDescriptor_t desc, cudnnDataType_t* type = nullptr) {
+  TensorOperand t;
+  t.address = reinterpret_cast<std::uint64_t>(address);
+  auto get = NEXT(cudnnGetTensorNdDescriptor);
+  int dims[TensorOperand::kMaxRank] = {}, strides[TensorOperand::kMaxRank] = {}, rank = 0;
+  cudnnDataType_t data = CUDNN_DATA_FLOAT;
+  if (desc == nullptr || get == nullptr ||
+      get(desc, TensorOperand::kMaxRank, &data, &rank, dims, strides) != CUDNN_STATUS_SUCCESS ||
+      rank > TensorOperand::kMaxRank) {
+    return t;  // unknown
+  }
+  t.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    t.dims[static_cast<std::size_t>(d)] = dims[d];
+    t.strides[static_cast<std::size_t>(d)] = strides[d];
+  }
+  t.element_bytes = cudnn_element_bytes(data);
+  if (type != nullptr) *type = data;
+  return t;
+}
+
+// A filter is packed in its format: KCRS for NCHW, KRSC for NHWC.
+TensorOperand filter(const void* address, cudnnFilterDescriptor_t desc) {
+  TensorOperand t;
+  t.address = reinterpret_cast<std::uint64_t>(address);
+  auto get = NEXT(cudnnGetFilterNdDescriptor);
+  int dims[TensorOperand::kMaxRank] = {}, rank = 0;
+  cudnnDataType_t data = CUDNN_DATA_FLOAT;
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
+  if (desc == nullptr || get == nullptr ||
+      get(desc, TensorOperand::kMaxRank, &data, &format, &rank, dims) != CUDNN_STATUS_SUCCESS || rank < 3 ||
+      rank > TensorOperand::kMaxRank || format == CUDNN_TENSOR_NCHW_VECT_C) {
+    return t;
+  }
+  t.rank = rank;
+  for (int d = 0; d < rank; ++d) t.dims[static_cast<std::size_t>(d)] = dims[d];
+  // Memory order, innermost last: K C R S... or K R S... C.
+  std::array<int, TensorOperand::kMaxRank> order{};
+  for (int d = 0; d < rank; ++d) order[static_cast<std::size_t>(d)] = d;
+  if (format == CUDNN_TENSOR_NHWC) {
+    for (int d = 1; d < rank - 1; ++d) order[static_cast<std::size_t>(d)] = d + 1;
+    order[static_cast<std::size_t>(rank - 1)] = 1;
+  }
+  std::int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    const auto d = static_cast<std::size_t>(order[static_cast<std::size_t>(i)]);
+    t.strides[d] = stride;
+    stride *= t.dims[d];
+  }
+  t.element_bytes = cudnn_element_bytes(data);
+  return t;
+}
+
+cudaStream_t stream_of(cudnnHandle_t handle) {
+  cudaStream_t stream = nullptr;
+  if (auto get = NEXT(cudnnGetStream)) get(handle, &stream);
+  return stream;
+}
+
+// The written output of a call, if it overwrites it whole.
+std::optional<ByteRange> output_written(const TensorOperand& output, cudnnDataType_t data, const void* beta,
+                                        std::initializer_list<TensorOperand> inputs) {
+  if (LibraryCall::inside_one()) return std::nullopt;
+  return overwritten_whole(output, !beta_is_zero(beta, data), inputs);
+}
+
+}  // namespace
+
+VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionForward(
+    cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+    const cudnnTensorDescriptor_t yDesc, void* y) {
+  auto next = NEXT(cudnnConvolutionForward);
+  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
+  if (passes_through()) {
+    return next(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc, y);
+  }
+  cudnnDataType_t data = CUDNN_DATA_FLOAT;
+  const TensorOperand out = tensor(y, yDesc, &data);
+  LibraryCall call(LibraryOp::conv_forward, output_written(out, data, beta, {tensor(x, xDesc), filter(w, wDesc)}),
+                   stream_of(handle));
+  return call.returned(
+      next(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc, y));
+}
+
+VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardData(
+    cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc, const void* w,
+    const cudnnTensorDescriptor_t dyDesc, const void* dy, const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionBwdDataAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+    const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  auto next = NEXT(cudnnConvolutionBackwardData);
+  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
+  if (passes_through()) {
+    return next(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dxDesc, dx);
+  }
+  cudnnDataType_t data = CUDNN_DATA_FLOAT;
+  const TensorOperand out = tensor(dx, dxDesc, &data);
+  LibraryCall call(LibraryOp::conv_backward_data,
+                   output_written(out, data, beta, {filter(w, wDesc), tensor(dy, dyDesc)}), stream_of(handle));
+  return call.returned(
+      next(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dxDesc, dx));
+}
+
+VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardFilter(
+    cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnTensorDescriptor_t dyDesc, const void* dy, const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+    const cudnnFilterDescriptor_t dwDesc, void* dw) {
+  auto next = NEXT(cudnnConvolutionBackwardFilter);
+  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
+  if (passes_through()) {
+    return next(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dwDesc, dw);
+  }
+  cudnnDataType_t data = CUDNN_DATA_FLOAT;
+  tensor(x, xDesc, &data);
+  LibraryCall call(LibraryOp::conv_backward_filter,
+                   output_written(filter(dw, dwDesc), data, beta, {tensor(x, xDesc), tensor(dy, dyDesc)}),
+                   stream_of(handle));
+  return call.returned(
+      next(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dwDesc, dw));
+}
+
+VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void* alpha,
+                                                                const cudnnTensorDescriptor_t dyDesc, const void* dy,
+                                                                const void* beta,
+                                                                const cudnnTensorDescriptor_t dbDesc, void* db) {
+  auto next = NEXT(cudnnConvolutionBackwardBias);
+  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
+  if (passes_through()) return next(handle, alpha, dyDesc, dy, beta, dbDesc, db);
+  cudnnDataType_t data = CUDNN_DATA_FLOAT;
+  const TensorOperand out = tensor(db, dbDesc, &data);
+  LibraryCall call(LibraryOp::conv_backward_bias, output_written(out, data, beta, {tensor(dy, dyDesc)}),
+                   stream_of(handle));
+  return call.returned(next(handle, alpha, dyDesc, dy, beta, dbDesc, db));
+}
