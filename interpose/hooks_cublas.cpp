@@ -18,7 +18,6 @@
 
 #include "interpose/gemm_operands.h"
 #include "interpose/library_call.h"
-#include "shim/runtime.h"
 
 using namespace vgpumem;
 using namespace vgpumem::interpose;
@@ -115,14 +114,14 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOp
                                                  cudaDataType Btype, int ldb, const void* beta, void* C,
                                                  cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                                                  cublasGemmAlgo_t algo) {
-  auto next = NEXT_AS(cublasGemmEx, GemmEx);
-  if (next == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (passes_through()) return next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
-  const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
-                  scale_type(computeType, Ctype)};
-  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
-  return call.returned(
-      next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo));
+  return call_library(
+      NEXT_AS(cublasGemmEx, GemmEx), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      [&] {
+        return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype,
+                                        ldc, 0, 1, scale_type(computeType, Ctype)});
+      },
+      [&] { return stream_of(handle); }, handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta,
+      C, Ctype, ldc, computeType, algo);
 }
 
 VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa,
@@ -131,14 +130,14 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cubla
                                                     const void* B, cudaDataType Btype, int64_t ldb, const void* beta,
                                                     void* C, cudaDataType Ctype, int64_t ldc,
                                                     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-  auto next = NEXT(cublasGemmEx_64);
-  if (next == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (passes_through()) return next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
-  const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
-                  scale_type(computeType, Ctype)};
-  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
-  return call.returned(
-      next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo));
+  return call_library(
+      NEXT(cublasGemmEx_64), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      [&] {
+        return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype,
+                                        ldc, 0, 1, scale_type(computeType, Ctype)});
+      },
+      [&] { return stream_of(handle); }, handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta,
+      C, Ctype, ldc, computeType, algo);
 }
 
 VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx(
@@ -146,17 +145,14 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx(
     const void* A, cudaDataType Atype, int lda, long long int strideA, const void* B, cudaDataType Btype, int ldb,
     long long int strideB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long int strideC,
     int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-  auto next = NEXT_AS(cublasGemmStridedBatchedEx, GemmStridedBatchedEx);
-  if (next == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (passes_through()) {
-    return next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
-                Ctype, ldc, strideC, batchCount, computeType, algo);
-  }
-  const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
-                  strideC, batchCount, scale_type(computeType, Ctype)};
-  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
-  return call.returned(next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
-                            beta, C, Ctype, ldc, strideC, batchCount, computeType, algo));
+  return call_library(
+      NEXT_AS(cublasGemmStridedBatchedEx, GemmStridedBatchedEx), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      [&] {
+        return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta,
+                                        C, Ctype, ldc, strideC, batchCount, scale_type(computeType, Ctype)});
+      },
+      [&] { return stream_of(handle); }, handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
+      ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
 }
 
 VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx_64(
@@ -164,28 +160,25 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx_64(
     const void* alpha, const void* A, cudaDataType Atype, int64_t lda, long long int strideA, const void* B,
     cudaDataType Btype, int64_t ldb, long long int strideB, const void* beta, void* C, cudaDataType Ctype,
     int64_t ldc, long long int strideC, int64_t batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-  auto next = NEXT(cublasGemmStridedBatchedEx_64);
-  if (next == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (passes_through()) {
-    return next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
-                Ctype, ldc, strideC, batchCount, computeType, algo);
-  }
-  const Gemm gemm{transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc,
-                  strideC, batchCount, scale_type(computeType, Ctype)};
-  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
-  return call.returned(next(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
-                            beta, C, Ctype, ldc, strideC, batchCount, computeType, algo));
+  return call_library(
+      NEXT(cublasGemmStridedBatchedEx_64), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      [&] {
+        return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta,
+                                        C, Ctype, ldc, strideC, batchCount, scale_type(computeType, Ctype)});
+      },
+      [&] { return stream_of(handle); }, handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
+      ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
 }
 
 VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
                                                    cublasOperation_t transb, int m, int n, int k, const float* alpha,
                                                    const float* A, int lda, const float* B, int ldb,
                                                    const float* beta, float* C, int ldc) {
-  auto next = NEXT(cublasSgemm_v2);
-  if (next == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (passes_through()) return next(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-  const Gemm gemm{transa, transb, m, n, k, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F, ldc,
-                  0, 1, CUDA_R_32F};
-  LibraryCall call(LibraryOp::matmul, gemm_overwrites(handle, gemm), stream_of(handle));
-  return call.returned(next(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc));
+  return call_library(
+      NEXT(cublasSgemm_v2), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      [&] {
+        return gemm_overwrites(handle, {transa, transb, m, n, k, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, beta, C,
+                                        CUDA_R_32F, ldc, 0, 1, CUDA_R_32F});
+      },
+      [&] { return stream_of(handle); }, handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }

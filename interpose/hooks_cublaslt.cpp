@@ -9,27 +9,29 @@
 
 #include "interpose/gemm_operands.h"
 #include "interpose/library_call.h"
-#include "shim/runtime.h"
 
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 
 namespace {
 
-template <typename Value>
-bool layout_attribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attribute, Value* value) {
-  auto get = NEXT(cublasLtMatrixLayoutGetAttribute);
+// One attribute of a cuBLASLt descriptor, read with `get` (the library's
+// getter for that kind of descriptor); false unless it reads back whole.
+template <typename Getter, typename Descriptor, typename Attribute, typename Value>
+bool attribute(Getter get, Descriptor desc, Attribute name, Value* value) {
   std::size_t written = 0;
-  return get != nullptr && get(layout, attribute, value, sizeof *value, &written) == CUBLAS_STATUS_SUCCESS &&
+  return get != nullptr && get(desc, name, value, sizeof *value, &written) == CUBLAS_STATUS_SUCCESS &&
          written == sizeof *value;
 }
 
 template <typename Value>
-bool matmul_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, Value* value) {
-  auto get = NEXT(cublasLtMatmulDescGetAttribute);
-  std::size_t written = 0;
-  return get != nullptr && get(desc, attribute, value, sizeof *value, &written) == CUBLAS_STATUS_SUCCESS &&
-         written == sizeof *value;
+bool layout_attribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t name, Value* value) {
+  return attribute(NEXT(cublasLtMatrixLayoutGetAttribute), layout, name, value);
+}
+
+template <typename Value>
+bool matmul_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t name, Value* value) {
+  return attribute(NEXT(cublasLtMatmulDescGetAttribute), desc, name, value);
 }
 
 // A matrix as its layout describes it; not well formed (so claiming nothing)
@@ -99,13 +101,9 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle,
                                                    const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
                                                    cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo,
                                                    void* workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
-  auto next = NEXT(cublasLtMatmul);
-  if (next == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (passes_through()) {
-    return next(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace,
-                workspaceSizeInBytes, stream);
-  }
-  LibraryCall call(LibraryOp::matmul, matmul_overwrites(computeDesc, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc), stream);
-  return call.returned(next(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
-                            workspace, workspaceSizeInBytes, stream));
+  return call_library(
+      NEXT(cublasLtMatmul), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      [&] { return matmul_overwrites(computeDesc, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc); },
+      [&] { return stream; }, lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
+      workspace, workspaceSizeInBytes, stream);
 }

@@ -11,7 +11,6 @@
 
 #include "interpose/library_call.h"
 #include "interpose/tensor_operands.h"
-#include "shim/runtime.h"
 
 using namespace vgpumem;
 using namespace vgpumem::interpose;
@@ -112,6 +111,15 @@ std::optional<ByteRange> output_written(const TensorOperand& output, cudnnDataTy
   return overwritten_whole(output, !beta_is_zero(beta, data), inputs);
 }
 
+// The same for an output a tensor descriptor describes (its type is the
+// call's data type).
+std::optional<ByteRange> output_written(void* output, cudnnTensorDescriptor_t desc, const void* beta,
+                                        std::initializer_list<TensorOperand> inputs) {
+  cudnnDataType_t data = CUDNN_DATA_FLOAT;
+  const TensorOperand out = tensor(output, desc, &data);
+  return output_written(out, data, beta, inputs);
+}
+
 }  // namespace
 
 VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionForward(
@@ -119,17 +127,11 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionForward(
     const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
     cudnnConvolutionFwdAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnTensorDescriptor_t yDesc, void* y) {
-  auto next = NEXT(cudnnConvolutionForward);
-  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
-  if (passes_through()) {
-    return next(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc, y);
-  }
-  cudnnDataType_t data = CUDNN_DATA_FLOAT;
-  const TensorOperand out = tensor(y, yDesc, &data);
-  LibraryCall call(LibraryOp::conv_forward, output_written(out, data, beta, {tensor(x, xDesc), filter(w, wDesc)}),
-                   stream_of(handle));
-  return call.returned(
-      next(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc, y));
+  return call_library(
+      NEXT(cudnnConvolutionForward), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_forward,
+      [&] { return output_written(y, yDesc, beta, {tensor(x, xDesc), filter(w, wDesc)}); },
+      [&] { return stream_of(handle); }, handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
+      workSpaceSizeInBytes, beta, yDesc, y);
 }
 
 VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardData(
@@ -137,17 +139,11 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardData(
     const cudnnTensorDescriptor_t dyDesc, const void* dy, const cudnnConvolutionDescriptor_t convDesc,
     cudnnConvolutionBwdDataAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnTensorDescriptor_t dxDesc, void* dx) {
-  auto next = NEXT(cudnnConvolutionBackwardData);
-  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
-  if (passes_through()) {
-    return next(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dxDesc, dx);
-  }
-  cudnnDataType_t data = CUDNN_DATA_FLOAT;
-  const TensorOperand out = tensor(dx, dxDesc, &data);
-  LibraryCall call(LibraryOp::conv_backward_data,
-                   output_written(out, data, beta, {filter(w, wDesc), tensor(dy, dyDesc)}), stream_of(handle));
-  return call.returned(
-      next(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dxDesc, dx));
+  return call_library(
+      NEXT(cudnnConvolutionBackwardData), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_data,
+      [&] { return output_written(dx, dxDesc, beta, {filter(w, wDesc), tensor(dy, dyDesc)}); },
+      [&] { return stream_of(handle); }, handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
+      workSpaceSizeInBytes, beta, dxDesc, dx);
 }
 
 VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardFilter(
@@ -155,30 +151,23 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardFilter(
     const cudnnTensorDescriptor_t dyDesc, const void* dy, const cudnnConvolutionDescriptor_t convDesc,
     cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnFilterDescriptor_t dwDesc, void* dw) {
-  auto next = NEXT(cudnnConvolutionBackwardFilter);
-  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
-  if (passes_through()) {
-    return next(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dwDesc, dw);
-  }
-  cudnnDataType_t data = CUDNN_DATA_FLOAT;
-  tensor(x, xDesc, &data);
-  LibraryCall call(LibraryOp::conv_backward_filter,
-                   output_written(filter(dw, dwDesc), data, beta, {tensor(x, xDesc), tensor(dy, dyDesc)}),
-                   stream_of(handle));
-  return call.returned(
-      next(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dwDesc, dw));
+  return call_library(
+      NEXT(cudnnConvolutionBackwardFilter), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_filter,
+      [&] {
+        cudnnDataType_t data = CUDNN_DATA_FLOAT;  // the filter's own type is the image data's
+        const TensorOperand image = tensor(x, xDesc, &data);
+        return output_written(filter(dw, dwDesc), data, beta, {image, tensor(dy, dyDesc)});
+      },
+      [&] { return stream_of(handle); }, handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace,
+      workSpaceSizeInBytes, beta, dwDesc, dw);
 }
 
 VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void* alpha,
                                                                 const cudnnTensorDescriptor_t dyDesc, const void* dy,
                                                                 const void* beta,
                                                                 const cudnnTensorDescriptor_t dbDesc, void* db) {
-  auto next = NEXT(cudnnConvolutionBackwardBias);
-  if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
-  if (passes_through()) return next(handle, alpha, dyDesc, dy, beta, dbDesc, db);
-  cudnnDataType_t data = CUDNN_DATA_FLOAT;
-  const TensorOperand out = tensor(db, dbDesc, &data);
-  LibraryCall call(LibraryOp::conv_backward_bias, output_written(out, data, beta, {tensor(dy, dyDesc)}),
-                   stream_of(handle));
-  return call.returned(next(handle, alpha, dyDesc, dy, beta, dbDesc, db));
+  return call_library(
+      NEXT(cudnnConvolutionBackwardBias), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_bias,
+      [&] { return output_written(db, dbDesc, beta, {tensor(dy, dyDesc)}); }, [&] { return stream_of(handle); },
+      handle, alpha, dyDesc, dy, beta, dbDesc, db);
 }

@@ -41,4 +41,6 @@ LibraryCall::~LibraryCall() {
 
 bool LibraryCall::inside_one() { return t_calls > 0; }
 
+bool LibraryCall::passes_through() { return vgpumem::passes_through(); }
+
 }  // namespace vgpumem::interpose

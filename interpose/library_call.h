@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <optional>
+#include <utility>
 
 #include <cuda.h>
 
@@ -47,6 +48,8 @@ class LibraryCall {
   LibraryCall& operator=(const LibraryCall&) = delete;
 
   static bool inside_one();
+  // Whether hooks forward untouched (a child forked after CUDA was used).
+  static bool passes_through();
   // The call's status, noted: only success (0 in every CUDA library's
   // status enum) lets the skipped bytes go.
   template <typename Status>
@@ -60,5 +63,19 @@ class LibraryCall {
   vmm::Pager* pager_ = nullptr;
   bool completed_ = false;
 };
+
+// The body of a library hook: `next` (the library's function, or null
+// when no library defines it: then `missing`) run with `args` as one
+// LibraryCall of `op`, what `claim()` says it overwrites whole and on
+// `stream()`; both asked only when the call is not passed straight through
+// (a forked child's).
+template <typename Status, typename... Params, typename Claim, typename Stream, typename... Args>
+Status call_library(Status (*next)(Params...), Status missing, LibraryOp op, Claim&& claim, Stream&& stream,
+                    Args&&... args) {
+  if (next == nullptr) return missing;
+  if (LibraryCall::passes_through()) return next(std::forward<Args>(args)...);
+  LibraryCall call(op, claim(), stream());
+  return call.returned(next(std::forward<Args>(args)...));
+}
 
 }  // namespace vgpumem::interpose
