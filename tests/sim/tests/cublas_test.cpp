@@ -16,48 +16,20 @@
 #include <limits>
 #include <sstream>
 
+#include "element_conversions.h"
 #include "sim_test_support.h"
 
 namespace {
 
 using namespace simtest;
 
-// ---- element conversions, by CUDA's headers ----
+// ---- element conversions, by CUDA's headers (element_conversions.h) ----
 
-float round_to(cudaDataType type, float value) {
-  if (type == CUDA_R_16F) return __half2float(__float2half_rn(value));
-  if (type == CUDA_R_16BF) return __bfloat162float(__float2bfloat16_rn(value));
-  return value;
-}
-std::size_t bytes_of(cudaDataType type) { return type == CUDA_R_32F ? 4 : 2; }
-void put(void* base, cudaDataType type, std::size_t index, float value) {
-  char* at = static_cast<char*>(base) + index * bytes_of(type);
-  if (type == CUDA_R_32F) {
-    std::memcpy(at, &value, 4);
-  } else if (type == CUDA_R_16F) {
-    const __half h = __float2half_rn(value);
-    std::memcpy(at, &h, 2);
-  } else {
-    const __nv_bfloat16 b = __float2bfloat16_rn(value);
-    std::memcpy(at, &b, 2);
-  }
-}
-float get(const void* base, cudaDataType type, std::size_t index) {
-  const char* at = static_cast<const char*>(base) + index * bytes_of(type);
-  if (type == CUDA_R_32F) {
-    float value;
-    std::memcpy(&value, at, 4);
-    return value;
-  }
-  if (type == CUDA_R_16F) {
-    __half h;
-    std::memcpy(&h, at, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 b;
-  std::memcpy(&b, at, 2);
-  return __bfloat162float(b);
-}
+Element element(cudaDataType type) { return type == CUDA_R_16F ? Element::f16 : type == CUDA_R_16BF ? Element::bf16 : Element::f32; }
+std::size_t bytes_of(cudaDataType type) { return bytes_of(element(type)); }
+float round_to(cudaDataType type, float value) { return round_to(element(type), value); }
+void put(void* base, cudaDataType type, std::size_t index, float value) { put(base, element(type), index, value); }
+float get(const void* base, cudaDataType type, std::size_t index) { return get(base, element(type), index); }
 std::uint16_t bits16(const void* base, std::size_t index) {
   std::uint16_t bits;
   std::memcpy(&bits, static_cast<const char*>(base) + 2 * index, 2);

@@ -17,48 +17,20 @@
 #include <limits>
 #include <sstream>
 
+#include "element_conversions.h"
 #include "sim_test_support.h"
 
 namespace {
 
 using namespace simtest;
 
-// ---- element conversions, by CUDA's headers ----
+// ---- element conversions, by CUDA's headers (element_conversions.h) ----
 
-std::size_t bytes_of(cudnnDataType_t type) { return type == CUDNN_DATA_FLOAT ? 4 : 2; }
-float round_to(cudnnDataType_t type, float value) {
-  if (type == CUDNN_DATA_HALF) return __half2float(__float2half_rn(value));
-  if (type == CUDNN_DATA_BFLOAT16) return __bfloat162float(__float2bfloat16_rn(value));
-  return value;
-}
-void put(void* base, cudnnDataType_t type, std::size_t index, float value) {
-  char* at = static_cast<char*>(base) + index * bytes_of(type);
-  if (type == CUDNN_DATA_FLOAT) {
-    std::memcpy(at, &value, 4);
-  } else if (type == CUDNN_DATA_HALF) {
-    const __half h = __float2half_rn(value);
-    std::memcpy(at, &h, 2);
-  } else {
-    const __nv_bfloat16 b = __float2bfloat16_rn(value);
-    std::memcpy(at, &b, 2);
-  }
-}
-float get(const void* base, cudnnDataType_t type, std::size_t index) {
-  const char* at = static_cast<const char*>(base) + index * bytes_of(type);
-  if (type == CUDNN_DATA_FLOAT) {
-    float value;
-    std::memcpy(&value, at, 4);
-    return value;
-  }
-  if (type == CUDNN_DATA_HALF) {
-    __half h;
-    std::memcpy(&h, at, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 b;
-  std::memcpy(&b, at, 2);
-  return __bfloat162float(b);
-}
+Element element(cudnnDataType_t type) { return type == CUDNN_DATA_HALF ? Element::f16 : type == CUDNN_DATA_BFLOAT16 ? Element::bf16 : Element::f32; }
+std::size_t bytes_of(cudnnDataType_t type) { return bytes_of(element(type)); }
+float round_to(cudnnDataType_t type, float value) { return round_to(element(type), value); }
+void put(void* base, cudnnDataType_t type, std::size_t index, float value) { put(base, element(type), index, value); }
+float get(const void* base, cudnnDataType_t type, std::size_t index) { return get(base, element(type), index); }
 
 // ---- problems and the reference ----
 
