@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "kernel_params.h"
 #include "vgpusim.h"
 
 namespace cnn {
@@ -15,16 +16,8 @@ namespace {
 
 Kernels g_kernels;
 
-template <typename T>
-T arg(void** params, int i) {
-  T value;
-  std::memcpy(&value, params[i], sizeof(T));
-  return value;
-}
-template <typename T>
-T* ptr(void** params, int i) {
-  return reinterpret_cast<T*>(arg<CUdeviceptr>(params, i));
-}
+using workload::arg;
+using workload::ptr;
 
 // Elementwise kernels are bandwidth-bound: bytes at ~2.7 TB/s (80 % of an
 // H100 SXM's 3.35 TB/s), at least 3 µs a launch.

@@ -4,17 +4,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernel_params.h"
+
 namespace layered {
 namespace {
 
 unsigned g_scale = 1;
 
-template <typename T>
-T arg(void** params, int i) {
-  T value;
-  std::memcpy(&value, params[i], sizeof(T));
-  return value;
-}
+using workload::arg;
 std::uint32_t* words(void** params, int i) { return reinterpret_cast<std::uint32_t*>(arg<CUdeviceptr>(params, i)); }
 float* floats(void** params, int i) { return reinterpret_cast<float*>(arg<CUdeviceptr>(params, i)); }
 std::uint64_t count(void** params, int i) { return arg<std::uint64_t>(params, i); }

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "kernel_params.h"
 #include "vgpusim.h"
 
 namespace mlp {
@@ -16,16 +17,8 @@ namespace {
 
 Kernels g_kernels;
 
-template <typename T>
-T arg(void** params, int i) {
-  T value;
-  std::memcpy(&value, params[i], sizeof(T));
-  return value;
-}
-template <typename T>
-T* ptr(void** params, int i) {
-  return reinterpret_cast<T*>(arg<CUdeviceptr>(params, i));
-}
+using workload::arg;
+using workload::ptr;
 
 // Simulated durations: FLOPs at 50 TFLOP/s, at least 5 µs per launch.
 double at_rate(double flops) { return std::max(5000.0, flops / 50.0e3); }
