@@ -52,10 +52,10 @@ TEST(SimulateCommand, PredictsTheRecordedRunsOwnStep) {
   EXPECT_TRUE(predicted["fits"].get<bool>());
   const double step = predicted["step_ns"].get<double>();
   EXPECT_GE(step, predicted["floor_ns"].get<double>());
-  // docs/benchmarks.md, "What vgpumem simulate predicts": the run is a few
-  // per cent slower than the model (the program's loss read waits behind the
-  // pager's saves on the copy-out engine, which the model leaves out).
-  EXPECT_LT(std::abs(step - measured) / measured, 0.10) << "predicted " << step << " ns, measured " << measured << " ns";
+  // Within 5 % (docs/benchmarks.md, "What vgpumem simulate predicts": 2 %
+  // here; the run is the slower, its loss read waiting behind the pager's
+  // saves on the copy-out engine, which the model leaves out).
+  EXPECT_LT(std::abs(step - measured) / measured, 0.05) << "predicted " << step << " ns, measured " << measured << " ns";
 
   // Every planner, a table.
   const ProcessResult all = run_process({command(), "simulate", trace, "--limit", "40%", "--policy", "all"},
