@@ -41,6 +41,8 @@ LibraryCall::~LibraryCall() {
 
 bool LibraryCall::inside_one() { return t_calls > 0; }
 
-bool LibraryCall::passes_through() { return vgpumem::passes_through(); }
+bool LibraryCall::passes_through() {
+  return vgpumem::passes_through() || !Runtime::get().config().library_hooks;
+}
 
 }  // namespace vgpumem::interpose

@@ -48,7 +48,8 @@ class LibraryCall {
   LibraryCall& operator=(const LibraryCall&) = delete;
 
   static bool inside_one();
-  // Whether hooks forward untouched (a child forked after CUDA was used).
+  // Whether hooks forward untouched: in a child forked after CUDA was used,
+  // or with VGPUMEM_LIBRARY_HOOKS=off.
   static bool passes_through();
   // The call's status, noted: only success (0 in every CUDA library's
   // status enum) lets the skipped bytes go.

@@ -38,6 +38,7 @@ constexpr std::string_view kDriverForms = "a path or soname of the CUDA driver l
 constexpr std::string_view kPolicyForms = "one of off, lru, auto, vdnn-all, vdnn-conv";
 constexpr std::string_view kCheckForms = "one of fast, strict, torture";
 constexpr std::string_view kCuptiForms = "one of auto, off";
+constexpr std::string_view kOnOffForms = "one of on, off";
 constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
 constexpr std::uint64_t kMaxGraceOperations = 65536;
 
@@ -271,6 +272,13 @@ constexpr Variable kVariables[] = {
        const std::optional<CuptiUse> use = parse_cupti_use(v);
        if (!use) return v.empty() ? "the value is empty" : "";
        c.cupti = *use;
+       return kAccepted;
+     }},
+    {"VGPUMEM_LIBRARY_HOOKS", kOnOffForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       if (equals_ignoring_case(v, "on")) c.library_hooks = true;
+       else if (equals_ignoring_case(v, "off")) c.library_hooks = false;
+       else return v.empty() ? "the value is empty" : "";
        return kAccepted;
      }},
     {"VGPUMEM_GRACE_LAUNCHES", kGraceForms,

@@ -57,6 +57,9 @@ struct Config {
   vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
   std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)
   CuptiUse cupti = CuptiUse::automatic;         // VGPUMEM_CUPTI
+  // VGPUMEM_LIBRARY_HOOKS: whether the cuBLAS/cuDNN hooks tell the pager and
+  // the scheduler what a call does; off, they forward untouched.
+  bool library_hooks = true;
 
   // VGPUMEM_LIMIT_<device> if set, else VGPUMEM_LIMIT.
   const MemoryLimit& limit_for(int device) const;

@@ -20,9 +20,12 @@ constexpr std::uint64_t kMiB = 1ull << 20;
 
 // Runs gemm_probe MODE under a 16 MiB cap; returns the bytes the shim did
 // not copy in.
-std::uint64_t not_fetched(const std::string& mode) {
-  const PagedRun run = run_paged("gemm_" + mode, {program("gemm_probe"), mode}, "16MiB",
-                                 {{"VGPUMEM_CHECK", "strict"}, {"VGPUMEM_GRACE_LAUNCHES", "0"}, {"VGPUMEM_POLICY", "lru"}});
+std::uint64_t not_fetched(const std::string& mode, const std::string& hooks = "on") {
+  const PagedRun run = run_paged("gemm_" + mode + "_" + hooks, {program("gemm_probe"), mode}, "16MiB",
+                                 {{"VGPUMEM_CHECK", "strict"},
+                                  {"VGPUMEM_GRACE_LAUNCHES", "0"},
+                                  {"VGPUMEM_POLICY", "lru"},
+                                  {"VGPUMEM_LIBRARY_HOOKS", hooks}});
   EXPECT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "gemm ok", kCap));
   if (!run.trace.contains("vgpumem")) return ~std::uint64_t{0};
   const nlohmann::json& paging = run.trace["vgpumem"]["paging"];
@@ -31,6 +34,13 @@ std::uint64_t not_fetched(const std::string& mode) {
 }
 
 TEST(PagingLibraries, AGemmOutputOverwrittenWholeCostsNoCopyBack) { EXPECT_EQ(not_fetched("beta0"), 4 * kMiB); }
+
+// VGPUMEM_LIBRARY_HOOKS=off: the call is forwarded untouched, and its
+// output comes back as any operand.
+TEST(PagingLibraries, WithTheLibraryHooksOffTheOutputIsCopiedBackAsAnyOther) {
+  EXPECT_EQ(not_fetched("beta0", "off"), 0u);
+  EXPECT_EQ(not_fetched("lt_other_c", "off"), 0u);
+}
 
 TEST(PagingLibraries, AGemmThatReadsItsOutputHasItCopiedBack) { EXPECT_EQ(not_fetched("beta1"), 0u); }
 

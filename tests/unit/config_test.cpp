@@ -156,6 +156,7 @@ TEST(ParseConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(config.host_limit);
   EXPECT_EQ(config.grace_operations, 8u);
   EXPECT_EQ(config.cupti, CuptiUse::automatic);
+  EXPECT_TRUE(config.library_hooks);
 }
 
 TEST(ParseConfig, ReadsEveryVariable) {
@@ -170,7 +171,8 @@ TEST(ParseConfig, ReadsEveryVariable) {
                                   {"VGPUMEM_POLICY", "off"},
                                   {"VGPUMEM_HOST_LIMIT", "64G"},
                                   {"VGPUMEM_GRACE_LAUNCHES", "0"},
-                                  {"VGPUMEM_CUPTI", "off"}});
+                                  {"VGPUMEM_CUPTI", "off"},
+                                  {"VGPUMEM_LIBRARY_HOOKS", "OFF"}});
   EXPECT_EQ(config.limit_all.bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(0).bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(1).kind, MemoryLimit::Kind::percent);
@@ -185,6 +187,7 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.host_limit, 64 * GiB);
   EXPECT_EQ(config.grace_operations, 0u);
   EXPECT_EQ(config.cupti, CuptiUse::off);
+  EXPECT_FALSE(config.library_hooks);
 }
 
 TEST(ParseConfig, PolicyDefaultsToAutoOnlyWhenACapIsSet) {
@@ -239,6 +242,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", "65537"}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "-1"},
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", ""}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "2.5"},
                       BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_CUPTI", "on"},
+                      BadCase{"VGPUMEM_LIBRARY_HOOKS", "auto"}, BadCase{"VGPUMEM_LIBRARY_HOOKS", ""},
                       BadCase{"VGPUMEM_CUPTI", ""}, BadCase{"VGPUMEM_LIMT", "8GiB"},
                       BadCase{"VGPUMEM_LIMIT_GPU0", "8GiB"}, BadCase{"VGPUMEM_", "x"}),
     [](const ::testing::TestParamInfo<BadCase>& test) {  // not `info`: the macro's own parameter
