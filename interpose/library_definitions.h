@@ -1,9 +1,9 @@
 // Where the hooks of library functions (library_hooks.h) find the library.
 //
 // A program that links cuBLAS (NEEDED) or dlopens it RTLD_GLOBAL puts it in
-// the global scope, after libvgpumem.so: dlsym(RTLD_NEXT) from here finds
+// the global scope, after libvgpumem.so: an RTLD_NEXT look-up from here finds
 // it. One that dlopens it RTLD_LOCAL and finds its functions with
-// dlsym(handle, ...) -- XLA/JAX, TensorFlow, cudnn-frontend, PyTorch's lazy
+// `dlsym` on the handle -- XLA/JAX, TensorFlow, cudnn-frontend, PyTorch's lazy
 // loaders -- leaves it in no scope we can search. Our dlsym sees the
 // library's function on its way to that caller (dlsym.cpp) and hands the
 // caller our hook instead; the function it replaced is recorded here, with
