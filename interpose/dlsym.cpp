@@ -1,8 +1,11 @@
 // The decision half of our dlsym override; the trampoline is dlsym_trampoline.S.
 //
-// Only names of the form cu[A-Z]* that are in the hooked set are ever
-// answered here. For those, the answer is glibc's answer for the *caller*,
-// with the real driver's function (or our own export) replaced by our hook:
+// Only names in the hooked set are ever answered here: driver names
+// (cu[A-Z]*, hook_table.h) and the library functions we hook (cublas*,
+// cudnn*, cupti*; library_hooks.h). For those, the answer is glibc's answer
+// for the *caller*, with the real function (or our own export) replaced by
+// our hook -- the driver's, or the one library definition the hook forwards
+// to (library_definitions.h):
 //
 //   on a real handle           glibc's answer does not depend on the caller:
 //                              asked from here.
@@ -16,8 +19,13 @@
 // a driver name gets the hook (interposition keeps working), a library after
 // the driver gets what follows it -- NULL when nothing does -- and a library
 // whose own scope holds the driver (dlopen'ed with RTLD_LOCAL) gets the hook
-// too. Everything else -- cudnn*, cublas*, every non-CUDA name -- goes to
-// glibc untouched, with the caller's return address.
+// too. The same for library names: a program that dlopens libcublas.so.13
+// RTLD_LOCAL and asks its handle for cublasGemmEx gets our hook, which
+// forwards to the function that look-up found; cuBLAS asking RTLD_NEXT for
+// a cuBLASLt function gets the hook of it, which forwards to cuBLASLt's own
+// (never back into itself). Everything else -- the other cudnn*, cublas*,
+// every non-CUDA name -- goes to glibc untouched, with the caller's return
+// address.
 // Nothing here does CUDA work: dlsym may run under the loader lock.
 #include <dlfcn.h>
 #include <link.h>
@@ -25,10 +33,12 @@
 #include <cstdint>
 
 #include "interpose/hook_table.h"
+#include "interpose/library_definitions.h"
+#include "interpose/library_hooks.h"
 #include "interpose/real_driver.h"
 #include "shim/runtime.h"
 
-// The first decision -- is this a driver name at all? -- runs for every dlsym
+// The first decision -- is this a CUDA name at all? -- runs for every dlsym
 // in the process, including those a sanitizer runtime makes while it starts,
 // before its shadow memory exists. That path must not be instrumented.
 #define VGPUMEM_UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined", "thread")))
@@ -158,34 +168,52 @@ void* real_dlsym(void* handle, const char* name) {
 
 namespace {
 
-// Everything after the first decision: only for cu[A-Z]* names, which no
-// sanitizer runtime looks up.
+// Everything after the first decision: only for cu[A-Z]*, cub*, cud* and
+// cup* names, which no sanitizer runtime looks up.
+
+// RTLD_NEXT and RTLD_DEFAULT: glibc's answer for the caller decides, and
+// vgpumem_dlsym_decide substitutes.
+void* ask_glibc_for_the_caller(const void* caller, const void** gadget) {
+  *gadget = vgpumem::interpose::gadget_in_object_of(caller);
+  // Without a gadget (never seen), glibc answers unaided: never wrong, but unhooked.
+  return *gadget != nullptr ? vgpumem::interpose::kAskGlibcForTheCaller : nullptr;
+}
+
 void* intercept_driver_name(void* handle, const char* name, const void* caller, const void** gadget) {
   using namespace vgpumem::interpose;
   if (loading_driver_on_this_thread()) return nullptr;
   const HookEntry* entry = find_hook_by_symbol(name);
   if (entry == nullptr) return nullptr;
-  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) {
-    *gadget = gadget_in_object_of(caller);
-    // Without a gadget (never seen), glibc answers unaided: never wrong, but unhooked.
-    return *gadget != nullptr ? kAskGlibcForTheCaller : nullptr;
-  }
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) return ask_glibc_for_the_caller(caller, gadget);
   return substitute(real_dlsym(handle, name), *entry);
+}
+
+void* intercept_library_name(void* handle, const char* name, const void* caller, const void** gadget) {
+  using namespace vgpumem::interpose;
+  const std::size_t index = library_hook_index(name);
+  if (index == kNotALibraryHook) return nullptr;
+  if (handle == RTLD_NEXT || handle == RTLD_DEFAULT) return ask_glibc_for_the_caller(caller, gadget);
+  return answer_library_lookup(index, real_dlsym(handle, name));
 }
 
 }  // namespace
 
 void* vgpumem_dlsym_intercept(void* handle, const char* name, const void* caller, const void** gadget) {
   if (vgpumem::interpose::glibc_dlsym() == nullptr) return nullptr;  // the trampoline then answers NULL
-  // Written out rather than calling is_driver_name(): a call into instrumented
-  // code is exactly what must not happen here.
-  if (name == nullptr || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z') return nullptr;
-  return intercept_driver_name(handle, name, caller, gadget);
+  // Written out rather than calling is_driver_name() or is_library_name(): a
+  // call into instrumented code is exactly what must not happen here.
+  if (name == nullptr || name[0] != 'c' || name[1] != 'u') return nullptr;
+  if (name[2] >= 'A' && name[2] <= 'Z') return intercept_driver_name(handle, name, caller, gadget);
+  // cublas*, cudnn*, cupti* (and cuda*, which the table look-up turns away).
+  if (name[2] == 'b' || name[2] == 'd' || name[2] == 'p') return intercept_library_name(handle, name, caller, gadget);
+  return nullptr;
 }
 
 void* vgpumem_dlsym_decide(void* found, const char* name) {
-  const vgpumem::interpose::HookEntry* entry = vgpumem::interpose::find_hook_by_symbol(name);
-  return entry != nullptr ? vgpumem::interpose::substitute(found, *entry) : found;
+  using namespace vgpumem::interpose;
+  if (const HookEntry* entry = find_hook_by_symbol(name)) return substitute(found, *entry);
+  const std::size_t index = library_hook_index(name);
+  return index != kNotALibraryHook ? answer_library_lookup(index, found) : found;
 }
 
 #if !defined(__x86_64__)

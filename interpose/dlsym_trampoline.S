@@ -10,14 +10,15 @@
  *
  *  - NULL: not ours to answer. The trampoline *jumps* (not calls) to glibc's
  *    dlsym with the caller's arguments and return address untouched.
- *  - 1: a hooked driver name looked up through RTLD_NEXT or RTLD_DEFAULT:
+ *  - 1: a hooked name (a driver's, or a library function's) looked up
+ *    through RTLD_NEXT or RTLD_DEFAULT:
  *    glibc's answer for the caller decides. The trampoline calls glibc's
  *    dlsym with a return address inside the caller's object -- `gadget`, the
  *    address of a `ret` instruction there -- above which it has pushed its own
  *    continuation: glibc returns to the gadget, whose `ret` comes back here
  *    with glibc's answer for the caller, which vgpumem_dlsym_decide(found,
- *    name) turns into ours (the hook, if glibc found the driver's function or
- *    the hook itself; glibc's answer otherwise).
+ *    name) turns into ours (the hook, if glibc found the driver's or the
+ *    library's function or the hook itself; glibc's answer otherwise).
  *  - anything else: the answer.
  *
  * If glibc's dlsym is unknown (vgpumem_glibc_dlsym is NULL, which glibc never

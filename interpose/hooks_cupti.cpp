@@ -4,14 +4,16 @@
 // (cupti/kernel_times.h), the profiler's first call would fail or steal our
 // callbacks. So each of these steps the runtime aside first -- once: flush,
 // disable, unsubscribe -- then forwards to the CUPTI that follows us in the
-// search order. Never break the user's profiler.
+// search order (or the program's own RTLD_LOCAL handle of it). Never break
+// the user's profiler.
 //
 // Exported through exports.map's cu* (these are cupti*). Our own KernelTimes
 // calls CUPTI through its dlopen handle and never reaches these.
-#include <dlfcn.h>
-
 #include <cupti.h>
 
+#include <atomic>
+
+#include "interpose/library_definitions.h"
 #include "interpose/real_driver.h"
 #include "shim/runtime.h"
 
@@ -31,20 +33,27 @@ void make_way_for_profiler(const char* entry) noexcept {
   }
 }
 
-// The real function, the next definition after ours (RTLD_NEXT from this
-// library): the program's libcupti.
+// The real function: the program's libcupti, the next definition after
+// ours, or the one our dlsym found on the program's own handle of a
+// libcupti loaded RTLD_LOCAL (library_definitions.h). Looked up until found.
 template <typename Fn>
-Fn next_definition(const char* name) {
-  return reinterpret_cast<Fn>(interpose::real_dlsym(RTLD_NEXT, name));
+Fn program_cupti(const char* name, std::atomic<void*>& slot) {
+  void* function = slot.load(std::memory_order_acquire);
+  if (function == nullptr) {
+    function = interpose::library_definition(name);
+    slot.store(function, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(function);
 }
 
 }  // namespace
 
-#define VGPUMEM_CUPTI_FORWARD(name, params, args)                                    \
-  VGPUMEM_CUPTI_EXPORT CUptiResult name params {                                     \
-    make_way_for_profiler(#name);                                                    \
-    static const auto real = next_definition<CUptiResult(*) params>(#name);          \
-    return real != nullptr ? real args : CUPTI_ERROR_NOT_INITIALIZED;                \
+#define VGPUMEM_CUPTI_FORWARD(name, params, args)                                         \
+  VGPUMEM_CUPTI_EXPORT CUptiResult name params {                                          \
+    make_way_for_profiler(#name);                                                         \
+    static std::atomic<void*> slot{nullptr};                                              \
+    const auto real = program_cupti<CUptiResult(*) params>(#name, slot);                  \
+    return real != nullptr ? real args : CUPTI_ERROR_NOT_INITIALIZED;                     \
   }
 
 VGPUMEM_CUPTI_FORWARD(cuptiSubscribe, (CUpti_SubscriberHandle * subscriber, CUpti_CallbackFunc callback, void* user),

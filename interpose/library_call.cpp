@@ -1,9 +1,7 @@
 #include "interpose/library_call.h"
 
-#include <dlfcn.h>
-
 #include "common/log.h"
-#include "interpose/real_driver.h"
+#include "interpose/library_definitions.h"
 #include "shim/runtime.h"
 #include "vmm/pager.h"
 
@@ -16,8 +14,12 @@ thread_local int t_calls = 0;  // library calls this thread is inside
 void* next_definition(const char* name, std::atomic<void*>& slot) {
   void* function = slot.load(std::memory_order_acquire);
   if (function == nullptr) {
-    function = real_dlsym(RTLD_NEXT, name);
-    if (function == nullptr) VGPUMEM_LOG_ERROR("{} was called, but no library after libvgpumem.so defines it", name);
+    function = library_definition(name);
+    if (function == nullptr) {
+      VGPUMEM_LOG_ERROR("{} was called, but no library after libvgpumem.so defines it, and dlsym has not found it in "
+                        "one loaded on its own (RTLD_LOCAL)",
+                        name);
+    }
     slot.store(function, std::memory_order_release);
   }
   return function;

@@ -23,8 +23,10 @@ namespace vgpumem::interpose {
 // Exported from libvgpumem.so with the library's own name.
 #define VGPUMEM_LIBRARY_HOOK extern "C" __attribute__((visibility("default")))
 
-// The definition of `name` that follows ours in the search order (the
-// library's), looked up once into `slot`; null, logged, if there is none.
+// The library's definition of `name` (library_definitions.h: the next in
+// the search order, or the one our dlsym found in a library loaded
+// RTLD_LOCAL), looked up into `slot` until found; null, logged, if none is
+// known.
 void* next_definition(const char* name, std::atomic<void*>& slot);
 
 // NEXT_AS names the type where the headers overload the name for C++.
