@@ -1,6 +1,10 @@
 #include "interpose/library_definitions.h"
 
 #include <dlfcn.h>
+#include <link.h>
+
+#include <cstring>
+#include <iterator>
 
 #include <atomic>
 
@@ -82,6 +86,45 @@ void* in_remembered_objects(const char* name) {
   return nullptr;
 }
 
+// A definition of `name` in any loaded object but ours, asking each in turn.
+// For a library loaded RTLD_LOCAL that calls a hooked name of its own or of
+// a dependency through its PLT (cuBLAS calling cuBLASLt): the global scope
+// is searched first, so the call lands in our hook, though no dlsym ever
+// revealed where the library is. Only ever from a hook, never from dlsym:
+// the objects' names are collected under dl_iterate_phdr's lock, the look-ups
+// made after it.
+void* in_loaded_objects(const char* name) {
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<const void*>(&answer_library_lookup), &self) == 0) return nullptr;
+  struct Names {
+    const char* self;
+    const char* paths[256];
+    std::size_t count;
+  } names{self.dli_fname, {}, 0};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto* collected = static_cast<Names*>(data);
+        const char* path = info->dlpi_name;
+        // The program itself (no name) answers from the global scope: ours first.
+        if (path == nullptr || path[0] == '\0' || std::strcmp(path, collected->self) == 0) return 0;
+        if (collected->count == std::size(collected->paths)) return 1;
+        collected->paths[collected->count++] = path;
+        return 0;
+      },
+      &names);
+  void* found = nullptr;
+  for (std::size_t i = 0; i < names.count && found == nullptr; ++i) {
+    void* object = dlopen(names.paths[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (object == nullptr) continue;
+    void* function = real_dlsym(object, name);  // the object and its dependencies: never the preload
+    Dl_info where{};
+    if (function != nullptr && dladdr(function, &where) != 0 && where.dli_fbase != self.dli_fbase) found = function;
+    dlclose(object);
+  }
+  static_cast<void>(dlerror());
+  return found;
+}
+
 // The definition the hook of kLibraryHooks[index] forwards to: the first of
 // the next one after us in the search order, one in an object a definition
 // was recorded from, and `revealed` (what a dlsym answer was about to
@@ -93,6 +136,7 @@ void* definition_of(std::size_t index, void* revealed) {
   void* found = real_dlsym(RTLD_NEXT, name);
   if (found == nullptr) found = in_remembered_objects(name);
   if (found == nullptr) found = revealed;
+  if (found == nullptr) found = in_loaded_objects(name);  // asked by a hook (revealed is dlsym's)
   static_cast<void>(dlerror());
   if (found == nullptr) return nullptr;
   void* published = nullptr;
@@ -150,6 +194,7 @@ void* library_definition(const char* name) {
   if (index != kNotALibraryHook) return definition_of(index, nullptr);
   void* function = real_dlsym(RTLD_NEXT, name);
   if (function == nullptr) function = in_remembered_objects(name);
+  if (function == nullptr) function = in_loaded_objects(name);
   static_cast<void>(dlerror());
   return function;
 }

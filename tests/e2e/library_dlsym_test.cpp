@@ -82,6 +82,18 @@ INSTANTIATE_TEST_SUITE_P(LibraryDlsym, ThroughDlsymOnAHandle,
                                            std::pair{"conv", "cudnnConvolutionForward"}),
                          [](const auto& instance) { return std::string(instance.param.first); });
 
+// A library loaded RTLD_LOCAL that links cuBLAS calls cublasGemmEx through
+// its PLT: the global scope comes first, so the call lands in the hook,
+// though no dlsym ever showed where cuBLAS is. The hook finds it among the
+// loaded objects, forwards, and claims the output.
+TEST(LibraryDlsym, ALocallyLoadedLibrarysOwnCallReachesTheHookWhichFindsItsLibrary) {
+  const ProbeRun run = paged("indirect");
+  EXPECT_EQ(run.not_fetched, 4 * kMiB) << run.out;
+  const std::string hash = field(run.out, "indirect fnv");
+  EXPECT_FALSE(hash.empty()) << run.out;
+  EXPECT_EQ(hash, unshimmed_hash("indirect"));
+}
+
 TEST(LibraryDlsym, WithPagingOffTheHookStillForwards) {
   const ProcessResult run = run_process({program("library_dlsym_probe"), "gemm"}, shim_environment());
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;

@@ -10,6 +10,9 @@
 //     gemm     cublasGemmEx, beta = 0, into a 4 MiB C
 //     lt       cublasLtMatmul, beta = 0, D = C, 4 MiB
 //     conv     cudnnConvolutionForward, beta = 0, a 4 MiB output
+//     indirect `gemm` through a library loaded RTLD_LOCAL that links cuBLAS
+//              and calls cublasGemmEx itself (local_blas_user.cpp): no
+//              dlsym names cuBLAS
 //     lookups  what dlsym answers on each handle (resolve_report.h), and
 //              for COPY (a second copy of libcublas.so.13 at another path)
 //              what dlsym answers on its handle
@@ -164,6 +167,28 @@ int run_gemm(const std::string& mode) {
   return expect_holds(mode, c, true);
 }
 
+// `gemm` again, through a library the program loaded RTLD_LOCAL that links
+// cuBLAS itself (local_blas_user.cpp): the program never looks cuBLAS up.
+int run_indirect(const std::string& mode) {
+  void* user = open_library("liblocal_blas_user.so");
+  using Gemm = int (*)(const void*, const void*, void*, int, int, int);
+  auto gemm = reinterpret_cast<Gemm>(dlsym(user, "local_gemm_beta0"));
+  if (gemm == nullptr) {
+    std::printf("error no local_gemm_beta0: %s\n", dlerror());
+    return 3;
+  }
+  Fillers fillers;
+  Buffer a = make(static_cast<std::size_t>(kM) * kK, small_a), b = make(static_cast<std::size_t>(kK) * kN, small_b);
+  Buffer c = make(static_cast<std::size_t>(kM) * kN, old_c);
+  fillers.push_out();
+  LIB(gemm(reinterpret_cast<void*>(a.device), reinterpret_cast<void*>(b.device), reinterpret_cast<void*>(c.device), kM,
+           kN, kK));
+  CHECK(cuCtxSynchronize());
+  c.host = product(a.host, b.host, kM, kN, kK);
+  fillers.push_out();
+  return expect_holds(mode, c, true);
+}
+
 int run_lt(const std::string& mode) {
   void* lt = open_library("libcublasLt.so.13");
   auto create = CUBLASLT(lt, cublasLtCreate);
@@ -281,7 +306,7 @@ void lookups(const char* copy) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::printf("usage: library_dlsym_probe gemm|lt|conv|lookups [COPY]\n");
+    std::printf("usage: library_dlsym_probe gemm|lt|conv|indirect|lookups [COPY]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -294,7 +319,11 @@ int main(int argc, char** argv) {
     std::printf("lookups ok\n");
     return 0;
   }
-  const int status = mode == "gemm" ? run_gemm(mode) : mode == "lt" ? run_lt(mode) : mode == "conv" ? run_conv(mode) : 2;
+  const int status = mode == "gemm"       ? run_gemm(mode)
+                     : mode == "lt"       ? run_lt(mode)
+                     : mode == "conv"     ? run_conv(mode)
+                     : mode == "indirect" ? run_indirect(mode)
+                                          : 2;
   if (status == 0) std::printf("%s ok\n", mode.c_str());
   return status;
 }
