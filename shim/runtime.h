@@ -130,6 +130,7 @@ class Runtime {
   vmm::PoolRegistry pools_;
   vmm::TensorMaps tensor_maps_;
   std::atomic<cupti::KernelTimes*> kernel_times_{nullptr};
+  scheduler::KernelClock* kernel_clock_ = nullptr;  // the scheduler's view of kernel_times_
   std::atomic<bool> kernel_times_claimed_{false};  // one thread starts it; the others never wait for it
   std::atomic<bool> profiler_started_{false};
   // Launch ids, unique in the process without a shared counter on the
