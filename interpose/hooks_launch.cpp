@@ -58,8 +58,10 @@ CUresult paged_launch(HookId id, CUfunction f, CUstream stream, bool per_thread,
   runtime.on_launch(id, f, stream);
   vmm::Pager* pager = runtime.pager();
   if (pager == nullptr) return untimed_launch();
-  // With paging on, CUPTI (when we hold it) times the kernel (shim/runtime.h).
-  auto launch = [&] { return runtime.timed_launch(untimed_launch); };
+  vmm::Access access;
+  // A kernel of a timed step goes with a launch id that CUPTI times it by,
+  // when the scheduler asked for that (shim/runtime.h).
+  auto launch = [&] { return runtime.timed_launch(access, untimed_launch); };
   std::uint64_t stack_words[kWordsOnStack];
   std::uint64_t* words = stack_words;
   vmm::LaunchArgs::Scan scan = runtime.launch_args().scan(f, params, extra, stack_words, kWordsOnStack);
@@ -68,7 +70,6 @@ CUresult paged_launch(HookId id, CUfunction f, CUstream stream, bool per_thread,
     scan = runtime.launch_args().scan(f, params, extra, t_words.data(), t_words.size());
     words = t_words.data();
   }
-  vmm::Access access;
   const vmm::Operation op{api_name(id), f};
   if (!scan.readable) {
     if (const CUresult result = prepare_unscannable(*pager, scan.kernel, f, stream, per_thread, access, op)) {

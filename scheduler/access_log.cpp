@@ -119,6 +119,7 @@ void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
   op.device = record.device;
   op.started = record.started;
   op.ended = record.ended;
+  op.launch_id = record.launch_id;
   op.library_op = record.library_op;
   op.library_call = record.library_call;
   op.overwritten = record.overwritten;

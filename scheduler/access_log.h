@@ -36,6 +36,7 @@ struct RecordedOp {
   std::uint32_t first_unit = 0, unit_count = 0;  // range in RecordedIteration::units
   int device = 0;                                  // of its first unit
   CUevent started = nullptr, ended = nullptr;      // timing marks of a timed iteration (else null)
+  std::uint64_t launch_id = 0;                     // or, for a kernel the kernel clock times, its id there (kernel_clock.h)
   LibraryOp library_op = LibraryOp::none;          // of the library call that launched it (vmm/access_feed.h)
   std::uint64_t library_call = 0;                  // that call's serial; 0 for none
   std::uint64_t overwritten = 0;                   // bit k: its k-th unit is overwritten whole (k < 64)

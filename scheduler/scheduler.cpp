@@ -34,8 +34,14 @@ const char* planner_name(Planner planner) {
 
 }  // namespace
 
-Scheduler::Scheduler(Options options, vmm::PagerControl& pager, std::function<std::string(CUfunction)> kernel_name)
-    : options_(std::move(options)), pager_(pager), kernel_name_(std::move(kernel_name)), log_(options_.log, &pager) {
+Scheduler::Scheduler(Options options, vmm::PagerControl& pager, std::function<std::string(CUfunction)> kernel_name,
+                     KernelClock* kernel_clock)
+    : options_(std::move(options)),
+      pager_(pager),
+      kernel_name_(std::move(kernel_name)),
+      log_(options_.log, &pager),
+      kernel_clock_(kernel_clock),
+      kernel_spans_(kernel_clock != nullptr ? std::make_unique<KernelSpans>(*kernel_clock) : nullptr) {
   thread_ = std::thread([this] { planning_loop(); });
 }
 
@@ -94,25 +100,11 @@ void Scheduler::planning_loop() {
   }
 }
 
-IterationProfile Scheduler::profile(const RecordedIteration& iteration) {
-  // Every time the profile wants, read in one call: (ran, waited) for each
-  // operation, the wait from the end of the one before it on its stream.
-  std::vector<vmm::ElapsedQuery> queries(2 * iteration.ops.size());
-  for (std::size_t i = 0; i < iteration.ops.size(); ++i) {
-    const RecordedOp& op = iteration.ops[i];
-    queries[2 * i] = {op.device, op.started, op.ended};
-    if (i == 0) continue;
-    const RecordedOp& previous = iteration.ops[i - 1];
-    if (previous.stream_bit == op.stream_bit && previous.device == op.device) {
-      queries[2 * i + 1] = {op.device, previous.ended, op.started};
-    }
-  }
-  std::vector<std::int64_t> nanoseconds(queries.size(), -1);
-  pager_.elapsed_ns(queries, nanoseconds);
+IterationProfile Scheduler::profile(const RecordedIteration& iteration, const StepTimes& times) {
   ProfileSources sources;
-  sources.time = [&nanoseconds](std::size_t i, double* duration, double* stall) {
-    *duration = nanoseconds[2 * i] < 0 ? -1.0 : static_cast<double>(nanoseconds[2 * i]);
-    *stall = nanoseconds[2 * i + 1] < 0 ? -1.0 : static_cast<double>(nanoseconds[2 * i + 1]);
+  sources.time = [&times](std::size_t i, double* duration, double* stall) {
+    *duration = times.duration_ns[i];
+    *stall = times.stall_ns[i];
   };
   sources.bytes = [this](const vmm::Unit* unit) {
     const vmm::UnitFacts facts = pager_.facts(unit);
@@ -131,6 +123,16 @@ IterationProfile Scheduler::profile(const RecordedIteration& iteration) {
   IterationProfile result = build_profile(iteration, sources);
   result.offload_delay = 1 + options_.grace_operations;
   return result;
+}
+
+void Scheduler::note_timing(const StepTimes& times) {
+  std::lock_guard lock(mutex_);
+  timing_source_ = times.source;
+  ++timed_steps_read_;
+  kernels_clocked_ += times.kernels_clocked;
+  kernels_marked_ += times.kernels_marked;
+  others_marked_ += times.others_marked;
+  kernels_missing_ += times.kernels_missing;
 }
 
 // Where the plan in force made a user wait, its prefetches go earlier next
@@ -175,7 +177,20 @@ bool Scheduler::plan_now() {
   const auto ms_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };
-  const IterationProfile step = profile(*iteration);
+  const StepTimes times = read_step_times(*iteration, &pager_, kernel_spans_.get());
+  note_timing(times);
+  if (times.kernels_missing > 0 && !times_kernels_by_launch_id()) {
+    // The clock stepped aside (a profiler started) during the step: what it
+    // never timed would be guessed. The next step is timed with marks.
+    log_.request_timing(iteration->thread, 0);
+    std::lock_guard lock(mutex_);
+    ++steps_timed_again_;
+    VGPUMEM_LOG_DEBUG("schedule: {} kernels of recorded step {} were never timed (the kernel clock stopped); timing "
+                      "another step with events",
+                      times.kernels_missing, iteration->serial);
+    return false;
+  }
+  const IterationProfile step = profile(*iteration, times);
   const double profile_ms = ms_since(began);
   if (trial_ != nullptr && trial_->covers(iteration->thread, iteration->lock) && !trial_->done()) {
     return measure_trial(*iteration, step);
@@ -366,6 +381,14 @@ nlohmann::json Scheduler::summary() const {
   out["plan"] = last_plan_.is_null() ? nlohmann::json::object() : last_plan_;
   if (!last_trial_.is_null()) out["trial"] = last_trial_;
   if (!last_profile_.is_null()) out["profile"] = last_profile_;
+  out["timing_source"] = timing_source_.empty() ? "none" : timing_source_;
+  out["timing"] = {{"steps_read", timed_steps_read_},
+                   {"kernels_clocked", kernels_clocked_},
+                   {"kernels_marked", kernels_marked_},
+                   {"others_marked", others_marked_},
+                   {"marks", 2 * (kernels_marked_ + others_marked_)},
+                   {"kernels_missing", kernels_missing_},
+                   {"steps_timed_again", steps_timed_again_}};
   return out;
 }
 

@@ -29,7 +29,9 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/access_log.h"
+#include "scheduler/kernel_clock.h"
 #include "scheduler/plan_trial.h"
+#include "scheduler/step_times.h"
 #include "scheduler/swap_plan.h"
 #include "scheduler/trigger_table.h"
 #include "vmm/pager_control.h"
@@ -48,12 +50,18 @@ class Scheduler final : public vmm::AccessFeed {
     // How often the planning thread looks for a new recording.
     std::chrono::milliseconds poll{2};
   };
-  Scheduler(Options options, vmm::PagerControl& pager, std::function<std::string(CUfunction)> kernel_name);
+  // `kernel_clock`, when given, times the kernels of timed steps while it is
+  // active (kernel_clock.h); marks on the streams time the rest.
+  Scheduler(Options options, vmm::PagerControl& pager, std::function<std::string(CUfunction)> kernel_name,
+            KernelClock* kernel_clock = nullptr);
   ~Scheduler() override;  // stops the planning thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   bool accessed(const vmm::AccessRecord& record) noexcept override;
+  bool times_kernels_by_launch_id() const noexcept override {
+    return kernel_clock_ != nullptr && kernel_clock_->active();
+  }
   // What accessed() answered the calling thread last (AccessLog::wants_timing).
   bool wants_timing() noexcept { return log_.wants_timing(); }
 
@@ -71,7 +79,8 @@ class Scheduler final : public vmm::AccessFeed {
 
  private:
   void planning_loop();
-  IterationProfile profile(const RecordedIteration& iteration);
+  IterationProfile profile(const RecordedIteration& iteration, const StepTimes& times);
+  void note_timing(const StepTimes& times);
   void learn_leads(const IterationProfile& profile);
   std::vector<std::string> operation_names(const RecordedIteration& iteration);
   const std::string& kernel_name_of(CUfunction function);
@@ -84,6 +93,8 @@ class Scheduler final : public vmm::AccessFeed {
   vmm::PagerControl& pager_;
   const std::function<std::string(CUfunction)> kernel_name_;
   AccessLog log_;
+  KernelClock* const kernel_clock_;
+  std::unique_ptr<KernelSpans> kernel_spans_;  // the planning thread's
 
   std::atomic<const TriggerTable*> table_{nullptr};
 
@@ -113,6 +124,10 @@ class Scheduler final : public vmm::AccessFeed {
   std::unique_ptr<PlanTrial> trial_;
   IterationProfile trial_step_;
   nlohmann::json last_trial_;  // its summary, for the trace
+  // Where the timed steps read so far got their times (step_times.h).
+  std::string timing_source_;  // of the last one read
+  std::size_t timed_steps_read_ = 0, kernels_clocked_ = 0, kernels_marked_ = 0, others_marked_ = 0,
+              kernels_missing_ = 0, steps_timed_again_ = 0;
 };
 
 }  // namespace vgpumem::scheduler

@@ -13,6 +13,7 @@
 
 #include "interpose/paging_driver.h"
 #include "interpose/real_driver.h"
+#include "shim/cupti_kernel_clock.h"
 #include "shim/lifecycle.h"
 #include "shim/log.h"
 #include "vmm/kernel_name.h"
@@ -122,12 +123,13 @@ vmm::Pager* Runtime::create_pager() {
                                                            : scheduler::Planner::swap;
       plan.grace_operations = config_.grace_operations;
       // Leaked with the pager, whose feed it is; its planning thread stops at exit.
-      // Kernel durations: the scheduler times sampled launches with events. Where
-      // kernel_times() is active it will drain CUPTI's durations instead (keyed by
-      // the launch id timed_launch pushes), not yet wired.
-      scheduler_ = new scheduler::Scheduler(plan, *pager, [driver](CUfunction function) {
-        return vmm::kernel_name(*driver, function);
-      });
+      // Kernel durations: while kernel_times() is active, the kernels of a timed
+      // step are timed by CUPTI (keyed by the launch id timed_launch pushes), the
+      // rest with events; otherwise everything with events.
+      kernel_clock_ = new CuptiKernelClock(kernel_times_);
+      scheduler_ = new scheduler::Scheduler(
+          plan, *pager, [driver](CUfunction function) { return vmm::kernel_name(*driver, function); },
+          config_.cupti == CuptiUse::off ? nullptr : kernel_clock_);
       pager->set_access_feed(scheduler_);
     }
     pager_.store(pager, std::memory_order_release);

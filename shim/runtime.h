@@ -17,6 +17,7 @@
 #include "scheduler/scheduler.h"
 #include "shim/config.h"
 #include "trace/recorder.h"
+#include "vmm/access.h"
 #include "vmm/accounting.h"
 #include "vmm/launch_args.h"
 #include "vmm/pager.h"
@@ -79,17 +80,22 @@ class Runtime {
 
   // Kernel durations from CUPTI (cupti/kernel_times.h): made with the pager
   // when VGPUMEM_CUPTI=auto; nullptr before that, with VGPUMEM_CUPTI=off, or
-  // when a profiler came first. Its state says whether it is active. The
-  // scheduler will drain it for its cost model (kernel durations keyed by the
-  // launch id timed_launch gives); until then it times with events.
+  // when a profiler came first. Its state says whether it is active; while it
+  // is, the scheduler times the kernels of a timed step by it
+  // (shim/cupti_kernel_clock.h) and the other operations with events.
   cupti::KernelTimes* kernel_times() const { return kernel_times_.load(std::memory_order_acquire); }
-  // Runs `launch` with its launch id on CUPTI's external-correlation stack
-  // when kernel times are active: no lock, no allocation.
+  // Runs `launch`; when the scheduler asked to time this kernel by its launch
+  // id (`access`, only on the operations of a timed step), with a fresh id
+  // on CUPTI's external-correlation stack around it: no lock, no allocation.
+  // Every other launch pays one load of `access`.
   template <typename Launch>
-  CUresult timed_launch(Launch&& launch) {
+  CUresult timed_launch(vmm::Access& access, Launch&& launch) {
+    if (!access.wants_launch_id()) return launch();
     cupti::KernelTimes* times = kernel_times();
     if (times == nullptr) return launch();
-    times->begin(next_launch_id());
+    const std::uint64_t id = next_launch_id();
+    access.set_launch_id(id);  // stepped aside meanwhile: no record comes, and the planner knows why
+    times->begin(id);
     const CUresult result = launch();
     times->end();
     return result;
@@ -124,6 +130,7 @@ class Runtime {
   vmm::PoolRegistry pools_;
   vmm::TensorMaps tensor_maps_;
   std::atomic<cupti::KernelTimes*> kernel_times_{nullptr};
+  scheduler::KernelClock* kernel_clock_ = nullptr;  // the scheduler's view of kernel_times_
   std::atomic<bool> kernel_times_claimed_{false};  // one thread starts it; the others never wait for it
   std::atomic<bool> profiler_started_{false};
   // Launch ids, unique in the process without a shared counter on the

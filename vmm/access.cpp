@@ -49,6 +49,7 @@ void Access::release() {
     const CUevent ended = started_ != nullptr ? marks_->mark(stream_) : nullptr;
     Unit* const* units = spilled_ ? spill_.data() : inline_;
     AccessRecord record{identity.value(), stream_, bit_, function_, api_, units, count_, at(0)->device, started_, ended};
+    record.launch_id = launch_id_;
     if (const LibraryCallScope* call = library_call_on_this_thread()) {
       record.library_op = call->op;
       record.library_call = call->serial;
@@ -61,6 +62,8 @@ void Access::release() {
   if (started_ != nullptr) marks_->release_mark(count_ > 0 ? at(0)->device : 0, started_);  // nobody wants it
   started_ = nullptr;
   feed_ = nullptr;
+  wants_launch_id_ = false;
+  launch_id_ = 0;
   identity_.reset();
   for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
   held_ = count_ = 0;

@@ -46,6 +46,11 @@ class Access {
   void release();
   // The units held, or about to be.
   std::size_t size() const { return count_; }
+  // The operation is a kernel to be timed by its launch id (the feed's
+  // times_kernels_by_launch_id()): the launcher pushes an id of its own
+  // making around the launch and tells it here, for the feed's record.
+  bool wants_launch_id() const { return wants_launch_id_; }
+  void set_launch_id(std::uint64_t id) { launch_id_ = id; }
 
  private:
   friend class Pager;
@@ -72,6 +77,10 @@ class Access {
     marks_ = marks;
     started_ = started;
   }
+  // The operation is timed by its launch id, not by marks.
+  void time_by_launch_id() { wants_launch_id_ = true; }
+  // Whether the operation is timed already, one way or the other.
+  bool timed() const { return started_ != nullptr || wants_launch_id_; }
   // The operation is noted: release() tells `feed` about it, and keeps
   // the feed's answer (time the next one?) in `thread`.
   void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, const Operation& op, LaunchThread& thread) {
@@ -97,6 +106,8 @@ class Access {
   const char* api_ = "";
   PagerControl* marks_ = nullptr;
   CUevent started_ = nullptr;
+  bool wants_launch_id_ = false;
+  std::uint64_t launch_id_ = 0;
 };
 
 }  // namespace vgpumem::vmm

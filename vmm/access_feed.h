@@ -58,6 +58,11 @@ struct AccessRecord {
   // after it, the feed's to give back (PagerControl::release_mark). Null
   // otherwise.
   CUevent started = nullptr, ended = nullptr;
+  // A timed kernel the feed times off the stream instead (its
+  // times_kernels_by_launch_id()): the id its launcher pushed for it
+  // (Access::set_launch_id), which the kernel's record will carry; 0 for
+  // none. Such a kernel has no marks.
+  std::uint64_t launch_id = 0;
   // Launched by a hooked library call (vmm/library_call_scope.h): what the
   // call does, which call it is (its serial; 0 outside any), and which of
   // `units` (bit i: units[i], the first 64) it overwrites whole.
@@ -74,6 +79,11 @@ class AccessFeed {
   // (the pager keeps it for the thread) so that an operation costs the feed
   // one virtual call, not a second one to ask before it.
   virtual bool accessed(const AccessRecord& record) noexcept = 0;
+  // Whether a kernel the feed asked to time is to be timed off the
+  // program's stream, by the launch id its launcher pushes (a kernel clock
+  // such as CUPTI's), rather than by two marks on its stream. Asked only of
+  // operations to be timed, never on an untimed launch.
+  virtual bool times_kernels_by_launch_id() const noexcept { return false; }
 };
 
 

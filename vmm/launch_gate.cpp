@@ -149,8 +149,15 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     note_use(access.at(i), bit, tick);
     LaunchGrace::stamp(*access.at(i), stamp);
   }
-  if (access.feed_ != nullptr && access.started_ == nullptr && thread.time_next == access.feed_) {
-    access.time(this, mark(named));
+  if (access.feed_ != nullptr && !access.timed() && thread.time_next == access.feed_) {
+    // A kernel the feed times off the stream (CUPTI) needs no marks on it:
+    // its launcher pushes a launch id instead. Copies and memsets have no
+    // kernel record, so they are always marked.
+    if (op.function != nullptr && access.feed_->times_kernels_by_launch_id()) {
+      access.time_by_launch_id();
+    } else {
+      access.time(this, mark(named));
+    }
   }
   return CUDA_SUCCESS;
 }

@@ -270,5 +270,60 @@ TEST_F(ScheduledMovesTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRe
   expect_held(buffers, kChunk);
 }
 
+// A feed that times every operation, kernels by launch id while its clock
+// is on (Scheduler::times_kernels_by_launch_id), and keeps what it was told.
+class TimingFeed final : public vmm::AccessFeed {
+ public:
+  bool accessed(const vmm::AccessRecord& record) noexcept override {
+    started = record.started;
+    ended = record.ended;
+    launch_id = record.launch_id;
+    return true;
+  }
+  bool times_kernels_by_launch_id() const noexcept override { return clock_on; }
+  bool clock_on = true;
+  CUevent started = nullptr, ended = nullptr;
+  std::uint64_t launch_id = 0;
+};
+
+// Under a kernel clock a timed kernel records no event on the program's
+// stream: it is noted for a launch id, which its record carries. A copy has
+// no kernel record, so it is marked; with the clock off, so is a kernel.
+TEST_F(ScheduledMovesTest, ATimedKernelUnderAKernelClockGetsALaunchIdAndNoMarks) {
+  make_pager(4 * kChunk);
+  TimingFeed feed;
+  pager_->set_access_feed(&feed);
+  std::array<CUdeviceptr, 1> buffer{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffer, kChunk));
+  const auto kernel = reinterpret_cast<CUfunction>(std::uintptr_t{0x1000});  // only its being a kernel matters
+  const auto operate = [&](const vmm::Operation& op, std::uint64_t id) {
+    vmm::Access access;
+    ASSERT_EQ(pager_->prepare_range(buffer[0], kChunk, nullptr, false, access, op), CUDA_SUCCESS);
+    if (access.wants_launch_id()) access.set_launch_id(id);
+    access.release();
+  };
+  ASSERT_NO_FATAL_FAILURE(operate({"cuMemcpyHtoD_v2"}, 0));  // the feed asks to time the next from here on
+  ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 41));
+  EXPECT_EQ(feed.launch_id, 41u);
+  EXPECT_EQ(feed.started, nullptr);
+  EXPECT_EQ(feed.ended, nullptr);
+
+  ASSERT_NO_FATAL_FAILURE(operate({"cuMemcpyHtoD_v2"}, 42));
+  EXPECT_EQ(feed.launch_id, 0u) << "a copy has no kernel record";
+  EXPECT_NE(feed.started, nullptr);
+  EXPECT_NE(feed.ended, nullptr);
+  pager_->release_mark(0, feed.started);
+  pager_->release_mark(0, feed.ended);
+
+  feed.clock_on = false;  // stepped aside: the next timed kernel is marked
+  ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 43));
+  EXPECT_EQ(feed.launch_id, 0u);
+  EXPECT_NE(feed.started, nullptr);
+  EXPECT_NE(feed.ended, nullptr);
+  pager_->release_mark(0, feed.started);
+  pager_->release_mark(0, feed.ended);
+  pager_->set_access_feed(nullptr);
+}
+
 }  // namespace
 }  // namespace vgpumem::test
