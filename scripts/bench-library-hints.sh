@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cuDNN trainer (tests/workloads/cnn_trainer.cpp) on the simulated
 # driver under vgpumem, with the library hooks on and off
-# (VGPUMEM_LIBRARY_HOOKS), at caps of 50, 33 and 25 % of its peak: the last
+# (VGPUMEM_LIBRARY_HOOKS), at caps of 50, 40 and 30 % of its peak (its
+# largest convolution needs 28 % resident at once; below, CUDA's
+# out-of-memory error is the answer, shown as such): the last
 # step's simulated time, bytes moved, and whether the result is the
 # uncapped run's. Prints a Markdown table (docs/benchmarks.md, "Library
 # hints"). Never run in CI: about two minutes.
@@ -22,21 +24,25 @@ trap 'rm -rf "$scratch"' EXIT
 
 field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 
-echo "| link | cap | policy | hooks | step | step / uncapped | in / step (trace) | not copied back | bit-identical |"
+echo "| link | cap | policy | hooks | step | step / uncapped | copied in / step | not copied in / step | bit-identical |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for link in "${links[@]}"; do
   uncapped_out=$(VGPUSIM_LINK_GBPS=$link VGPUSIM_DEVICE_MEMORY=1GiB "$trainer" --steps "$steps")
   uncapped_result=$(grep '^RESULT' <<<"$uncapped_out")
   uncapped_step=$(field "$(grep '^TIMING' <<<"$uncapped_out")" step_ns)
   peak=$(field "$uncapped_result" peak_device_bytes_wanted)
-  for percent in 50 33 25; do
+  for percent in 50 40 30; do
     cap=$((peak * percent / 100))
     for policy in lru auto; do
       for hooks in on off; do
         trace="$scratch/trace.json"
-        out=$(VGPUSIM_LINK_GBPS=$link VGPUSIM_DEVICE_MEMORY=1GiB LD_PRELOAD="$build/lib/libvgpumem.so" \
-              VGPUMEM_LIMIT=$cap VGPUMEM_POLICY=$policy VGPUMEM_LIBRARY_HOOKS=$hooks VGPUMEM_TRACE="$trace" \
-              "$trainer" --steps "$steps")
+        if ! out=$(VGPUSIM_LINK_GBPS=$link VGPUSIM_DEVICE_MEMORY=1GiB LD_PRELOAD="$build/lib/libvgpumem.so" \
+                   VGPUMEM_LIMIT=$cap VGPUMEM_POLICY=$policy VGPUMEM_LIBRARY_HOOKS=$hooks VGPUMEM_TRACE="$trace" \
+                   "$trainer" --steps "$steps" 2>/dev/null); then
+          printf '| %s GB/s | %s %% | %s | %s | %s | | | | |\n' "$link" "$percent" "$policy" "$hooks" \
+            "$(grep -m1 '^CUDA_ERROR' <<<"$out" || echo failed)"
+          continue
+        fi
         step=$(field "$(grep '^TIMING' <<<"$out")" step_ns)
         same=$([[ $(grep '^RESULT' <<<"$out") == "$uncapped_result" ]] && echo yes || echo NO)
         read -r fetched skipped < <(python3 - "$trace" "$steps" <<'PY'
