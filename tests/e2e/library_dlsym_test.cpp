@@ -6,6 +6,7 @@
 // the trace -- and forward to that library's function: same bits as without
 // the shim. The mirror, for library names, of lookup_test.cpp's dlsym cases.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -105,11 +106,16 @@ TEST(LibraryDlsym, WithPagingOffTheHookStillForwards) {
 class LibraryLookups : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::filesystem::path copy = temp_path("library-dlsym-copy/libcublas_copy.so.13");
+    // Per process: ctest runs each case of the suite in a process of its
+    // own, in parallel, and one must never overwrite the copy another has
+    // loaded (nor its trace).
+    const std::string own = std::to_string(getpid());
+    copy_dir_ = new std::string(temp_path("library-dlsym-copy-" + own));
+    const std::filesystem::path copy = *copy_dir_ + "/libcublas_copy.so.13";
     std::filesystem::create_directories(copy.parent_path());
     std::filesystem::copy_file(std::string(VGPUMEM_TEST_SIM_DIR) + "/libcublas.so.13", copy,
                                std::filesystem::copy_options::overwrite_existing);
-    trace_ = new std::string(temp_path("library-dlsym-lookups.json"));
+    trace_ = new std::string(temp_path("library-dlsym-lookups-" + own + ".json"));
     auto env = shim_environment();
     env["VGPUMEM_TRACE"] = *trace_;
     preloaded_ = new ProcessResult(run_process({program("library_dlsym_probe"), "lookups", copy.string()}, env));
@@ -117,17 +123,23 @@ class LibraryLookups : public ::testing::Test {
         run_process({program("library_dlsym_probe"), "lookups", copy.string()}, simulator_environment()));
   }
   static void TearDownTestSuite() {
+    std::error_code ignored;
+    std::filesystem::remove_all(*copy_dir_, ignored);
+    std::filesystem::remove(*trace_, ignored);
     delete preloaded_;
     delete plain_;
     delete trace_;
+    delete copy_dir_;
   }
   static ProcessResult* preloaded_;
   static ProcessResult* plain_;
+  static std::string* copy_dir_;
   static std::string* trace_;
 };
 ProcessResult* LibraryLookups::preloaded_ = nullptr;
 ProcessResult* LibraryLookups::plain_ = nullptr;
 std::string* LibraryLookups::trace_ = nullptr;
+std::string* LibraryLookups::copy_dir_ = nullptr;
 
 TEST_F(LibraryLookups, HookedNamesOnAHandleAnswerWithTheHook) {
   ASSERT_EQ(preloaded_->exit_code, 0) << preloaded_->out << preloaded_->err;
