@@ -238,6 +238,9 @@ int run_conv(const std::string& mode) {
   auto set_conv = CUDNN(cudnn, cudnnSetConvolution2dDescriptor);
   auto workspace_size = CUDNN(cudnn, cudnnGetConvolutionForwardWorkspaceSize);
   auto forward = CUDNN(cudnn, cudnnConvolutionForward);
+  auto destroy_tensor = CUDNN(cudnn, cudnnDestroyTensorDescriptor);
+  auto destroy_filter = CUDNN(cudnn, cudnnDestroyFilterDescriptor);
+  auto destroy_conv = CUDNN(cudnn, cudnnDestroyConvolutionDescriptor);
   constexpr int kBatch = 4, kIn = 1, kOut = 16, kSize = 128, kKernel = 3;
   Fillers fillers;
   Buffer x = make(static_cast<std::size_t>(kBatch) * kIn * kSize * kSize, small_a);
@@ -267,6 +270,11 @@ int run_conv(const std::string& mode) {
               algo, reinterpret_cast<void*>(workspace), workspace_bytes, &zero, y_desc,
               reinterpret_cast<void*>(y.device)));
   CHECK(cuCtxSynchronize());
+  LIB(destroy_tensor(x_desc));
+  LIB(destroy_tensor(y_desc));
+  LIB(destroy_filter(w_desc));
+  LIB(destroy_conv(conv));
+  CHECK(cuMemFree(workspace));
   LIB(destroy(handle));
   fillers.push_out();
   return expect_holds(mode, y, false);
