@@ -9,6 +9,7 @@
 
 #include <optional>
 
+#include "interpose/cudnn_support.h"
 #include "interpose/library_call.h"
 #include "interpose/tensor_operands.h"
 
@@ -16,28 +17,6 @@ using namespace vgpumem;
 using namespace vgpumem::interpose;
 
 namespace {
-
-std::size_t cudnn_element_bytes(cudnnDataType_t type) {
-  switch (type) {
-    case CUDNN_DATA_INT8:
-    case CUDNN_DATA_UINT8:
-    case CUDNN_DATA_FP8_E4M3:
-    case CUDNN_DATA_FP8_E5M2:
-      return 1;
-    case CUDNN_DATA_HALF:
-    case CUDNN_DATA_BFLOAT16:
-      return 2;
-    case CUDNN_DATA_FLOAT:
-    case CUDNN_DATA_INT32:
-    case CUDNN_DATA_UINT32:
-      return 4;
-    case CUDNN_DATA_DOUBLE:
-    case CUDNN_DATA_INT64:
-      return 8;
-    default:
-      return 0;  // packed and vector types: nothing is claimed
-  }
-}
 
 // cuDNN's scaling factors are host values: double for double data, float
 // for everything else.
@@ -98,12 +77,6 @@ TensorOperand filter(const void* address, cudnnFilterDescriptor_t desc) {
   return t;
 }
 
-cudaStream_t stream_of(cudnnHandle_t handle) {
-  cudaStream_t stream = nullptr;
-  if (auto get = NEXT(cudnnGetStream)) get(handle, &stream);
-  return stream;
-}
-
 // The written output of a call, if it overwrites it whole.
 std::optional<ByteRange> output_written(const TensorOperand& output, cudnnDataType_t data, const void* beta,
                                         std::initializer_list<TensorOperand> inputs) {
@@ -130,7 +103,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionForward(
   return call_library(
       NEXT(cudnnConvolutionForward), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_forward,
       [&] { return output_written(y, yDesc, beta, {tensor(x, xDesc), filter(w, wDesc)}); },
-      [&] { return stream_of(handle); }, handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
+      [&] { return cudnn_stream(handle); }, handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
       workSpaceSizeInBytes, beta, yDesc, y);
 }
 
@@ -142,7 +115,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardData(
   return call_library(
       NEXT(cudnnConvolutionBackwardData), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_data,
       [&] { return output_written(dx, dxDesc, beta, {filter(w, wDesc), tensor(dy, dyDesc)}); },
-      [&] { return stream_of(handle); }, handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
+      [&] { return cudnn_stream(handle); }, handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
       workSpaceSizeInBytes, beta, dxDesc, dx);
 }
 
@@ -158,7 +131,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardFilter(
         const TensorOperand image = tensor(x, xDesc, &data);
         return output_written(filter(dw, dwDesc), data, beta, {image, tensor(dy, dyDesc)});
       },
-      [&] { return stream_of(handle); }, handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace,
+      [&] { return cudnn_stream(handle); }, handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace,
       workSpaceSizeInBytes, beta, dwDesc, dw);
 }
 
@@ -168,6 +141,6 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t ha
                                                                 const cudnnTensorDescriptor_t dbDesc, void* db) {
   return call_library(
       NEXT(cudnnConvolutionBackwardBias), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_bias,
-      [&] { return output_written(db, dbDesc, beta, {tensor(dy, dyDesc)}); }, [&] { return stream_of(handle); },
+      [&] { return output_written(db, dbDesc, beta, {tensor(dy, dyDesc)}); }, [&] { return cudnn_stream(handle); },
       handle, alpha, dyDesc, dy, beta, dbDesc, db);
 }

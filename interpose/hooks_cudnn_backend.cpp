@@ -14,6 +14,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "interpose/cudnn_support.h"
 #include "interpose/library_call.h"
 #include "interpose/tensor_operands.h"
 #include "shim/runtime.h"
@@ -72,27 +73,6 @@ bool get_descriptor(cudnnBackendDescriptor_t from, cudnnBackendAttributeName_t n
   return target != nullptr && get(from, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &target) && got == 1;
 }
 
-std::size_t element_bytes_of(cudnnDataType_t type) {
-  switch (type) {
-    case CUDNN_DATA_HALF:
-    case CUDNN_DATA_BFLOAT16:
-      return 2;
-    case CUDNN_DATA_FLOAT:
-    case CUDNN_DATA_INT32:
-      return 4;
-    case CUDNN_DATA_DOUBLE:
-    case CUDNN_DATA_INT64:
-      return 8;
-    case CUDNN_DATA_INT8:
-    case CUDNN_DATA_UINT8:
-    case CUDNN_DATA_FP8_E4M3:
-    case CUDNN_DATA_FP8_E5M2:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
 bool read_tensor(cudnnBackendDescriptor_t op, cudnnBackendAttributeName_t name, PlanTensor* out) {
   Scratch tensor(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   if (!get_descriptor(op, name, tensor)) return false;
@@ -113,7 +93,7 @@ bool read_tensor(cudnnBackendDescriptor_t op, cudnnBackendAttributeName_t name, 
     out->shape.dims[static_cast<std::size_t>(d)] = dims[d];
     out->shape.strides[static_cast<std::size_t>(d)] = strides[d];
   }
-  out->shape.element_bytes = element_bytes_of(type);
+  out->shape.element_bytes = cudnn_element_bytes(type);
   return true;
 }
 
@@ -223,12 +203,6 @@ std::optional<ByteRange> plan_overwrites(const PlanFacts& facts, cudnnBackendDes
   return overwritten_whole(output, false, {a, b});
 }
 
-cudaStream_t stream_of(cudnnHandle_t handle) {
-  cudaStream_t stream = nullptr;
-  if (auto get_stream = NEXT(cudnnGetStream)) get_stream(handle, &stream);
-  return stream;
-}
-
 }  // namespace
 
 VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
@@ -237,7 +211,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cud
   if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
   if (passes_through() || LibraryCall::inside_one()) return next(handle, executionPlan, variantPack);
   const PlanFacts facts = facts_of(executionPlan);
-  LibraryCall call(facts.op, plan_overwrites(facts, variantPack), stream_of(handle));
+  LibraryCall call(facts.op, plan_overwrites(facts, variantPack), cudnn_stream(handle));
   return call.returned(next(handle, executionPlan, variantPack));
 }
 

@@ -206,7 +206,7 @@ CUresult Pager::refuse_unfit(Access& access, const Operation& op) {
 
 CUresult Pager::bring_in(Unit* unit, const Operation& op) {
   if (unit->retired || unit->state.load() != Residency::on_host) return CUDA_SUCCESS;
-  const CUresult result = fetch(unit, library_call_here());
+  const CUresult result = fetch(unit, library_call_on_this_thread());
   if (result == CUDA_ERROR_OUT_OF_MEMORY) {
     VGPUMEM_LOG_ERROR("{} cannot have {} at {:#x} back on device {}: what else it names, and what other work holds "
                       "or pins, fill the cap of {}: CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",

@@ -29,7 +29,6 @@ bool Pager::begin_library_call(LibraryCallScope& scope) {
 }
 
 LibraryCallScope* library_call_on_this_thread() { return t_scope; }
-LibraryCallScope* Pager::library_call_here() { return t_scope; }
 
 // The bytes of `unit` the call in `scope` overwrites, as offsets from the
 // unit's start (empty: copy it all). A unit the program mapped elsewhere

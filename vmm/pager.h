@@ -319,7 +319,6 @@ class Pager final : public PagerControl {
 
  private:
   CUresult fetch(Unit* unit, LibraryCallScope* overwrite = nullptr);
-  static LibraryCallScope* library_call_here();
   LibraryCallScope::Range skipped_on_fetch(const Unit* unit, LibraryCallScope* overwrite) const;
   CUresult copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip);
   void keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip);
