@@ -3,9 +3,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/dist_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cerrno>
@@ -145,7 +147,23 @@ void init_logging(LogLevel level, const std::string& file) {
   }
 }
 
-spdlog::logger& logger() { return process_logger().logger; }
+bool log_enabled(LogLevel level) noexcept {
+  try {
+    return process_logger().logger.should_log(to_spdlog(level));
+  } catch (...) {
+    return false;  // the logger could not be created (out of memory)
+  }
+}
+
+void log_formatted(LogLevel level, fmt::string_view format, fmt::format_args args) noexcept {
+  try {
+    fmt::memory_buffer line;
+    fmt::vformat_to(fmt::appender(line), format, args);
+    process_logger().logger.log(to_spdlog(level), spdlog::string_view_t(line.data(), line.size()));
+  } catch (...) {
+    // Out of memory, or a sink that failed: the line is dropped, the program goes on.
+  }
+}
 
 void write_stderr_line(const char* text) noexcept {
   std::size_t left = std::strlen(text);

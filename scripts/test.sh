@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite. Every build treats warnings as errors.
-#   build/                GCC, RelWithDebInfo, every test
 #   build-clang-release/  Clang, Release (what users build), every test; then from
 #                         it, one check each (scripts/check-install.sh):
 #                         `cmake --install` into a scratch prefix and the demo
@@ -9,7 +8,11 @@
 #   build-asan/           AddressSanitizer + UndefinedBehaviorSanitizer, every test
 #   build-tsan/           ThreadSanitizer, the tests labelled "concurrency" (it builds
 #                         only their programs: target concurrency_tests)
-# Usage: scripts/test.sh [--quick]   (--quick: the plain build only)
+# GCC compiles every test in build-asan/, Clang in build-clang-release/: both
+# compilers' warnings, every test optimized and under the sanitizers, without
+# a fourth build.
+# Usage: scripts/test.sh [--quick]
+#   --quick: only build/ (GCC, RelWithDebInfo, every test), the developer's build
 # The last line sums every test and check: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,8 +71,9 @@ run_check() {
   fi
 }
 
-run_build build "" ""
-if [[ $quick -eq 0 ]]; then
+if [[ $quick -eq 1 ]]; then
+  run_build build "" ""
+else
   if run_build build-clang-release "" "" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++; then
     run_check "install: cmake --install, then the demo from the install tree" build-clang-release.install.log \
       scripts/check-install.sh build-clang-release prefix
