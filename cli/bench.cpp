@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "cli/paths.h"
@@ -49,15 +50,25 @@ struct Options {
   int scale = 8;
   double link_gbps = kH100LinkGBps;  // each way, at full size (scaled with the bytes)
   std::string dir, markdown;
+  // The workloads' convolutions and GEMMs as cuDNN and cuBLAS calls
+  // (layered_trainer --libraries), and the shim's library hooks on, off or
+  // both (VGPUMEM_LIBRARY_HOOKS; "off" rows are the policy without hints).
+  bool libraries = false;
+  std::vector<std::string> library_hooks{"on"};
 };
 
 constexpr const char* kUsage =
     "usage: vgpumem bench [--models resnet50,vgg16,bert-large,gpt2-medium] [--caps 50,33,25] "
-    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 16] [--scale 8] [--link 55] [--out DIR] [--markdown FILE]";
+    "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 16] [--scale 8] [--link 55] [--libraries] "
+    "[--library-hooks on,off] [--out DIR] [--markdown FILE]";
 
 bool parse(const std::vector<std::string>& args, Options* options) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& key = args[i];
+    if (key == "--libraries") {
+      options->libraries = true;
+      continue;
+    }
     if (i + 1 >= args.size()) {
       std::cerr << "vgpumem bench: " << key << " needs a value; " << kUsage << "\n";
       return false;
@@ -71,6 +82,7 @@ bool parse(const std::vector<std::string>& args, Options* options) {
     else if (key == "--link") options->link_gbps = std::atof(value.c_str());
     else if (key == "--out") options->dir = value;
     else if (key == "--markdown") options->markdown = value;
+    else if (key == "--library-hooks") options->library_hooks = split(value);
     else {
       std::cerr << "vgpumem bench: unknown option \"" << key << "\"; " << kUsage << "\n";
       return false;
@@ -81,6 +93,13 @@ bool parse(const std::vector<std::string>& args, Options* options) {
                  "at least 1, --link a positive number of GB/s\n";
     return false;
   }
+  for (const std::string& hooks : options->library_hooks) {
+    if (hooks != "on" && hooks != "off") {
+      std::cerr << "vgpumem bench: --library-hooks takes on, off or on,off (got \"" << hooks << "\")\n";
+      return false;
+    }
+  }
+  if (options->library_hooks.empty()) options->library_hooks = {"on"};
   for (const std::string& cap : options->caps) {
     const int percent = std::atoi(cap.c_str());
     if (percent <= 0 || percent > 100) {
@@ -169,7 +188,8 @@ int run_bench(const std::vector<std::string>& args) {
   const std::string link = fixed(scaled_link, 6);
   std::cout << "vgpumem bench: layered workloads on the simulated driver, sizes / " << options.scale << ", link "
             << link << " GB/s (" << fixed(options.link_gbps, 1) << " / " << options.scale << "), " << options.steps
-            << " steps each\n\n";
+            << " steps each" << (options.libraries ? "; convolutions and GEMMs as cuDNN and cuBLAS calls" : "")
+            << "\n\n";
   const std::string header =
       "| workload | cap | policy | step | floor | step / floor | step / uncapped | out / step | in / step | "
       "beyond compute | bit-identical |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
@@ -181,6 +201,7 @@ int run_bench(const std::vector<std::string>& args) {
     request.dir = options.dir;
     request.program = {trainer, "--model", model, "--steps", std::to_string(options.steps), "--scale",
                        std::to_string(options.scale)};
+    if (options.libraries) request.program.push_back("--libraries");
     request.extra_environment["VGPUSIM_LINK_GBPS"] = link;
     request.name = model + "-uncapped";
     request.shim = false;
@@ -202,40 +223,51 @@ int run_bench(const std::vector<std::string>& args) {
       // independent of any plan), planned for nothing; without one, the
       // plain bound from the uncapped run: its step, or the time the link
       // needs to move out and back what cannot stay.
+      // With the library hooks off the step's profile lacks what the calls
+      // overwrite, so its floor is its own: one floor per hooks setting.
       const double away = static_cast<double>(peak > cap ? peak - cap : 0);
-      double floor_ns = std::max(uncapped_ns, away / scaled_link);
-      bool floor_from_profile = false;
-      std::vector<Cell> row_cells;
-      for (const std::string& policy : options.policies) {
-        request.shim = true;
-        request.limit = std::to_string(cap);
-        request.policy = policy;
-        request.name = model + "-" + cap_text + "-" + policy;
-        const SimRun run = run_simulated(request);
-        Cell cell;
-        cell.model = model;
-        cell.policy = policy;
-        cell.cap_percent = percent;
-        cell.cap = cap;
-        cell.uncapped_ns = uncapped_ns;
-        cell.step_ns = static_cast<double>(number(result_field(run.result, "step_ns")));
-        cell.identical = run.exit_code == 0 && outcome(run.result) == outcome(uncapped.result);
-        cell.clean = !run.simulator.is_null() && run.simulator.value("illegal_accesses", 0) == 0 &&
-                     simulator_peak(run.simulator) <= cap;
-        // The last step's: the steady state, as the step column is.
-        cell.out_bytes = static_cast<double>(number(result_field(run.result, "copied_out")));
-        cell.in_bytes = static_cast<double>(number(result_field(run.result, "copied_in")));
-        cell.beyond_ns = cell.step_ns - static_cast<double>(number(result_field(run.result, "compute_ns")));
-        if (!floor_from_profile) floor_from_profile = recorded_floor(run.trace, scaled_link, &floor_ns);
-        cell.kernel_too_large = run.exit_code == 3 &&
-                                run.output.find("more than its cap") != std::string::npos &&
-                                run.output.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
-        ok = ok && ((cell.identical && cell.clean) || cell.kernel_too_large);
-        row_cells.push_back(cell);
+      std::map<std::string, double> floor_ns;
+      std::map<std::string, bool> floor_from_profile;
+      for (const std::string& hooks : options.library_hooks) {
+        floor_ns[hooks] = std::max(uncapped_ns, away / scaled_link);
+        floor_from_profile[hooks] = false;
       }
-      for (Cell& cell : row_cells) {
-        cell.floor_ns = floor_ns;
-        cell.floor_from_profile = floor_from_profile;
+      std::vector<std::pair<Cell, std::string>> row_cells;
+      for (const std::string& policy : options.policies) {
+        for (const std::string& hooks : options.library_hooks) {
+          request.shim = true;
+          request.limit = std::to_string(cap);
+          request.policy = policy;
+          request.extra_environment["VGPUMEM_LIBRARY_HOOKS"] = hooks;
+          request.name = model + "-" + cap_text + "-" + policy + (hooks == "off" ? "-hooks-off" : "");
+          const SimRun run = run_simulated(request);
+          Cell cell;
+          cell.model = model;
+          cell.policy = policy + (hooks == "off" ? ", hooks off" : "");
+          cell.cap_percent = percent;
+          cell.cap = cap;
+          cell.uncapped_ns = uncapped_ns;
+          cell.step_ns = static_cast<double>(number(result_field(run.result, "step_ns")));
+          cell.identical = run.exit_code == 0 && outcome(run.result) == outcome(uncapped.result);
+          cell.clean = !run.simulator.is_null() && run.simulator.value("illegal_accesses", 0) == 0 &&
+                       simulator_peak(run.simulator) <= cap;
+          // The last step's: the steady state, as the step column is.
+          cell.out_bytes = static_cast<double>(number(result_field(run.result, "copied_out")));
+          cell.in_bytes = static_cast<double>(number(result_field(run.result, "copied_in")));
+          cell.beyond_ns = cell.step_ns - static_cast<double>(number(result_field(run.result, "compute_ns")));
+          if (!floor_from_profile[hooks]) {
+            floor_from_profile[hooks] = recorded_floor(run.trace, scaled_link, &floor_ns[hooks]);
+          }
+          cell.kernel_too_large = run.exit_code == 3 &&
+                                  run.output.find("more than its cap") != std::string::npos &&
+                                  run.output.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
+          ok = ok && ((cell.identical && cell.clean) || cell.kernel_too_large);
+          row_cells.emplace_back(cell, hooks);
+        }
+      }
+      for (auto& [cell, hooks] : row_cells) {
+        cell.floor_ns = floor_ns[hooks];
+        cell.floor_from_profile = floor_from_profile[hooks];
         std::cout << row(cell) << std::endl;
         cells.push_back(cell);
       }

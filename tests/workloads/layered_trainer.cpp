@@ -86,10 +86,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "layered_kernels.h"
+#include "layered_libraries.h"
 #include "vgpusim.h"
 
 namespace {
@@ -412,13 +414,14 @@ struct Options {
   int steps = 6, batch = 0, eval_every = 0;
   unsigned scale = 64, seed = 7;
   bool describe = false;
+  bool libraries = false;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "layered_trainer: %s\n"
                "accepted: --model <%s> [--steps N (6)] [--scale S (64)] [--batch B (per model)] [--seed N (7)] "
-               "[--eval-every N (0: never)] [--describe]\n",
+               "[--eval-every N (0: never)] [--libraries] [--describe]\n",
                what.c_str(), kModels);
   std::exit(2);
 }
@@ -439,6 +442,10 @@ Options parse(int argc, char** argv) {
     const std::string key = argv[i];
     if (key == "--describe") {
       o.describe = true;
+      continue;
+    }
+    if (key == "--libraries") {
+      o.libraries = true;
       continue;
     }
     if (key != "--model" && key != "--steps" && key != "--scale" && key != "--batch" && key != "--seed" &&
@@ -507,6 +514,12 @@ Arg value_arg(T value) {
   return a;
 }
 Arg n_arg(std::uint64_t bytes) { return value_arg<std::uint64_t>(words(bytes)); }
+template <typename T>
+T arg_value(const Arg& a) {
+  T value;
+  std::memcpy(&value, a.bytes, sizeof value);
+  return value;
+}
 
 struct Launch {
   int kernel = 0;
@@ -1010,6 +1023,40 @@ int main(int argc, char** argv) {
     args.push_back(std::move(a));
   }
 
+  // --libraries: the convolutions and GEMMs as cuDNN and cuBLAS calls
+  // (layered_libraries.h); library[l] is launch l's prepared call, or -1.
+  std::unique_ptr<layered::Libraries> libraries;
+  std::vector<int> library(plan.launches.size(), -1);
+  if (o.libraries) {
+    const Tensor& workspace = plan.tensors[static_cast<std::size_t>(plan.workspace)];
+    std::string why;
+    libraries = layered::Libraries::open(stream, workspace.ptr, workspace.scaled, &why);
+    if (!libraries) {
+      std::printf("CUDA_ERROR libraries-unavailable at --libraries (%s)\n", why.c_str());
+      return 3;
+    }
+    for (std::size_t l = 0; l < plan.launches.size(); ++l) {
+      const Kernel& k = plan.kernels[static_cast<std::size_t>(plan.launches[l].kernel)];
+      layered::HeavyOperation op;
+      if (!layered::heavy_kind(k.name, &op.kind)) continue;
+      const std::vector<Arg>& a = args[l];  // Sig::Heavy: a, b, ws, y | na, nb, nws, ny | acc
+      const auto pointer = [&](int i) { return arg_value<CUdeviceptr>(a[static_cast<std::size_t>(i)]); };
+      const auto count = [&](int i) { return arg_value<std::uint64_t>(a[static_cast<std::size_t>(i)]); };
+      op.a = pointer(0);
+      op.b = pointer(1);
+      op.y = pointer(3);
+      op.a_words = count(4);
+      op.b_words = count(5);
+      op.y_words = count(7);
+      op.accumulate = arg_value<int>(a[8]) != 0;
+      op.ns = k.fixed_ns;
+      if (!libraries->prepare(op, &library[l], &why)) {
+        std::printf("CUDA_ERROR library-shape at %s (%s)\n", k.name.c_str(), why.c_str());
+        return 3;
+      }
+    }
+  }
+
   CUevent start = nullptr, end = nullptr;
   CHECK(cuEventCreate(&start, CU_EVENT_DEFAULT));
   CHECK(cuEventCreate(&end, CU_EVENT_DEFAULT));
@@ -1059,6 +1106,14 @@ int main(int argc, char** argv) {
         counted.args = args[l];
         compute_ns += declared_ns(plan, counted);
       }
+      if (library[l] >= 0) {
+        std::string why;
+        if (!libraries->run(library[l], &why)) {
+          std::printf("CUDA_ERROR library-call at %s (%s)\n", k.name.c_str(), why.c_str());
+          return 3;
+        }
+        continue;
+      }
       check(cuLaunchKernel(k.fn, 1, 1, 1, 1, 1, 1, 0, stream, params.data(), nullptr), k.name.c_str());
     }
     CHECK(cuMemcpyDtoHAsync(pinned_loss, loss.ptr, sizeof(float), stream));
@@ -1084,6 +1139,7 @@ int main(int argc, char** argv) {
     CHECK(cuStreamSynchronize(stream));
     for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ULL;
   }
+  libraries.reset();
   CHECK(cuEventDestroy(start));
   CHECK(cuEventDestroy(end));
   for (Tensor& t : plan.tensors) CHECK(cuMemFree(t.ptr));

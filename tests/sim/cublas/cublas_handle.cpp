@@ -1,6 +1,7 @@
 // cuBLAS handle management: create, destroy, stream, pointer and math modes,
 // workspace, version and status strings.
 #include "cublas_context.h"
+#include "declared_duration.h"
 #include "status_names.h"
 
 namespace vgpusim_blas {
@@ -100,3 +101,7 @@ VGPUSIM_BLAS_API const char* cublasGetStatusName(cublasStatus_t status) { return
 VGPUSIM_BLAS_API const char* cublasGetStatusString(cublasStatus_t status) {
   return vgpusim_blas::status_string(status);
 }
+
+// Not cuBLAS: the simulator's own (declared_duration.h). The next GEMM kernel
+// this thread launches takes `ns` on the simulated clock instead of the model's.
+VGPUSIM_BLAS_API void vgpusimCublasDeclareNextKernelNs(double ns) { vgpusim_libs::declare_next_kernel_ns(ns); }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "declared_duration.h"
 #include "gemm_duration.h"
 #include "vgpusim.h"
 
@@ -43,7 +44,10 @@ void gemm_body(void** params, const vgpusimLaunch*, void*) {
   }
 }
 
-double gemm_duration(void** params, const vgpusimLaunch*, void*) { return gemm_duration_ns(unpack(params)); }
+double gemm_duration(void** params, const vgpusimLaunch*, void*) {
+  const GemmOperation op = unpack(params);
+  return op.declared_ns > 0.0 ? op.declared_ns : gemm_duration_ns(op);
+}
 
 }  // namespace
 
@@ -72,6 +76,7 @@ bool GemmKernel::prepare() {
 
 cublasStatus_t GemmKernel::launch(const GemmOperation& operation, CUstream stream) const {
   GemmOperation copy = operation;  // the argument array points into it until the launch returns
+  copy.declared_ns = vgpusim_libs::take_declared_kernel_ns();
   void* arguments[kParameterCount];
   unsigned index = 0;
 #define VGPUSIM_GEMM_ARGUMENT(field) arguments[index++] = &copy.field;

@@ -24,6 +24,7 @@ struct GemmOperation {
   std::int32_t type_a = CUDA_R_32F, type_b = CUDA_R_32F, type_c = CUDA_R_32F, type_d = CUDA_R_32F;
   std::int32_t compute_type = 0;  // a cublasComputeType_t, for the duration model
   float alpha = 1.0f, beta = 0.0f;
+  double declared_ns = 0.0;  // the caller's declared kernel time (declared_duration.h); 0: the model's
 };
 
 // The kernel's parameters, in launch order: each field is one parameter of its
@@ -33,7 +34,7 @@ struct GemmOperation {
 #define VGPUSIM_GEMM_PARAMETERS(X)                                                                             \
   X(a) X(b) X(c) X(d) X(workspace) X(alpha_device) X(beta_device) X(workspace_bytes) X(m) X(n) X(k) X(lda)   \
   X(ldb) X(ldc) X(ldd) X(stride_a) X(stride_b) X(stride_c) X(stride_d) X(batch) X(transpose_a) X(transpose_b) \
-  X(type_a) X(type_b) X(type_c) X(type_d) X(compute_type) X(alpha) X(beta)
+  X(type_a) X(type_b) X(type_c) X(type_d) X(compute_type) X(alpha) X(beta) X(declared_ns)
 
 // Bytes the kernel writes into a workspace it is given (at most): real
 // kernels keep split-K partial sums there, so an interposer must treat the

@@ -28,6 +28,7 @@ struct ConvOperation {
   std::int32_t data_type = CUDA_R_32F;  // a cudaDataType, the same for x, w and y
   std::int32_t cross_correlation = 1;   // 0: CUDNN_CONVOLUTION (the filter is flipped)
   float alpha = 1.0f, beta = 0.0f;
+  double declared_ns = 0.0;  // the caller's declared kernel time (declared_duration.h); 0: the model's
 };
 
 // The kernels' parameters, in launch order: each field one parameter, so an
@@ -36,7 +37,7 @@ struct ConvOperation {
 #define VGPUSIM_CONV_PARAMETERS(X)                                                                        \
   X(x) X(w) X(y) X(workspace) X(workspace_bytes) X(x_dims) X(x_strides) X(w_dims) X(w_strides) X(y_dims) \
   X(y_strides) X(pre_padding) X(filter_stride) X(dilation) X(groups) X(data_type) X(cross_correlation)   \
-  X(alpha) X(beta)
+  X(alpha) X(beta) X(declared_ns)
 
 // Tensors of up to 5 dims for the bias gradient and cudnnAddTensor:
 //   add:    c = alpha * a + beta * c, a broadcast where its dim is 1;

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <mutex>
 
+#include "declared_duration.h"
 #include "dnn_duration.h"
 #include "vgpusim.h"
 
@@ -39,7 +40,8 @@ void conv_body(void** params, const vgpusimLaunch*, void* user) {
   run_convolution(static_cast<ConvKind>(reinterpret_cast<std::intptr_t>(user)), unpack_conv(params));
 }
 double conv_duration(void** params, const vgpusimLaunch*, void*) {
-  return convolution_duration_ns(unpack_conv(params));
+  const ConvOperation op = unpack_conv(params);
+  return op.declared_ns > 0.0 ? op.declared_ns : convolution_duration_ns(op);
 }
 void tensor_body(void** params, const vgpusimLaunch*, void* user) {
   run_tensor_operation(static_cast<TensorKind>(reinterpret_cast<std::intptr_t>(user)), unpack_tensor(params));
@@ -116,6 +118,7 @@ bool prepare_kernels() {
 
 cudnnStatus_t launch_convolution(ConvKind kind, const ConvOperation& operation, CUstream stream) {
   ConvOperation copy = operation;  // the argument array points into it until the launch returns
+  copy.declared_ns = vgpusim_libs::take_declared_kernel_ns();
   void* arguments[kConvCount];
   unsigned index = 0;
 #define VGPUSIM_ARGUMENT(field) arguments[index++] = &copy.field;

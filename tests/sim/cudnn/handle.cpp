@@ -1,4 +1,5 @@
 // Handles, streams, the version and the status strings.
+#include "declared_duration.h"
 #include "dnn_context.h"
 #include "dnn_kernels.h"
 
@@ -61,3 +62,8 @@ VGPUSIM_CUDNN_API const char* cudnnGetErrorString(cudnnStatus_t status) {
     default: return "CUDNN_STATUS_UNKNOWN";
   }
 }
+
+// Not cuDNN: the simulator's own (declared_duration.h). The next convolution
+// kernel this thread launches takes `ns` on the simulated clock instead of the
+// model's.
+VGPUSIM_CUDNN_API void vgpusimCudnnDeclareNextKernelNs(double ns) { vgpusim_libs::declare_next_kernel_ns(ns); }
