@@ -61,6 +61,31 @@ TEST(Help, EveryCommandPrintsItsUsage) {
   EXPECT_NE(help.out.find("report"), std::string::npos) << help.out;
 }
 
+// `vgpumem bench` on one small cell (the small CNN, its convolutions as cuDNN
+// calls) with the library hooks on and off: a row each, both bit-identical;
+// and a value --library-hooks does not take is refused, naming what it takes.
+TEST(Bench, OneCellWithTheLibraryHooksOnAndOff) {
+  const std::string out = temp_path("bench-cell");
+  std::filesystem::remove_all(out);
+  const ProcessResult bench =
+      run_process({command(), "bench", "--models", "cnn-small", "--caps", "50", "--policies", "auto", "--steps", "6",
+                   "--scale", "64", "--libraries", "--library-hooks", "on,off", "--out", out},
+                  doctor_environment());
+  ASSERT_EQ(bench.exit_code, 0) << bench.out << bench.err;
+  EXPECT_NE(bench.out.find("convolutions and GEMMs as cuDNN and cuBLAS calls"), std::string::npos) << bench.out;
+  for (const char* policy : {"| auto |", "| auto, hooks off |"}) {
+    const std::size_t row = bench.out.find(policy);
+    ASSERT_NE(row, std::string::npos) << policy << "\n" << bench.out;
+    const std::string line = bench.out.substr(row, bench.out.find('\n', row) - row);
+    EXPECT_NE(line.find("| yes |"), std::string::npos) << "bit-identical: " << line;
+  }
+  EXPECT_TRUE(std::filesystem::exists(out + "/cnn-small-50-auto-hooks-off.trace.json"));
+
+  const ProcessResult bad = run_process({command(), "bench", "--library-hooks", "maybe"}, doctor_environment());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--library-hooks takes on, off or on,off (got \"maybe\")"), std::string::npos) << bad.err;
+}
+
 TEST(Doctor, WithNoDriverSaysSoAndFails) {
   auto env = doctor_environment();
   env["VGPUMEM_DRIVER"] = "/nonexistent/libcuda.so.1";

@@ -169,5 +169,61 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
   EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
 }
 
+// --libraries: the workload's convolutions (cnn-small) and GEMMs
+// (bert-large) as cuDNN and cuBLAS calls. At half its peak under auto, with
+// the library hooks on and off, every bit as uncapped; with them on, the
+// profile's layers are exactly the calls, and outputs the calls overwrite
+// whole come back without a copy; with them off, the shim knows nothing of
+// the calls and copies everything back.
+class LayeredLibraries : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::vector<std::string> args() const {
+    return {"--model", GetParam(), "--steps", "8", "--scale", "64", "--libraries"};
+  }
+};
+
+// The flags of an operation of the profiled step (scheduler/profile_json.cpp):
+// bit 1 leads a layer, bits 4 and up the library call it belongs to.
+constexpr unsigned kHeavyFlag = 2, kLibraryShift = 4;
+
+TEST_P(LayeredLibraries, TheCallsMarkTheLayersAndSpareCopiesWithEveryBitAsUncapped) {
+  auto env = simulator_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  const Result baseline = parse(run_process(trainer(args()), env));
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  const std::uint64_t cap = baseline.wanted / 2;
+  for (const std::string& hooks : {std::string("on"), std::string("off")}) {
+    SCOPED_TRACE("VGPUMEM_LIBRARY_HOOKS=" + hooks);
+    const PagedRun run = run_paged("libraries-" + GetParam() + "-" + hooks, trainer(args()), std::to_string(cap),
+                                   {{"VGPUMEM_POLICY", "auto"}, {"VGPUMEM_LIBRARY_HOOKS", hooks}});
+    ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
+    EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+    const std::uint64_t not_fetched = run.trace["vgpumem"]["paging"]["bytes_not_fetched"].get<std::uint64_t>();
+    const nlohmann::json& profile = run.trace["vgpumem"]["schedule"]["profile"];
+    ASSERT_TRUE(profile.is_object()) << run.trace["vgpumem"]["schedule"].dump();
+    std::size_t calls = 0, heavy = 0;
+    for (const nlohmann::json& op : profile["ops"]) {
+      const unsigned flags = op[2].get<unsigned>();
+      const bool call = (flags >> kLibraryShift) != 0;
+      calls += call ? 1 : 0;
+      heavy += (flags & kHeavyFlag) != 0 ? 1 : 0;
+      // Every call launches one kernel: with the hooks on, it and only it leads a layer.
+      if (hooks == "on") {
+        EXPECT_EQ((flags & kHeavyFlag) != 0, call) << op.dump();
+      }
+    }
+    if (hooks == "on") {
+      EXPECT_GT(calls, 0u);
+      EXPECT_GT(not_fetched, 0u) << "outputs the calls overwrite whole came back without a copy";
+    } else {
+      EXPECT_EQ(calls, 0u) << "with the hooks off the shim sees no call";
+      EXPECT_GT(heavy, 0u) << "layers from the kernel stream alone";
+      EXPECT_EQ(not_fetched, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PagingLayered, LayeredLibraries, ::testing::Values("cnn-small", "bert-large"));
+
 }  // namespace
 }  // namespace vgpumem::test
