@@ -181,6 +181,23 @@ void paging_section(std::ostream& out, const nlohmann::json& summary) {
   // (Device time: on the simulated driver, simulated, unlike the wall time traced.)
   out << "  the program's work waited " << ms(stall) << " for its data, before " << count(paging, "stalled_operations")
       << " operations\n";
+  if (const std::uint64_t spared = count(paging, "bytes_not_fetched"); spared > 0) {
+    out << "  not copied back: " << format_bytes(spared) << " that library calls overwrote whole ("
+        << count(paging, "overwritten_fetches") << " buffers)\n";
+  }
+}
+
+// The library entry points the program called through vgpumem's hooks
+// (cuBLAS, cuBLASLt, cuDNN, CUPTI), most called first; nothing when none.
+void library_section(std::ostream& out, const nlohmann::json& summary) {
+  const nlohmann::json& calls = member(summary, "library_calls");
+  if (!calls.is_object() || calls.empty()) return;
+  std::vector<std::pair<std::uint64_t, std::string>> sorted;
+  for (const auto& [name, n] : calls.items()) sorted.emplace_back(n.is_number_unsigned() ? n.get<std::uint64_t>() : 0, name);
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  out << "\nLibrary calls seen\n  ";
+  for (std::size_t i = 0; i < sorted.size(); ++i) out << (i > 0 ? ", " : "") << sorted[i].second << " " << sorted[i].first;
+  out << "\n";
 }
 
 struct Wait {
@@ -314,6 +331,7 @@ std::string report_text(const std::string& path, const nlohmann::json& trace, st
   std::vector<std::string> advice;
   memory_section(out, summary);
   paging_section(out, summary);
+  library_section(out, summary);
   schedule_section(out, summary, top, &advice);
   if (count(summary, "events_dropped") > 0) {
     advice.push_back(std::to_string(count(summary, "events_dropped")) +

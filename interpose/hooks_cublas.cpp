@@ -115,7 +115,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOp
                                                  cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                                                  cublasGemmAlgo_t algo) {
   return call_library(
-      NEXT_AS(cublasGemmEx, GemmEx), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      LIBRARY_HOOK(cublasGemmEx), NEXT_AS(cublasGemmEx, GemmEx), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
       [&] {
         return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype,
                                         ldc, 0, 1, scale_type(computeType, Ctype)});
@@ -131,7 +131,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cubla
                                                     void* C, cudaDataType Ctype, int64_t ldc,
                                                     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   return call_library(
-      NEXT(cublasGemmEx_64), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      LIBRARY_HOOK(cublasGemmEx_64), NEXT(cublasGemmEx_64), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
       [&] {
         return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype,
                                         ldc, 0, 1, scale_type(computeType, Ctype)});
@@ -146,7 +146,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx(
     long long int strideB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long int strideC,
     int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   return call_library(
-      NEXT_AS(cublasGemmStridedBatchedEx, GemmStridedBatchedEx), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      LIBRARY_HOOK(cublasGemmStridedBatchedEx), NEXT_AS(cublasGemmStridedBatchedEx, GemmStridedBatchedEx), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
       [&] {
         return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta,
                                         C, Ctype, ldc, strideC, batchCount, scale_type(computeType, Ctype)});
@@ -161,7 +161,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasGemmStridedBatchedEx_64(
     cudaDataType Btype, int64_t ldb, long long int strideB, const void* beta, void* C, cudaDataType Ctype,
     int64_t ldc, long long int strideC, int64_t batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   return call_library(
-      NEXT(cublasGemmStridedBatchedEx_64), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      LIBRARY_HOOK(cublasGemmStridedBatchedEx_64), NEXT(cublasGemmStridedBatchedEx_64), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
       [&] {
         return gemm_overwrites(handle, {transa, transb, m, n, k, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta,
                                         C, Ctype, ldc, strideC, batchCount, scale_type(computeType, Ctype)});
@@ -175,7 +175,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublas
                                                    const float* A, int lda, const float* B, int ldb,
                                                    const float* beta, float* C, int ldc) {
   return call_library(
-      NEXT(cublasSgemm_v2), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      LIBRARY_HOOK(cublasSgemm_v2), NEXT(cublasSgemm_v2), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
       [&] {
         return gemm_overwrites(handle, {transa, transb, m, n, k, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, beta, C,
                                         CUDA_R_32F, ldc, 0, 1, CUDA_R_32F});

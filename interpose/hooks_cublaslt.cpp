@@ -102,7 +102,7 @@ VGPUMEM_LIBRARY_HOOK cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle,
                                                    cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo,
                                                    void* workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
   return call_library(
-      NEXT(cublasLtMatmul), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
+      LIBRARY_HOOK(cublasLtMatmul), NEXT(cublasLtMatmul), CUBLAS_STATUS_NOT_INITIALIZED, LibraryOp::matmul,
       [&] { return matmul_overwrites(computeDesc, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc); },
       [&] { return stream; }, lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
       workspace, workspaceSizeInBytes, stream);

@@ -101,7 +101,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionForward(
     cudnnConvolutionFwdAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnTensorDescriptor_t yDesc, void* y) {
   return call_library(
-      NEXT(cudnnConvolutionForward), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_forward,
+      LIBRARY_HOOK(cudnnConvolutionForward), NEXT(cudnnConvolutionForward), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_forward,
       [&] { return output_written(y, yDesc, beta, {tensor(x, xDesc), filter(w, wDesc)}); },
       [&] { return cudnn_stream(handle); }, handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
       workSpaceSizeInBytes, beta, yDesc, y);
@@ -113,7 +113,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardData(
     cudnnConvolutionBwdDataAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnTensorDescriptor_t dxDesc, void* dx) {
   return call_library(
-      NEXT(cudnnConvolutionBackwardData), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_data,
+      LIBRARY_HOOK(cudnnConvolutionBackwardData), NEXT(cudnnConvolutionBackwardData), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_data,
       [&] { return output_written(dx, dxDesc, beta, {filter(w, wDesc), tensor(dy, dyDesc)}); },
       [&] { return cudnn_stream(handle); }, handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
       workSpaceSizeInBytes, beta, dxDesc, dx);
@@ -125,7 +125,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardFilter(
     cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnFilterDescriptor_t dwDesc, void* dw) {
   return call_library(
-      NEXT(cudnnConvolutionBackwardFilter), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_filter,
+      LIBRARY_HOOK(cudnnConvolutionBackwardFilter), NEXT(cudnnConvolutionBackwardFilter), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_filter,
       [&] {
         cudnnDataType_t data = CUDNN_DATA_FLOAT;  // the filter's own type is the image data's
         const TensorOperand image = tensor(x, xDesc, &data);
@@ -140,7 +140,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t ha
                                                                 const void* beta,
                                                                 const cudnnTensorDescriptor_t dbDesc, void* db) {
   return call_library(
-      NEXT(cudnnConvolutionBackwardBias), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_bias,
+      LIBRARY_HOOK(cudnnConvolutionBackwardBias), NEXT(cudnnConvolutionBackwardBias), CUDNN_STATUS_NOT_INITIALIZED, LibraryOp::conv_backward_bias,
       [&] { return output_written(db, dbDesc, beta, {tensor(dy, dyDesc)}); }, [&] { return cudnn_stream(handle); },
       handle, alpha, dyDesc, dy, beta, dbDesc, db);
 }

@@ -207,6 +207,7 @@ std::optional<ByteRange> plan_overwrites(const PlanFacts& facts, cudnnBackendDes
 
 VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
                                                        cudnnBackendDescriptor_t variantPack) {
+  count_library_call(LIBRARY_HOOK(cudnnBackendExecute));
   auto next = NEXT(cudnnBackendExecute);
   if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
   if (passes_through() || LibraryCall::inside_one()) return next(handle, executionPlan, variantPack);
@@ -218,6 +219,7 @@ VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cud
 // A plan destroyed may be reallocated at the same address for another:
 // what was read of it goes first.
 VGPUMEM_LIBRARY_HOOK cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
+  count_library_call(LIBRARY_HOOK(cudnnBackendDestroyDescriptor));
   auto next = NEXT(cudnnBackendDestroyDescriptor);
   if (next == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
   if (!passes_through()) {

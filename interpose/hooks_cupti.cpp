@@ -13,6 +13,7 @@
 
 #include <atomic>
 
+#include "interpose/library_call.h"
 #include "interpose/library_definitions.h"
 #include "interpose/real_driver.h"
 #include "shim/runtime.h"
@@ -50,6 +51,7 @@ Fn program_cupti(const char* name, std::atomic<void*>& slot) {
 
 #define VGPUMEM_CUPTI_FORWARD(name, params, args)                                         \
   VGPUMEM_CUPTI_EXPORT CUptiResult name params {                                          \
+    interpose::count_library_call(LIBRARY_HOOK(name));                                    \
     make_way_for_profiler(#name);                                                         \
     static std::atomic<void*> slot{nullptr};                                              \
     const auto real = program_cupti<CUptiResult(*) params>(#name, slot);                  \

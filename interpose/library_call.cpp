@@ -1,5 +1,7 @@
 #include "interpose/library_call.h"
 
+#include <array>
+
 #include "common/log.h"
 #include "interpose/library_definitions.h"
 #include "shim/runtime.h"
@@ -9,7 +11,16 @@ namespace vgpumem::interpose {
 
 namespace {
 thread_local int t_calls = 0;  // library calls this thread is inside
+std::array<std::atomic<std::uint64_t>, kLibraryHookCount> g_calls{};
 }  // namespace
+
+void count_library_call(std::size_t hook) noexcept {
+  if (hook < g_calls.size()) g_calls[hook].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t library_calls(std::size_t hook) noexcept {
+  return hook < g_calls.size() ? g_calls[hook].load(std::memory_order_relaxed) : 0;
+}
 
 void* next_definition(const char* name, std::atomic<void*>& slot) {
   void* function = slot.load(std::memory_order_acquire);

@@ -5,12 +5,15 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <utility>
 
 #include <cuda.h>
 
 #include "interpose/gemm_operands.h"
+#include "interpose/library_hooks.h"
 #include "common/library_op.h"
 #include "vmm/library_call_scope.h"
 
@@ -28,6 +31,20 @@ namespace vgpumem::interpose {
 // RTLD_LOCAL), looked up into `slot` until found; null, logged, if none is
 // known.
 void* next_definition(const char* name, std::atomic<void*>& slot);
+
+// The calls each hooked library function has received (kLibraryHooks'
+// order), for the trace's `library_calls`: which entry points the program's
+// libraries are driven through. `hook` is LIBRARY_HOOK(name).
+void count_library_call(std::size_t hook) noexcept;
+std::uint64_t library_calls(std::size_t hook) noexcept;
+
+template <std::size_t index>
+constexpr std::size_t checked_library_hook() {
+  static_assert(index != kNotALibraryHook, "not a name in kLibraryHooks (library_hooks.h)");
+  return index;
+}
+// kLibraryHooks' index of `name`, found and checked at compile time.
+#define LIBRARY_HOOK(name) (::vgpumem::interpose::checked_library_hook<::vgpumem::interpose::library_hook_index(#name)>())
 
 // NEXT_AS names the type where the headers overload the name for C++.
 #define NEXT_AS(name, type)                                                          \
@@ -67,14 +84,15 @@ class LibraryCall {
   bool completed_ = false;
 };
 
-// The body of a library hook: `next` (the library's function, or null
-// when no library defines it: then `missing`) run with `args` as one
-// LibraryCall of `op`, what `claim()` says it overwrites whole and on
-// `stream()`; both asked only when the call is not passed straight through
-// (a forked child's).
+// The body of library hook `hook` (LIBRARY_HOOK(name)): `next` (the
+// library's function, or null when no library defines it: then `missing`)
+// run with `args` as one LibraryCall of `op`, what `claim()` says it
+// overwrites whole and on `stream()`; both asked only when the call is not
+// passed straight through (a forked child's).
 template <typename Status, typename... Params, typename Claim, typename Stream, typename... Args>
-Status call_library(Status (*next)(Params...), Status missing, LibraryOp op, Claim&& claim, Stream&& stream,
-                    Args&&... args) {
+Status call_library(std::size_t hook, Status (*next)(Params...), Status missing, LibraryOp op, Claim&& claim,
+                    Stream&& stream, Args&&... args) {
+  count_library_call(hook);
   if (next == nullptr) return missing;
   if (LibraryCall::passes_through()) return next(std::forward<Args>(args)...);
   LibraryCall call(op, claim(), stream());

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "interpose/library_call.h"
 #include "interpose/paging_driver.h"
 #include "interpose/real_driver.h"
 #include "shim/cupti_kernel_clock.h"
@@ -225,6 +226,11 @@ nlohmann::json Runtime::summary() const {
   }
   nlohmann::json summary = const_cast<vmm::Accounting&>(accounting_).summary();
   summary["calls_by_api"] = std::move(calls);
+  nlohmann::json library_calls = nlohmann::json::object();
+  for (std::size_t i = 0; i < interpose::kLibraryHookCount; ++i) {
+    if (const std::uint64_t n = interpose::library_calls(i); n > 0) library_calls[interpose::kLibraryHooks[i]] = n;
+  }
+  summary["library_calls"] = std::move(library_calls);
   summary["cupti"] = cupti_summary();
   if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) {
     summary["paging"] = pager->summary();

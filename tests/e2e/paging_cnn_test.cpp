@@ -63,6 +63,19 @@ TEST_P(CnnTrainer, LayersAndTheBackwardPassComeFromTheConvolutionCalls) {
   EXPECT_EQ(result_line(run.process.out), expected) << "bit-identical to the uncapped run";
   EXPECT_GT(run.trace["vgpumem"]["paging"]["bytes_not_fetched"].get<std::uint64_t>(), 0u)
       << "outputs written with beta = 0 came back without a copy";
+  // The trace counts the calls each hook received: 8 steps of five forward
+  // convolutions, four data gradients (the first layer's input has none) and
+  // five filter gradients, through the API the trainer used.
+  const nlohmann::json& calls = run.trace["vgpumem"]["library_calls"];
+  if (GetParam() == "legacy") {
+    EXPECT_EQ(calls.value("cudnnConvolutionForward", 0), 40) << calls.dump();
+    EXPECT_EQ(calls.value("cudnnConvolutionBackwardData", 0), 32) << calls.dump();
+    EXPECT_EQ(calls.value("cudnnConvolutionBackwardFilter", 0), 40) << calls.dump();
+    EXPECT_FALSE(calls.contains("cudnnBackendExecute")) << calls.dump();
+  } else {
+    EXPECT_EQ(calls.value("cudnnBackendExecute", 0), 112) << calls.dump();
+    EXPECT_FALSE(calls.contains("cudnnConvolutionForward")) << calls.dump();
+  }
 
   const nlohmann::json& profile = run.trace["vgpumem"]["schedule"]["profile"];
   ASSERT_TRUE(profile.is_object()) << run.trace["vgpumem"]["schedule"].dump();

@@ -122,6 +122,37 @@ TEST(ReportCommand, OnDemandPagingIsToldWhatTheScheduleWouldDo) {
   EXPECT_TRUE(has(report.out, "What this means\n  - VGPUMEM_POLICY=auto learns the training step")) << report.out;
 }
 
+// With its convolutions as cuDNN calls, the report names the calls the hooks
+// received, with the trace's counts, and the bytes they spared a copy back.
+TEST(ReportCommand, NamesTheLibraryCallsAndTheCopiesTheySpared) {
+  const std::vector<std::string> args{program("layered_trainer"), "--model", "cnn-small", "--steps", "8",
+                                      "--libraries"};
+  auto env = simulator_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  const ProcessResult baseline = run_process(args, env);
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.out << baseline.err;
+  const std::uint64_t cap = result_number(baseline.out, "peak_device_bytes_wanted") / 2;
+  const PagedRun run = run_paged("report-libraries", args, std::to_string(cap), {{"VGPUMEM_POLICY", "auto"}});
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.out << run.process.err;
+  const std::string trace = temp_path("report-libraries-trace.json");
+  std::ofstream(trace) << run.trace.dump();
+  const ProcessResult report = run_process({command(), "report", trace}, simulator_environment());
+  ASSERT_EQ(report.exit_code, 0) << report.out << report.err;
+
+  const nlohmann::json& calls = run.trace["vgpumem"]["library_calls"];
+  ASSERT_GT(calls.value("cudnnConvolutionForward", 0), 0) << calls.dump();
+  EXPECT_TRUE(has(report.out, "Library calls seen\n")) << report.out;
+  for (const char* name : {"cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter"}) {
+    EXPECT_TRUE(has(report.out, std::string(name) + " " + std::to_string(calls.value(name, 0))))
+        << name << "\n" << report.out;
+  }
+  const nlohmann::json& paging = run.trace["vgpumem"]["paging"];
+  ASSERT_GT(paging["bytes_not_fetched"].get<std::uint64_t>(), 0u);
+  EXPECT_TRUE(has(report.out, "that library calls overwrote whole (" +
+                                  std::to_string(paging["overwritten_fetches"].get<std::uint64_t>()) + " buffers)"))
+      << report.out;
+}
+
 TEST(ReportCommand, RefusesWhatItCannotReadSayingWhy) {
   const auto run = [](std::vector<std::string> args) {
     args.insert(args.begin(), {command(), "report"});
