@@ -14,7 +14,6 @@
 #include <atomic>
 
 #include "interpose/library_call.h"
-#include "interpose/library_definitions.h"
 #include "interpose/real_driver.h"
 #include "shim/runtime.h"
 
@@ -34,27 +33,14 @@ void make_way_for_profiler(const char* entry) noexcept {
   }
 }
 
-// The real function: the program's libcupti, the next definition after
-// ours, or the one our dlsym found on the program's own handle of a
-// libcupti loaded RTLD_LOCAL (library_definitions.h). Looked up until found.
-template <typename Fn>
-Fn program_cupti(const char* name, std::atomic<void*>& slot) {
-  void* function = slot.load(std::memory_order_acquire);
-  if (function == nullptr) {
-    function = interpose::library_definition(name);
-    slot.store(function, std::memory_order_release);
-  }
-  return reinterpret_cast<Fn>(function);
-}
-
 }  // namespace
 
 #define VGPUMEM_CUPTI_FORWARD(name, params, args)                                         \
   VGPUMEM_CUPTI_EXPORT CUptiResult name params {                                          \
     interpose::count_library_call(LIBRARY_HOOK(name));                                    \
     make_way_for_profiler(#name);                                                         \
-    static std::atomic<void*> slot{nullptr};                                              \
-    const auto real = program_cupti<CUptiResult(*) params>(#name, slot);                  \
+    /* the program's libcupti: the next definition, or its RTLD_LOCAL handle's */        \
+    const auto real = NEXT_AS(name, CUptiResult(*) params);                               \
     return real != nullptr ? real args : CUPTI_ERROR_NOT_INITIALIZED;                     \
   }
 

@@ -125,19 +125,26 @@ void* in_loaded_objects(const char* name) {
   return found;
 }
 
-// The definition the hook of kLibraryHooks[index] forwards to: the first of
-// the next one after us in the search order, one in an object a definition
-// was recorded from, and `revealed` (what a dlsym answer was about to
-// give its caller) that is there. Decided once.
-void* definition_of(std::size_t index, void* revealed) {
-  std::atomic<void*>& slot = g_definitions[index];
-  if (void* known = slot.load(std::memory_order_acquire)) return known;
-  const char* name = kLibraryHooks[index];
+// A library's definition of `name`: the first of the next one after us in
+// the search order, one in an object a definition was recorded from,
+// `revealed` (what a dlsym answer was about to give its caller; null from a
+// hook) and one in any loaded object (so only ever from a hook: dlsym's
+// look-ups always reveal one).
+void* search_definition(const char* name, void* revealed) {
   void* found = real_dlsym(RTLD_NEXT, name);
   if (found == nullptr) found = in_remembered_objects(name);
   if (found == nullptr) found = revealed;
-  if (found == nullptr) found = in_loaded_objects(name);  // asked by a hook (revealed is dlsym's)
+  if (found == nullptr) found = in_loaded_objects(name);
   static_cast<void>(dlerror());
+  return found;
+}
+
+// The definition the hook of kLibraryHooks[index] forwards to
+// (search_definition), decided once.
+void* definition_of(std::size_t index, void* revealed) {
+  std::atomic<void*>& slot = g_definitions[index];
+  if (void* known = slot.load(std::memory_order_acquire)) return known;
+  void* found = search_definition(kLibraryHooks[index], revealed);
   if (found == nullptr) return nullptr;
   void* published = nullptr;
   if (!slot.compare_exchange_strong(published, found, std::memory_order_acq_rel)) return published;
@@ -191,12 +198,7 @@ void* answer_library_lookup(std::size_t index, void* found) {
 
 void* library_definition(const char* name) {
   const std::size_t index = library_hook_index(name);
-  if (index != kNotALibraryHook) return definition_of(index, nullptr);
-  void* function = real_dlsym(RTLD_NEXT, name);
-  if (function == nullptr) function = in_remembered_objects(name);
-  if (function == nullptr) function = in_loaded_objects(name);
-  static_cast<void>(dlerror());
-  return function;
+  return index != kNotALibraryHook ? definition_of(index, nullptr) : search_definition(name, nullptr);
 }
 
 }  // namespace vgpumem::interpose
