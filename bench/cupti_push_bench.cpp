@@ -8,29 +8,18 @@
 //
 //   cupti_push_bench [--benchmark_...]
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 #include "cupti/kernel_times.h"
+#include "tests/sim/cupti/simulated_cupti_options.h"
 
 namespace {
 
 using vgpumem::cupti::KernelTimes;
-using vgpumem::cupti::KernelTimesOptions;
 using vgpumem::cupti::TimerState;
-
-void* glibc_lookup(void* handle, const char* name) { return ::dlsym(handle, name); }
-
-KernelTimesOptions simulated_cupti() {
-  KernelTimesOptions options;
-  options.lookup = &glibc_lookup;
-  options.library_path = VGPUMEM_BENCH_SIM_CUPTI;
-  options.search_default_names = false;
-  return options;
-}
 
 void push_pop(benchmark::State& state, KernelTimes& times) {
   std::uint64_t id = 1;
@@ -42,7 +31,7 @@ void push_pop(benchmark::State& state, KernelTimes& times) {
 }
 
 void BM_CuptiPushPopActive(benchmark::State& state) {
-  static KernelTimes times(simulated_cupti());
+  static KernelTimes times(simulated_cupti_options(VGPUMEM_BENCH_SIM_CUPTI));
   if (times.start() != TimerState::active) {
     state.SkipWithError("the simulated CUPTI did not start");
     return;
@@ -52,7 +41,8 @@ void BM_CuptiPushPopActive(benchmark::State& state) {
 BENCHMARK(BM_CuptiPushPopActive);
 
 void BM_CuptiPushPopNotStarted(benchmark::State& state) {
-  static KernelTimes times(simulated_cupti());  // never started: begin() checks the state and returns
+  // Never started: begin() checks the state and returns.
+  static KernelTimes times(simulated_cupti_options(VGPUMEM_BENCH_SIM_CUPTI));
   push_pop(state, times);
 }
 BENCHMARK(BM_CuptiPushPopNotStarted);

@@ -2,7 +2,6 @@
 // the simulated clock's, an absent library and a CUPTI held by another
 // subscriber are reported as such (and nothing of ours is enabled), and after
 // step_aside() another party subscribes and gets all of its own records.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cupti.h>
@@ -11,7 +10,7 @@
 #include <vector>
 
 #include "cupti/kernel_times.h"
-#include "vgpusim.h"
+#include "cupti_test_support.h"
 
 namespace {
 
@@ -19,18 +18,6 @@ using vgpumem::cupti::KernelTime;
 using vgpumem::cupti::KernelTimes;
 using vgpumem::cupti::KernelTimesOptions;
 using vgpumem::cupti::TimerState;
-
-void* glibc_lookup(void* handle, const char* name) { return ::dlsym(handle, name); }
-
-KernelTimesOptions simulated_cupti() {
-  KernelTimesOptions options;
-  options.lookup = &glibc_lookup;
-  options.library_path = VGPUMEM_TEST_SIM_CUPTI;
-  options.search_default_names = false;
-  options.buffer_count = 4;
-  options.buffer_bytes = 64 * 1024;
-  return options;
-}
 
 // The other party's records (a profiler with buffer callbacks of its own).
 std::vector<std::uint64_t> g_their_durations;
@@ -50,8 +37,6 @@ void their_buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t
   free(buffer);
 }
 
-void empty_kernel(void**, const vgpusimLaunch*, void*) {}
-
 class KernelTimesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -65,19 +50,6 @@ class KernelTimesTest : public ::testing::Test {
   }
   void TearDown() override { cuptiFinalize(); }
 
-  static CUfunction kernel(const char* name, double duration_ns) {
-    vgpusimKernelDesc desc{};
-    desc.name = name;
-    desc.body = empty_kernel;
-    desc.durationNs = duration_ns;
-    CUfunction function = nullptr;
-    if (vgpusimRegisterKernel(&desc, &function) != CUDA_SUCCESS) {
-      CUmodule module = nullptr;
-      cuModuleLoadData(&module, VGPUSIM_MODULE_IMAGE);
-      cuModuleGetFunction(&function, module, name);  // registered by an earlier test
-    }
-    return function;
-  }
   static void launch(CUfunction f) { ASSERT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS); }
   static void timed_launch(KernelTimes& times, std::uint64_t id, CUfunction f) {
     times.begin(id);
@@ -93,9 +65,9 @@ class KernelTimesTest : public ::testing::Test {
 };
 
 TEST_F(KernelTimesTest, DurationsAreTheSimulatedClocks) {
-  KernelTimes times(simulated_cupti());
+  KernelTimes times(test_cupti_options());
   ASSERT_EQ(times.start(), TimerState::active);
-  CUfunction conv = kernel("times_conv", 12500), relu = kernel("times_relu", 800);
+  CUfunction conv = simulated_kernel("times_conv", 12500), relu = simulated_kernel("times_relu", 800);
   timed_launch(times, 1, conv);
   timed_launch(times, 2, relu);
   launch(relu);  // not timed: counted, not attributed
@@ -110,7 +82,7 @@ TEST_F(KernelTimesTest, DurationsAreTheSimulatedClocks) {
 }
 
 TEST_F(KernelTimesTest, AbsentLibraryIsReportedAbsent) {
-  KernelTimesOptions options = simulated_cupti();
+  KernelTimesOptions options = test_cupti_options();
   options.library_path = "/nonexistent/libcupti.so.13";
   KernelTimes times(options);
   EXPECT_EQ(times.start(), TimerState::absent);
@@ -125,10 +97,10 @@ TEST_F(KernelTimesTest, AnotherSubscriberFirstMeansTakenAndNothingOfOursEnabled)
   CUpti_SubscriberHandle theirs = nullptr;
   ASSERT_EQ(cuptiSubscribe(&theirs, nullptr, nullptr), CUPTI_SUCCESS);
   ASSERT_EQ(cuptiActivityRegisterCallbacks(their_buffer_requested, their_buffer_completed), CUPTI_SUCCESS);
-  KernelTimes times(simulated_cupti());
+  KernelTimes times(test_cupti_options());
   EXPECT_EQ(times.start(), TimerState::taken);
   // Nothing of ours: no kernel activity enabled, their callbacks still registered.
-  CUfunction f = kernel("times_taken", 300);
+  CUfunction f = simulated_kernel("times_taken", 300);
   timed_launch(times, 9, f);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   ASSERT_EQ(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
@@ -138,9 +110,9 @@ TEST_F(KernelTimesTest, AnotherSubscriberFirstMeansTakenAndNothingOfOursEnabled)
 }
 
 TEST_F(KernelTimesTest, AfterSteppingAsideAnotherPartySubscribesAndGetsAllItsRecords) {
-  KernelTimes times(simulated_cupti());
+  KernelTimes times(test_cupti_options());
   ASSERT_EQ(times.start(), TimerState::active);
-  CUfunction f = kernel("times_handover", 2000), g = kernel("times_handover_2", 3000);
+  CUfunction f = simulated_kernel("times_handover", 2000), g = simulated_kernel("times_handover_2", 3000);
   timed_launch(times, 1, f);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   times.step_aside();
@@ -164,9 +136,9 @@ TEST_F(KernelTimesTest, AfterSteppingAsideAnotherPartySubscribesAndGetsAllItsRec
 }
 
 TEST_F(KernelTimesTest, OnlyOneInstanceHoldsCupti) {
-  KernelTimes first(simulated_cupti());
+  KernelTimes first(test_cupti_options());
   ASSERT_EQ(first.start(), TimerState::active);
-  KernelTimes second(simulated_cupti());
+  KernelTimes second(test_cupti_options());
   EXPECT_EQ(second.start(), TimerState::taken);
 }
 

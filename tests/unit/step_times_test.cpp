@@ -4,7 +4,6 @@
 // the gap on its stream as events see it, spans of a later step wait for
 // it, and a clock that stepped aside mid-step says which kernels it never
 // timed without making the planner wait.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cupti.h>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "cupti/kernel_times.h"
+#include "cupti_test_support.h"
 #include "scheduler/step_times.h"
 #include "shim/cupti_kernel_clock.h"
 #include "vgpusim.h"
@@ -24,7 +24,6 @@ namespace {
 
 using vgpumem::CuptiKernelClock;
 using vgpumem::cupti::KernelTimes;
-using vgpumem::cupti::KernelTimesOptions;
 using vgpumem::cupti::TimerState;
 using vgpumem::scheduler::KernelClock;
 using vgpumem::scheduler::KernelSpan;
@@ -34,9 +33,6 @@ using vgpumem::scheduler::RecordedIteration;
 using vgpumem::scheduler::RecordedOp;
 using vgpumem::scheduler::StepTimes;
 
-void* glibc_lookup(void* handle, const char* name) { return ::dlsym(handle, name); }
-
-void empty_kernel(void**, const vgpusimLaunch*, void*) {}
 
 class StepTimesTest : public ::testing::Test {
  protected:
@@ -47,13 +43,7 @@ class StepTimesTest : public ::testing::Test {
     ASSERT_EQ(cuDeviceGet(&device, 0), CUDA_SUCCESS);
     ASSERT_EQ(cuDevicePrimaryCtxRetain(&context_, device), CUDA_SUCCESS);
     ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
-    KernelTimesOptions options;
-    options.lookup = &glibc_lookup;
-    options.library_path = VGPUMEM_TEST_SIM_CUPTI;
-    options.search_default_names = false;
-    options.buffer_count = 4;
-    options.buffer_bytes = 64 * 1024;
-    times_ = std::make_unique<KernelTimes>(options);
+    times_ = std::make_unique<KernelTimes>(test_cupti_options());
     ASSERT_EQ(times_->start(), TimerState::active);
     pointer_.store(times_.get());
   }
@@ -63,19 +53,6 @@ class StepTimesTest : public ::testing::Test {
     cuptiFinalize();
   }
 
-  static CUfunction kernel(const char* name, double duration_ns) {
-    vgpusimKernelDesc desc{};
-    desc.name = name;
-    desc.body = empty_kernel;
-    desc.durationNs = duration_ns;
-    CUfunction function = nullptr;
-    if (vgpusimRegisterKernel(&desc, &function) != CUDA_SUCCESS) {
-      CUmodule module = nullptr;
-      cuModuleLoadData(&module, VGPUSIM_MODULE_IMAGE);
-      cuModuleGetFunction(&function, module, name);  // registered by an earlier test
-    }
-    return function;
-  }
   // Launches `f` on `stream` with `id` pushed, as the runtime's timed_launch
   // does, and records it as the step's next operation.
   void clocked(RecordedIteration& step, std::uint64_t id, CUfunction f, CUstream stream, std::uint64_t stream_bit) {
@@ -96,7 +73,8 @@ class StepTimesTest : public ::testing::Test {
 TEST_F(StepTimesTest, KernelDurationsAreTheSimulatedClocksExactly) {
   CuptiKernelClock clock(pointer_);
   KernelSpans spans(clock);
-  CUfunction conv = kernel("step_conv", 12500), relu = kernel("step_relu", 800), gemm = kernel("step_gemm", 4321);
+  CUfunction conv = simulated_kernel("step_conv", 12500), relu = simulated_kernel("step_relu", 800);
+  CUfunction gemm = simulated_kernel("step_gemm", 4321);
   RecordedIteration step;
   step.timed = true;
   clocked(step, 11, conv, nullptr, 1);
@@ -126,7 +104,7 @@ TEST_F(StepTimesTest, KernelDurationsAreTheSimulatedClocksExactly) {
 TEST_F(StepTimesTest, StallIsTheGapOnTheStreamAsEventsSeeIt) {
   CuptiKernelClock clock(pointer_);
   KernelSpans spans(clock);
-  CUfunction first = kernel("step_first", 800), second = kernel("step_second", 1500);
+  CUfunction first = simulated_kernel("step_first", 800), second = simulated_kernel("step_second", 1500);
   CUstream copies = nullptr, compute = nullptr;
   ASSERT_EQ(cuStreamCreate(&copies, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamCreate(&compute, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -162,7 +140,7 @@ TEST_F(StepTimesTest, StallIsTheGapOnTheStreamAsEventsSeeIt) {
 TEST_F(StepTimesTest, SpansOfTheNextStepAreKeptForItAndOrphansForgotten) {
   CuptiKernelClock clock(pointer_);
   KernelSpans spans(clock);
-  CUfunction f = kernel("step_next", 1000);
+  CUfunction f = simulated_kernel("step_next", 1000);
   RecordedIteration step, next, orphan;
   clocked(step, 31, f, nullptr, 1);
   clocked(next, 32, f, nullptr, 1);    // already running when `step` is read
@@ -177,7 +155,7 @@ TEST_F(StepTimesTest, SpansOfTheNextStepAreKeptForItAndOrphansForgotten) {
 TEST_F(StepTimesTest, ClockSteppingAsideMidStepLeavesTheRestMissingWithoutWaiting) {
   CuptiKernelClock clock(pointer_);
   KernelSpans spans(clock);
-  CUfunction f = kernel("step_aside", 1000);
+  CUfunction f = simulated_kernel("step_aside", 1000);
   RecordedIteration step;
   clocked(step, 41, f, nullptr, 1);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);

@@ -29,13 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "float_matrices.h"
 #include "probe_support.h"
 
 namespace {
 
-constexpr std::size_t kMiB = 1u << 20;
 constexpr int kM = 1024, kN = 1024, kK = 8;  // C: 4 MiB of floats
-constexpr int kFillers = 5;                  // 20 MiB that push everything else out of a 16 MiB cap
 
 void check_blas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -43,42 +42,6 @@ void check_blas(cublasStatus_t status, const char* what) {
   std::exit(3);
 }
 #define BLAS(call) check_blas((call), #call)
-
-struct Buffer {
-  CUdeviceptr device = 0;
-  std::vector<float> host;  // what it must hold
-};
-
-Buffer make(std::size_t floats, float (*value)(std::size_t)) {
-  Buffer b;
-  CHECK(cuMemAlloc(&b.device, floats * sizeof(float)));
-  b.host.resize(floats);
-  for (std::size_t i = 0; i < floats; ++i) b.host[i] = value(i);
-  CHECK(cuMemcpyHtoD(b.device, b.host.data(), floats * sizeof(float)));
-  return b;
-}
-
-float small_a(std::size_t i) { return static_cast<float>(i % 4); }
-float small_b(std::size_t i) { return static_cast<float>((i * 7) % 3); }
-float old_c(std::size_t i) { return static_cast<float>(100 + i % 17); }
-
-// Everything else goes to the host: fillers written in turn.
-void push_out(std::vector<CUdeviceptr>& fillers) {
-  for (CUdeviceptr f : fillers) CHECK(cuMemsetD32(f, 7, 4 * kMiB / 4));
-}
-
-// C[i + j*ldc] (+)= sum_p A[i + p*lda] B[p + j*ldb], column-major.
-void reference(std::vector<float>& c, std::size_t c_at, int ldc, const std::vector<float>& a, std::size_t a_at,
-               const std::vector<float>& b, std::size_t b_at, int m, int n, int k, float beta) {
-  for (int j = 0; j < n; ++j) {
-    for (int i = 0; i < m; ++i) {
-      float sum = 0;
-      for (int p = 0; p < k; ++p) sum += a[a_at + i + static_cast<std::size_t>(p) * m] * b[b_at + p + static_cast<std::size_t>(j) * k];
-      float& out = c[c_at + i + static_cast<std::size_t>(j) * ldc];
-      out = sum + beta * out;
-    }
-  }
-}
 
 int expect_holds(const Buffer& b, const char* name) {
   std::vector<float> now(b.host.size());
@@ -108,8 +71,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   use_primary_context();
-  std::vector<CUdeviceptr> fillers(kFillers);
-  for (CUdeviceptr& f : fillers) CHECK(cuMemAlloc(&f, 4 * kMiB));
+  Fillers fillers;
 
   const bool batched = mode == "batched";
   const int batch = batched ? 4 : 1, n = batched ? kN / 4 : kN;
@@ -127,7 +89,7 @@ int main(int argc, char** argv) {
     b_in = c.device;
   }
   Buffer other_c = make(mode == "lt_other_c" ? static_cast<std::size_t>(kM) * kN : 1, old_c);
-  push_out(fillers);
+  fillers.push_out();
 
   const float one = 1, zero = 0;
   const bool reads_c = mode == "beta1" || mode == "lt_other_c" || mode == "lt_in_place";
@@ -176,7 +138,7 @@ int main(int argc, char** argv) {
     CHECK(cuCtxSynchronize());
     BLAS(cublasDestroy(handle));
   }
-  push_out(fillers);  // and back once more, through the host
+  fillers.push_out();  // and back once more, through the host
   for (const auto& [buffer, name] : {std::pair{&a, "A"}, {&b, "B"}, {&c, "C"}, {&other_c, "other C"}}) {
     if (const int status = expect_holds(*buffer, name)) return status;
   }

@@ -33,13 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "float_matrices.h"
 #include "probe_support.h"
 #include "resolve_report.h"
 
 namespace {
-
-constexpr std::size_t kMiB = 1u << 20;
-constexpr int kFillers = 5;  // 20 MiB that push everything else out of a 16 MiB cap
 
 void check_status(int status, const char* what) {
   if (status == 0) return;
@@ -79,48 +77,6 @@ using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOpera
                                   const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
                                   cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 
-struct Buffer {
-  CUdeviceptr device = 0;
-  std::vector<float> host;  // what it must hold
-};
-
-Buffer make(std::size_t floats, float (*value)(std::size_t)) {
-  Buffer b;
-  CHECK(cuMemAlloc(&b.device, floats * sizeof(float)));
-  b.host.resize(floats);
-  for (std::size_t i = 0; i < floats; ++i) b.host[i] = value(i);
-  CHECK(cuMemcpyHtoD(b.device, b.host.data(), floats * sizeof(float)));
-  return b;
-}
-
-float small_a(std::size_t i) { return static_cast<float>(i % 4); }
-float small_b(std::size_t i) { return static_cast<float>((i * 7) % 3); }
-float old_c(std::size_t i) { return static_cast<float>(100 + i % 17); }
-
-struct Fillers {
-  std::vector<CUdeviceptr> buffers = std::vector<CUdeviceptr>(kFillers);
-  Fillers() {
-    for (CUdeviceptr& f : buffers) CHECK(cuMemAlloc(&f, 4 * kMiB));
-  }
-  // Everything else goes to the host: fillers written in turn.
-  void push_out() {
-    for (CUdeviceptr f : buffers) CHECK(cuMemsetD32(f, 7, 4 * kMiB / 4));
-  }
-};
-
-// Column-major C = A B, A m x k, B k x n.
-std::vector<float> product(const std::vector<float>& a, const std::vector<float>& b, int m, int n, int k) {
-  std::vector<float> c(static_cast<std::size_t>(m) * n);
-  for (int j = 0; j < n; ++j) {
-    for (int i = 0; i < m; ++i) {
-      float sum = 0;
-      for (int p = 0; p < k; ++p) sum += a[i + static_cast<std::size_t>(p) * m] * b[p + static_cast<std::size_t>(j) * k];
-      c[i + static_cast<std::size_t>(j) * m] = sum;
-    }
-  }
-  return c;
-}
-
 std::uint64_t fnv1a(const std::vector<float>& values) {
   std::uint64_t hash = 1469598103934665603ull;
   const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
@@ -145,26 +101,37 @@ int expect_holds(const std::string& mode, const Buffer& b, bool check) {
 
 constexpr int kM = 1024, kN = 1024, kK = 8;  // C: 4 MiB of floats
 
+// C = A B with beta = 0: the operands, on the host by the time the case is
+// made; the call comes between that and check().
+struct GemmCase {
+  Fillers fillers;
+  Buffer a = make(static_cast<std::size_t>(kM) * kK, small_a);
+  Buffer b = make(static_cast<std::size_t>(kK) * kN, small_b);
+  Buffer c = make(static_cast<std::size_t>(kM) * kN, old_c);
+  GemmCase() { fillers.push_out(); }
+  // C once more through the host, then compared with the product.
+  int check(const std::string& mode) {
+    reference(c.host, 0, kM, a.host, 0, b.host, 0, kM, kN, kK, 0);
+    fillers.push_out();
+    return expect_holds(mode, c, true);
+  }
+};
+
 int run_gemm(const std::string& mode) {
   void* cublas = open_library("libcublas.so.13");
   auto create = CUBLAS(cublas, cublasCreate_v2);
   auto destroy = CUBLAS(cublas, cublasDestroy_v2);
   auto gemm = reinterpret_cast<GemmEx>(find<void*>(cublas, "cublasGemmEx", "libcublas.so.13"));
-  Fillers fillers;
-  Buffer a = make(static_cast<std::size_t>(kM) * kK, small_a), b = make(static_cast<std::size_t>(kK) * kN, small_b);
-  Buffer c = make(static_cast<std::size_t>(kM) * kN, old_c);
-  fillers.push_out();
+  GemmCase gemm_case;
   cublasHandle_t handle = nullptr;
   LIB(create(&handle));
   const float one = 1, zero = 0;
-  LIB(gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, kM, kN, kK, &one, reinterpret_cast<void*>(a.device), CUDA_R_32F, kM,
-           reinterpret_cast<void*>(b.device), CUDA_R_32F, kK, &zero, reinterpret_cast<void*>(c.device), CUDA_R_32F, kM,
+  LIB(gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, kM, kN, kK, &one, gemm_case.a.pointer(), CUDA_R_32F, kM,
+           gemm_case.b.pointer(), CUDA_R_32F, kK, &zero, gemm_case.c.pointer(), CUDA_R_32F, kM,
            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   CHECK(cuCtxSynchronize());
   LIB(destroy(handle));
-  c.host = product(a.host, b.host, kM, kN, kK);
-  fillers.push_out();  // and back once more, through the host
-  return expect_holds(mode, c, true);
+  return gemm_case.check(mode);
 }
 
 // `gemm` again, through a library the program loaded RTLD_LOCAL that links
@@ -177,16 +144,10 @@ int run_indirect(const std::string& mode) {
     std::printf("error no local_gemm_beta0: %s\n", dlerror());
     return 3;
   }
-  Fillers fillers;
-  Buffer a = make(static_cast<std::size_t>(kM) * kK, small_a), b = make(static_cast<std::size_t>(kK) * kN, small_b);
-  Buffer c = make(static_cast<std::size_t>(kM) * kN, old_c);
-  fillers.push_out();
-  LIB(gemm(reinterpret_cast<void*>(a.device), reinterpret_cast<void*>(b.device), reinterpret_cast<void*>(c.device), kM,
-           kN, kK));
+  GemmCase gemm_case;
+  LIB(gemm(gemm_case.a.pointer(), gemm_case.b.pointer(), gemm_case.c.pointer(), kM, kN, kK));
   CHECK(cuCtxSynchronize());
-  c.host = product(a.host, b.host, kM, kN, kK);
-  fillers.push_out();
-  return expect_holds(mode, c, true);
+  return gemm_case.check(mode);
 }
 
 int run_lt(const std::string& mode) {
@@ -198,10 +159,7 @@ int run_lt(const std::string& mode) {
   auto layout_create = CUBLASLT(lt, cublasLtMatrixLayoutCreate);
   auto layout_destroy = CUBLASLT(lt, cublasLtMatrixLayoutDestroy);
   auto matmul = CUBLASLT(lt, cublasLtMatmul);
-  Fillers fillers;
-  Buffer a = make(static_cast<std::size_t>(kM) * kK, small_a), b = make(static_cast<std::size_t>(kK) * kN, small_b);
-  Buffer d = make(static_cast<std::size_t>(kM) * kN, old_c);
-  fillers.push_out();
+  GemmCase gemm_case;  // D = A B into C's buffer, given as C too (beta = 0)
   cublasLtHandle_t handle = nullptr;
   LIB(create(&handle));
   cublasLtMatmulDesc_t desc = nullptr;
@@ -211,16 +169,14 @@ int run_lt(const std::string& mode) {
   LIB(layout_create(&lb, CUDA_R_32F, kK, kN, kK));
   LIB(layout_create(&ld, CUDA_R_32F, kM, kN, kM));
   const float one = 1, zero = 0;
-  const void* out = reinterpret_cast<void*>(d.device);
-  LIB(matmul(handle, desc, &one, reinterpret_cast<void*>(a.device), la, reinterpret_cast<void*>(b.device), lb, &zero,
-             out, ld, const_cast<void*>(out), ld, nullptr, nullptr, 0, nullptr));
+  void* out = gemm_case.c.pointer();
+  LIB(matmul(handle, desc, &one, gemm_case.a.pointer(), la, gemm_case.b.pointer(), lb, &zero, out, ld,
+             out, ld, nullptr, nullptr, 0, nullptr));
   CHECK(cuCtxSynchronize());
   for (auto* l : {la, lb, ld}) LIB(layout_destroy(l));
   LIB(desc_destroy(desc));
   LIB(destroy(handle));
-  d.host = product(a.host, b.host, kM, kN, kK);
-  fillers.push_out();
-  return expect_holds(mode, d, true);
+  return gemm_case.check(mode);
 }
 
 // A 3x3 convolution of a 4 x 1 x 128 x 128 input into 16 channels: a
