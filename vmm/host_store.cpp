@@ -4,24 +4,34 @@
 
 namespace vgpumem::vmm {
 
-void* HostStore::take(std::uint64_t bytes, int device, CUresult* error, bool* still_read) {
+void* HostStore::take(std::uint64_t bytes, int device, CUresult* error, std::uint64_t reads_done,
+                      std::uint64_t* read) {
   *error = CUDA_SUCCESS;
-  if (still_read != nullptr) *still_read = false;
+  if (read != nullptr) *read = 0;
   const auto [first, last] = free_.equal_range(bytes);
-  auto chosen = last;
+  // Free to write at once: idle, or last read on this device by a read
+  // known done (or by none: only this device's copy-out stream may still
+  // write it, and the caller's copy runs after that). Else the one read on
+  // this device whose read comes first.
+  auto chosen = last, soonest = last;
   for (auto it = first; it != last; ++it) {
-    if (it->second.read_by == kIdle || it->second.read_by == device) {
+    const Free& entry = it->second;
+    if (entry.read_by == kIdle || (entry.read_by == device && entry.read <= reads_done)) {
       chosen = it;
       break;
     }
+    if (entry.read_by == device && (soonest == last || entry.read < soonest->second.read)) soonest = it;
   }
+  if (chosen == last) chosen = soonest;
   if (chosen == last && first != last) {
     drain(first->second.read_by);  // read by another device's copy stream: done first
     chosen = first;
   }
   if (chosen != last) {
     void* buffer = chosen->second.buffer;
-    if (still_read != nullptr) *still_read = chosen->second.read_by == device;
+    if (read != nullptr && chosen->second.read_by == device && chosen->second.read > reads_done) {
+      *read = chosen->second.read;
+    }
     free_.erase(chosen);
     return buffer;
   }
@@ -59,7 +69,7 @@ void HostStore::add_spare(void* buffer, std::uint64_t bytes) {
   pinned_ += bytes;
   peak_ = std::max(peak_, pinned_);
   ++pinned_ahead_;
-  free_.emplace(bytes, Free{buffer, kIdle});
+  free_.emplace(bytes, Free{buffer, kIdle, 0});
 }
 
 // Every buffer that device's copy stream read is idle once it is drained.
@@ -67,7 +77,10 @@ void HostStore::drain(int device) {
   if (device == kIdle) return;
   if (drain_) drain_(device);
   for (auto& [bytes, entry] : free_) {
-    if (entry.read_by == device) entry.read_by = kIdle;
+    if (entry.read_by == device) {
+      entry.read_by = kIdle;
+      entry.read = 0;
+    }
   }
 }
 

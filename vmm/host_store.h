@@ -7,12 +7,13 @@
 // itself in between runs without it.
 //
 // A buffer given back while a copy stream may still read it (a fetch's copy
-// to the device) remembers that stream's device: an offload on the same
-// device may take it at once, its copy ordered after the read (take says
-// so; the pager makes its copy-out stream wait for its copy-in stream);
-// another device's copy stream is not ordered after it, so such a buffer
-// serves another device only once its own device's copy streams are
-// drained (`drain`).
+// to the device) remembers that stream's device and the read's number on it
+// (FetchMarks): an offload on the same device may take it at once, its copy
+// ordered after that one read (take says which; the pager makes its
+// copy-out stream wait for it), and take prefers buffers whose read is
+// known done, which need no wait at all. Another device's copy stream is
+// not ordered after it, so such a buffer serves another device only once
+// its own device's copy streams are drained (`drain`).
 #pragma once
 
 #include <cstdint>
@@ -34,12 +35,17 @@ class HostStore {
 
   // A pinned buffer of `bytes` for a copy on `device`'s copy stream, or
   // nullptr when the limit or the driver refuses (`error` says which).
-  // `still_read`, if given, says whether `device`'s copy-in stream may still
-  // be reading it (the caller orders its copy after that stream).
-  void* take(std::uint64_t bytes, int device, CUresult* error, bool* still_read = nullptr);
-  // `read_by`: the device whose copy stream may still read it, or kIdle.
-  void give_back(void* buffer, std::uint64_t bytes, int read_by = kIdle) {
-    free_.emplace(bytes, Free{buffer, read_by});
+  // `reads_done`: the number up to which reads on `device`'s copy-in stream
+  // have completed. `read`, if given, gets the number of the read on that
+  // stream that may still be reading the buffer (0: none; the caller orders
+  // its copy after that read). A buffer no read holds back goes first.
+  void* take(std::uint64_t bytes, int device, CUresult* error, std::uint64_t reads_done = 0,
+             std::uint64_t* read = nullptr);
+  // `read_by`: the device whose copy stream may still read or write it, or
+  // kIdle; `read`: the number of the read on its copy-in stream (0: none,
+  // only its copy-out stream, whose copies run in turn).
+  void give_back(void* buffer, std::uint64_t bytes, int read_by = kIdle, std::uint64_t read = 0) {
+    free_.emplace(bytes, Free{buffer, read_by, read_by == kIdle ? 0 : read});
   }
 
   // The size of a buffer worth pinning ahead, if any: the size last pinned
@@ -57,6 +63,7 @@ class HostStore {
   struct Free {
     void* buffer;
     int read_by;
+    std::uint64_t read;  // on read_by's copy-in stream; 0: none
   };
   bool release_one_free();
   void drain(int device);

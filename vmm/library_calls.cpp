@@ -43,8 +43,8 @@ LibraryCallScope::Range Pager::skipped_on_fetch(const Unit* unit, LibraryCallSco
   return LibraryCallScope::Range{covered.address - unit->address, covered.bytes};
 }
 
-void Pager::keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip) {
-  scope.kept[scope.kept_count++] = LibraryCallScope::Kept{unit, unit->host, unit->bytes, skip.address, skip.bytes};
+void Pager::keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip, std::uint64_t read) {
+  scope.kept[scope.kept_count++] = LibraryCallScope::Kept{unit, unit->host, unit->bytes, skip.address, skip.bytes, read};
   overwritten_fetches_.fetch_add(1, std::memory_order_relaxed);
   bytes_not_fetched_.fetch_add(skip.bytes, std::memory_order_relaxed);
 }
@@ -58,7 +58,7 @@ void Pager::end_library_call(LibraryCallScope& scope, bool completed) {
     const LibraryCallScope::Kept& kept = scope.kept[i];
     if (!completed && !kept.unit->retired) restore_skipped(scope, kept);
     // The copy-in stream may still read the parts that were copied.
-    host_.give_back(kept.host, kept.host_bytes, kept.unit->device);
+    host_.give_back(kept.host, kept.host_bytes, kept.unit->device, kept.read);
   }
   scope.kept_count = 0;
 }

@@ -259,6 +259,16 @@ void Pager::order_after_save(DeviceState& state, std::uint64_t serial) {
   }
 }
 
+// The copy-out stream waits for read `serial` on the copy-in stream (and
+// so every read before it) unless it is done.
+void Pager::order_after_fetch(DeviceState& state, std::uint64_t serial) {
+  if (serial <= state.fetch_marks.done()) return;
+  const CUevent read = state.fetch_marks.event_for(serial);
+  if (read == nullptr || driver_.stream_wait_event(state.copy_stream, read, 0) != CUDA_SUCCESS) {
+    order_streams(state, state.copy_stream, state.to_device_stream);
+  }
+}
+
 // `waiter` waits for everything enqueued on `before` so far (the pager's
 // own streams, in the device's context); if no event can be had, the host
 // waits instead.
@@ -285,13 +295,13 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
     return CUDA_ERROR_NOT_READY;
   }
   CUresult result = CUDA_SUCCESS;
-  bool host_still_read = false;
-  void* host = host_.take(unit->bytes, unit->device, &result, &host_still_read);
+  state.fetch_marks.poll(driver_);
+  std::uint64_t read = 0;  // the read on the copy-in stream that may still use the buffer
+  void* host = host_.take(unit->bytes, unit->device, &result, state.fetch_marks.done(), &read);
   // Copy out only what has arrived, into a buffer no fetch still reads.
-  if (host != nullptr && host_still_read) {
-    order_streams(state, state.copy_stream, state.to_device_stream);
-  } else if (host != nullptr && unit->ready != nullptr &&
-             driver_.stream_wait_event(state.copy_stream, unit->ready, 0) != CUDA_SUCCESS) {
+  if (host != nullptr && read != 0) order_after_fetch(state, read);
+  if (host != nullptr && unit->ready != nullptr &&
+      driver_.stream_wait_event(state.copy_stream, unit->ready, 0) != CUDA_SUCCESS) {
     order_streams(state, state.copy_stream, state.to_device_stream);
   }
   CUevent timed_from = nullptr, timed_to = nullptr;
@@ -547,12 +557,14 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
   // Nothing to copy and chunks no save still reads: usable at once, without
   // queueing behind the copy-in stream's prefetches.
   const bool ready_now = skip.bytes == unit->bytes && after_save <= state.saves_done;
+  std::uint64_t read = 0;  // the copy's number among the reads of host buffers (FetchMarks)
   if (mapped && !ready_now) {
     // After the save of any chunk it was given that may still be read (its
     // own save, whose bytes it reads, was waited for by unmap_now): the
     // chunks' last contents are saved before they are overwritten.
     order_after_save(state, after_save);
     result = copy_in_except(state, unit, skip);
+    if (result == CUDA_SUCCESS && skip.bytes < unit->bytes) read = state.fetch_marks.mark(driver_, state.to_device_stream);
   }
   CUevent ready = nullptr;
   if (result == CUDA_SUCCESS && !ready_now) result = record_on_stream(state.to_device_stream, &ready);
@@ -571,10 +583,10 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   // The copy above may still read the buffer: an offload on this device that
-  // takes it waits for the copy-in stream; another device's waits (HostStore).
+  // takes it waits for that read; another device's waits (HostStore).
   // A buffer that still holds skipped bytes stays the call's until it ends.
-  if (skip.bytes != 0) keep_skipped(*overwrite, unit, skip);
-  back_on_device(state, unit, ready, /*keep_host=*/skip.bytes != 0);
+  if (skip.bytes != 0) keep_skipped(*overwrite, unit, skip, read);
+  back_on_device(state, unit, ready, /*keep_host=*/skip.bytes != 0, read);
   prefetches_.fetch_add(1, std::memory_order_relaxed);
   bytes_prefetched_.fetch_add(unit->bytes - skip.bytes, std::memory_order_relaxed);
   return CUDA_SUCCESS;
@@ -609,8 +621,8 @@ CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope:
 // may still use it (the fetch's reading it, or a revived unit's save still
 // writing it), so another device takes it only once this device's copy
 // streams are drained (HostStore).
-void Pager::back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host) {
-  if (!keep_host) host_.give_back(unit->host, unit->bytes, unit->device);
+void Pager::back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host, std::uint64_t read) {
+  if (!keep_host) host_.give_back(unit->host, unit->bytes, unit->device, read);
   unit->host = nullptr;
   unit->used_by.store(0);
   set_ready(unit, ready);
@@ -1114,6 +1126,7 @@ void Pager::retire_device_context(DeviceState& state) {
   }
   if (state.reclaim_mark != nullptr) driver_.event_destroy(state.reclaim_mark);
   state.reclaim_mark = nullptr;
+  state.fetch_marks.retire(driver_);  // drained above: every read is done
   // The streams go with the context; the pager's handles must not outlive it.
   state.copy_stream = nullptr;
   state.to_device_stream = nullptr;

@@ -321,14 +321,18 @@ class Pager final : public PagerControl {
   CUresult fetch(Unit* unit, LibraryCallScope* overwrite = nullptr);
   LibraryCallScope::Range skipped_on_fetch(const Unit* unit, LibraryCallScope* overwrite) const;
   CUresult copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip);
-  void keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip);
+  // `read`: the number of the copy-in stream's read of the unit's host
+  // buffer (FetchMarks; 0: none), for whoever takes the buffer after the call.
+  void keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip, std::uint64_t read);
   void restore_skipped(const LibraryCallScope& scope, const LibraryCallScope::Kept& kept);
   // A unit wanted back while its save is still in flight, whose chunks no
   // one has reused: it takes them back and is resident again, with no copy
   // and no wait. False if it cannot. Called by fetch, in the device's context.
   bool revive(DeviceState& state, Unit* unit);
-  // The end of a fetch or a revival: resident again, ready after `ready`.
-  void back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host = false);
+  // The end of a fetch or a revival: resident again, ready after `ready`;
+  // its host buffer back to the store (unless `keep_host`), still read by
+  // the copy-in stream's read number `read` (0: none).
+  void back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host = false, std::uint64_t read = 0);
   // `after_save`, if given: the latest save (serial) a taken chunk may still
   // be read by, 0 if none; the caller orders its writes after it.
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
@@ -355,6 +359,7 @@ class Pager final : public PagerControl {
   CUresult record_on_stream(CUstream stream, CUevent* event);
   void order_streams(DeviceState& state, CUstream waiter, CUstream before);
   void order_after_save(DeviceState& state, std::uint64_t serial);
+  void order_after_fetch(DeviceState& state, std::uint64_t serial);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
   bool admits(int device, std::uint64_t bytes) const;
   void release_unit(Unit* unit);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "vmm/fetch_marks.h"
 #include "vmm/pager.h"
 
 namespace vgpumem::vmm {
@@ -27,6 +28,9 @@ struct Pager::DeviceState {
   // to saves_done have completed. A chunk a save may still read carries its
   // number (ChunkPool), and a fetch into it waits for that save alone.
   std::uint64_t saves_issued = 0, saves_done = 0;  // the reclaimer's own, recorded on the copy stream
+  // The copy-in stream's reads of host buffers, numbered likewise: a save
+  // into a buffer a fetch may still read waits for that read alone.
+  FetchMarks fetch_marks;
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
   std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic

@@ -215,6 +215,71 @@ TEST_F(ScheduledMovesTest, AnOffloadOfAUnitStillArrivingWaitsForItsArrival) {
   expect_held(std::span<const CUdeviceptr>(buffers.data(), 5), kChunk);
 }
 
+// The reclaimer off: it would wait for saves and reads on its own thread
+// and make the simulator run them early, which these tests must control.
+void without_grace_or_reclaimer(vmm::PagerOptions& options) {
+  options.grace_operations = 0;
+  options.reclaimer = false;
+}
+
+// A unit that came back gives its host buffer to the store while the copy
+// that reads it is still queued (here behind an 8 MiB prefetch). The next
+// save to take that buffer must wait for that read, or the read copies the
+// save's bytes in instead of the unit's.
+TEST_F(ScheduledMovesTest, ASaveIntoAHostBufferAPrefetchStillReadsWaitsForThatRead) {
+  make_pager(6 * kChunk, std::nullopt, without_grace_or_reclaimer);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  CUdeviceptr large = 0;
+  ASSERT_EQ(pager_->allocate(0, 4 * kChunk, &large), CUDA_SUCCESS);
+  write(large, 4 * kChunk, 9);
+  std::array<CUdeviceptr, 2> buffers{};  // a, b
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, std::array<CUdeviceptr, 3>{large, buffers[0], buffers[1]});
+  ASSERT_TRUE(pager_->offload_unit(units[0]));
+  ASSERT_TRUE(pager_->offload_unit(units[1]));
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);  // both saved: each comes back by a copy, not revived
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // 152 us on the copy-in engine
+  ASSERT_TRUE(pager_->prefetch_unit(units[1]));  // behind it: reads a's host buffer from 152 us on
+  ASSERT_TRUE(pager_->offload_unit(units[2]));   // b's save, into the only free 2 MiB buffer: a's
+  pager_->set_access_feed(nullptr);
+  EXPECT_TRUE(holds(buffers[0], kChunk, 0)) << "a came back with b's bytes: its read ran after b's save";
+  EXPECT_TRUE(holds(buffers[1], kChunk, 1));
+  EXPECT_TRUE(holds(large, 4 * kChunk, 9));
+}
+
+// A save into a host buffer whose read is done waits for nothing on the
+// copy-in stream: not for a long prefetch queued there since. (Ordering
+// saves after the whole copy-in stream made the copy-out engine idle behind
+// the copy-in engine on every link-bound step.)
+TEST_F(ScheduledMovesTest, ASaveWaitsOnlyForTheReadOfItsOwnHostBuffer) {
+  make_pager(7 * kChunk, std::nullopt, without_grace_or_reclaimer);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  CUdeviceptr large = 0;
+  ASSERT_EQ(pager_->allocate(0, 4 * kChunk, &large), CUDA_SUCCESS);
+  write(large, 4 * kChunk, 9);
+  std::array<CUdeviceptr, 3> buffers{};  // a, b, c
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units =
+      units_of(*pager_, catcher, std::array<CUdeviceptr, 4>{large, buffers[0], buffers[1], buffers[2]});
+  ASSERT_TRUE(pager_->offload_unit(units[1]));  // a out and back: its host buffer is free, its read done
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_TRUE(pager_->prefetch_unit(units[1]));
+  ASSERT_TRUE(pager_->offload_unit(units[0]));
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // 152 us on the copy-in engine from now
+  const unsigned long long issued = vgpusimHostTimeNs();
+  ASSERT_TRUE(pager_->offload_unit(units[2]));  // b's save takes a's buffer
+  ASSERT_NE(units[2]->saved, nullptr);
+  ASSERT_EQ(cuEventSynchronize(units[2]->saved), CUDA_SUCCESS);
+  const unsigned long long saved = vgpusimHostTimeNs();
+  EXPECT_LT(saved - issued, 100'000u) << "a 2 MiB save (40 us) waited for the 8 MiB prefetch before it";
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+  EXPECT_TRUE(holds(large, 4 * kChunk, 9));
+}
+
 }  // namespace
 }  // namespace vgpumem::test
 

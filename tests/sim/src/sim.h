@@ -227,6 +227,7 @@ struct Pending {
   CUcontext context;
   Operation operation;
   double start_ns = 0, end_ns = 0;  // as scheduled at issue, for the timeline file
+  double issued_ns = 0;             // the issuing thread's clock then (start_ns may be later: stream, engine)
   std::uint32_t stream_id = 0;      // the stream it was issued to, for the kernel observer
 };
 
@@ -237,6 +238,7 @@ struct TimelineFile {
   struct Entry {
     double start_ns = 0;
     double duration_ns = 0;
+    double issued_ns = 0;         // an operation's: the issuing thread's clock when it was issued
     std::uint64_t bytes = 0;      // an operation's bytes, or the device's physical bytes after a change
     std::uint64_t mapped = 0;     // the device's mapped bytes after a change
     const char* what = "";

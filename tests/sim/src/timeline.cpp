@@ -140,7 +140,8 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   }
   Device& device = sim.devices[static_cast<std::size_t>(sim.contexts.at(stream->context).device)];
   const auto engine = static_cast<std::size_t>(operation.engine);
-  double start = std::max({operation.untimed ? 0.0 : host_now(sim), stream->tail_ns, implicit_dependencies(sim, *stream)});
+  const double issued = operation.untimed ? 0.0 : host_now(sim);
+  double start = std::max({issued, stream->tail_ns, implicit_dependencies(sim, *stream)});
   if (operation.engine != Engine::none) start = std::max(start, device.engine_free_ns[engine]);
   const double end = start + operation.duration_ns;
   if (operation.engine != Engine::none) {
@@ -151,7 +152,7 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   sim.last_end_ns = std::max(sim.last_end_ns, end);
   const double acts_at = operation.effect_at_end ? end : start;
   sim.pending.emplace(std::make_pair(acts_at, sim.next_sequence++),
-                      Pending{stream->context, std::move(operation), start, end, stream->id});
+                      Pending{stream->context, std::move(operation), start, end, issued, stream->id});
   // A full queue makes the host wait for the oldest work, as a real launch does.
   while (sim.pending.size() > kMaxPending) {
     const double oldest = sim.pending.begin()->first.first;

@@ -70,6 +70,7 @@ void record_operation(Simulator& sim, int device, const Pending& work) {
   TimelineFile::Entry entry;
   entry.start_ns = work.start_ns;
   entry.duration_ns = work.end_ns - work.start_ns;
+  entry.issued_ns = work.issued_ns;
   entry.bytes = work.operation.bytes;
   entry.what = work.operation.what;
   entry.name = work.operation.name;
@@ -125,7 +126,7 @@ void write_timeline(Simulator& sim, const char* path) {
            ",\"tid\":" + std::to_string(static_cast<int>(e.engine)) + ",\"ts\":" + micros(e.start_ns) +
            ",\"dur\":" + micros(e.duration_ns) + ",\"args\":{\"kind\":\"" + kind + "\"";
     if (e.bytes != 0) out += ",\"bytes\":" + std::to_string(e.bytes);
-    out += "}},\n";
+    out += ",\"issued\":" + micros(e.issued_ns) + "}},\n";
   }
   // The last value again at the end of the run, so the counter spans it.
   for (std::size_t d = 0; d < sim.devices.size(); ++d) {

@@ -156,6 +156,31 @@ TEST(TimelineFile, BoundedAndCountsWhatItDrops) {
   EXPECT_EQ(events(timeline, "X").size() + events(timeline, "C").size(), 2u + 2u);
 }
 
+// Each operation says when the host issued it: an upload queued behind
+// another on the copy-to-device engine was issued with it and started when
+// the engine was free, so whatever it waited for was the engine, not the host.
+TEST(TimelineFile, EachOperationCarriesWhenItWasIssued) {
+  const std::string path = scratch("queued.json");
+  ASSERT_EQ(run_child("queued", {"VGPUSIM_TIMELINE=" + path}), 0);
+  const json timeline = read_json(path);
+  const json times = read_json(path + ".times");
+  std::remove(path.c_str());
+  std::remove((path + ".times").c_str());
+  ASSERT_TRUE(timeline.is_object());
+  const double t0 = times.at("issued_ns").get<double>() / 1000.0;
+  std::vector<json> uploads;
+  for (const json& x : events(timeline, "X")) {
+    if (x.at("cat") == "copy" && x.at("ts").get<double>() >= t0) uploads.push_back(x);
+  }
+  ASSERT_EQ(uploads.size(), 2u) << timeline.dump(1);
+  for (const json& upload : uploads) EXPECT_NEAR(upload.at("args").at("issued").get<double>(), t0, 1e-3);
+  EXPECT_NEAR(uploads[0].at("ts").get<double>(), t0, 1e-3);
+  EXPECT_NEAR(uploads[1].at("ts").get<double>(), t0 + 1000.0 + kCopySetupUs, 1e-3) << "behind the first";
+  for (const json& x : events(timeline, "X")) {
+    EXPECT_LE(x.at("args").at("issued").get<double>(), x.at("ts").get<double>() + 1e-3) << x.dump();
+  }
+}
+
 TEST(TimelineFile, MalformedBoundStopsAtInit) {
   EXPECT_EQ(run_child("init", {"VGPUSIM_TIMELINE=/dev/null", "VGPUSIM_TIMELINE_MAX_EVENTS=lots"}), 2);
 }
@@ -200,6 +225,25 @@ int child_overlap() {
   return 0;
 }
 
+int child_queued() {
+  CUcontext ctx = nullptr;
+  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
+  CUdeviceptr a = 0, b = 0;
+  void* pinned = nullptr;
+  if (cuMemAlloc(&a, kLinkBytes) || cuMemAlloc(&b, kLinkBytes) || cuMemHostAlloc(&pinned, kLinkBytes, 0)) return 11;
+  CUstream streams[2] = {};
+  for (CUstream& s : streams) {
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) return 13;
+  }
+  const unsigned long long issued = vgpusimHostTimeNs();
+  if (cuMemcpyHtoDAsync(a, pinned, kLinkBytes, streams[0]) || cuMemcpyHtoDAsync(b, pinned, kLinkBytes, streams[1])) {
+    return 14;
+  }
+  if (cuCtxSynchronize()) return 15;
+  write_times({{"issued_ns", issued}});
+  return 0;
+}
+
 int child_create_map_release() {
   CUcontext ctx = nullptr;
   if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
@@ -229,6 +273,7 @@ int main(int argc, char** argv) {
     const std::string name = argv[2];
     if (name == "overlap") return child_overlap();
     if (name == "create_map_release") return child_create_map_release();
+    if (name == "queued") return child_queued();
     if (name == "init") return cuInit(0) == CUDA_SUCCESS ? 0 : 1;
     return 99;
   }
