@@ -228,7 +228,15 @@ int run_simulate(const std::vector<std::string>& args) {
     scheduler::Plan plan = policy == "auto"       ? scheduler::plan_auto(profile, budget, link)
                            : policy == "vdnn-all" ? scheduler::plan_vdnn(profile, budget, link, false)
                                                   : scheduler::plan_vdnn(profile, budget, link, true);
-    const scheduler::PlanTiming timing = scheduler::simulate(profile, plan, link, options->late);
+    // As the scheduler plans: where the launch grace leaves no room for a
+    // plan, auto cuts the grace as far as a plan needs.
+    if (policy == "auto" && !plan.fits && profile.offload_delay > 1) {
+      scheduler::Plan cut = scheduler::plan_auto_cutting_grace(profile, budget, link);
+      if (cut.fits) plan = std::move(cut);
+    }
+    const scheduler::IterationProfile planned = scheduler::profile_for(profile, plan);
+    const std::size_t grace = planned.offload_delay - 1;
+    const scheduler::PlanTiming timing = scheduler::simulate(planned, plan, link, options->late);
     if (options->json) {
       std::cout << nlohmann::json{{"policy", policy},
                                   {"budget", budget},
@@ -240,7 +248,8 @@ int run_simulate(const std::vector<std::string>& args) {
                                   {"bytes_to_device", timing.bytes_to_device},
                                   {"swaps", plan.swaps.size()},
                                   {"peak_after", plan.peak_after},
-                                  {"fits", plan.fits}}
+                                  {"fits", plan.fits},
+                                  {"grace_operations", grace}}
                        .dump()
                 << "\n";
       continue;
@@ -249,7 +258,11 @@ int run_simulate(const std::vector<std::string>& args) {
                 timing.step_ns / floor, timing.step_ns / profile.step_ns, mib(timing.bytes_to_host).c_str(),
                 mib(timing.bytes_to_device).c_str(), ms(timing.stall_ns).c_str(), plan.swaps.size(),
                 plan.fits ? "yes" : "no");
-    if (options->late) print_late(profile, plan, timing, names);
+    if (planned.offload_delay != profile.offload_delay) {
+      std::printf("    (no plan fits with a launch grace of %zu operations: this one cuts it to %zu)\n",
+                  profile.offload_delay - 1, grace);
+    }
+    if (options->late) print_late(planned, plan, timing, names);
     if (options->swaps) {
       for (const scheduler::PlannedSwap& swap : plan.swaps) {
         std::printf("    unit %4u %12s  out after op %4u  prefetch at op %4u  needed by op %4u\n", swap.unit,

@@ -79,7 +79,8 @@ bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
   ThreadCounts::bump(at.counts->followed);
   // Room first, then what comes back.
   for (std::uint32_t i = table->offload_begin[at.phase]; i < table->offload_begin[at.phase + 1]; ++i) {
-    (pager_.offload_unit(table->offloads[i]) ? offloads_ : refused_).fetch_add(1, std::memory_order_relaxed);
+    (pager_.offload_unit(table->offloads[i], table->inside_grace) ? offloads_ : refused_)
+        .fetch_add(1, std::memory_order_relaxed);
   }
   for (std::uint32_t i = table->prefetch_begin[at.phase]; i < table->prefetch_begin[at.phase + 1]; ++i) {
     (pager_.prefetch_unit(table->prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
@@ -218,13 +219,23 @@ bool Scheduler::plan_now() {
   // on-demand path, and whether that beats on demand alone is measured, not
   // predicted (plan_trial.h). (vDNN's plans are kept whatever they do: they
   // are the baselines.)
+  // Where the launch grace leaves no room for a plan, auto's candidate is
+  // its plan with the grace cut as far as it must be, if one then fits
+  // (plan_auto_cutting_grace), else its partial plan.
   std::size_t unfit_swaps = 0;
-  if (!plan.fits && options_.planner == Planner::swap) {
+  const bool trial = !plan.fits && options_.planner == Planner::swap;
+  if (trial) {
+    if (options_.grace_operations > 0) {
+      Plan cut = plan_auto_cutting_grace(step, budget, link, leads);
+      if (cut.fits) plan = std::move(cut);
+    }
     const std::size_t auto_swaps = plan.swaps.size();
     plan = unfit_plan(*iteration, step, budget, link, plan);
     if (plan.swaps.empty()) unfit_swaps = auto_swaps;
   }
-  const bool refine = options_.planner == Planner::swap && plan.fits && !plan.swaps.empty();
+  const IterationProfile planned = profile_for(step, plan);  // the positions the plan is on
+  // (A trial's candidates run as they were planned: what is measured is what is kept.)
+  const bool refine = options_.planner == Planner::swap && !trial && plan.fits && !plan.swaps.empty();
   Plan greedy = refine ? plan : Plan{};
   publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
   const double published_ms = ms_since(began);
@@ -232,10 +243,10 @@ bool Scheduler::plan_now() {
       "schedule: plan of {} moves for a step of {} operations published (recorded step {}; {:.1f} ms after it was "
       "taken, {:.1f} ms of them reading its times)",
       plan.swaps.size(), step.period(), iteration->serial, published_ms, profile_ms);
-  PlanTiming predicted = simulate(step, plan, link);
+  PlanTiming predicted = simulate(planned, plan, link);
   if (refine) {
-    refine_auto_plan(step, link, leads, &greedy);
-    if (const PlanTiming refined = simulate(step, greedy, link); refined.step_ns < predicted.step_ns) {
+    refine_auto_plan(planned, link, leads, &greedy);
+    if (const PlanTiming refined = simulate(planned, greedy, link); refined.step_ns < predicted.step_ns) {
       plan = std::move(greedy);
       predicted = refined;
       publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
@@ -250,6 +261,7 @@ bool Scheduler::plan_now() {
                             {"swaps", plan.swaps.size()},
                             {"peak_after", plan.peak_after},
                             {"fits", plan.fits},
+                            {"grace_operations", planned.offload_delay - 1},
                             {"unfit_swaps_dropped", unfit_swaps},
                             {"backward_begins", step.backward_begins},
                             {"predicted_step_ns", predicted.step_ns},

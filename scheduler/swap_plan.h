@@ -56,7 +56,16 @@ struct Plan {
   std::uint64_t peak_before = 0;    // predicted resident peak without the plan (the step's bytes)
   std::uint64_t peak_after = 0;     // with it
   bool fits = true;                 // peak_after <= target (else the on-demand path makes up the rest)
+  // How many operations after its last use each offload is issued: 0 means
+  // the profile's (IterationProfile::offload_delay, the pager's launch grace
+  // kept whole). Fewer: the plan was made with the grace cut
+  // (plan_auto_cutting_grace), and its offloads take units still inside it.
+  std::size_t offload_delay = 0;
 };
+
+// The profile a plan's positions are on: `profile` with the plan's offload
+// delay, where it has its own.
+IterationProfile profile_for(const IterationProfile& profile, const Plan& plan);
 
 // Extra lead for a prefetch that arrived late: per (unit, needed_by), the
 // nanoseconds its trigger moves earlier than the link alone says.
@@ -87,6 +96,15 @@ std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const 
 // The local search of plan_refinement.h over plan_auto's candidate gaps;
 // `plan` must fit, and still does afterwards.
 void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan);
+
+// Where no plan fits with the profile's launch grace: plan_auto with the
+// grace halved until a plan fits, down to none. The first plan that fits,
+// its offload_delay the one it was made with; or, if none does, the plan
+// with no grace (unfit). Units move inside their grace only this way, where
+// the cap leaves no room outside it — as on-demand paging then evicts inside
+// it too (vmm/launch_grace.h).
+Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                             const PrefetchLeads& leads = {});
 
 // vDNN: each forward layer's input (the units its leading kernel touches
 // that wait for the backward pass) goes out after its forward use and comes

@@ -189,4 +189,24 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
   return plan;
 }
 
+IterationProfile profile_for(const IterationProfile& profile, const Plan& plan) {
+  IterationProfile planned = profile;
+  if (plan.offload_delay != 0) planned.offload_delay = plan.offload_delay;
+  return planned;
+}
+
+Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                             const PrefetchLeads& leads) {
+  // The delay is one operation (the feed hears of an operation while it
+  // holds its units) plus the grace.
+  Plan plan;
+  IterationProfile cut = profile;
+  for (std::size_t grace = profile.offload_delay > 1 ? (profile.offload_delay - 1) / 2 : 0;; grace /= 2) {
+    cut.offload_delay = 1 + grace;
+    plan = plan_auto(cut, budget, link, leads, /*refine=*/false);
+    plan.offload_delay = cut.offload_delay;
+    if (plan.fits || grace == 0) return plan;
+  }
+}
+
 }  // namespace vgpumem::scheduler

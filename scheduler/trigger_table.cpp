@@ -12,6 +12,11 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   table.thread = profile.thread;
   table.lock = profile.lock;
   const std::size_t period = profile.period();
+  // Where each swap's offload is issued: after its last use, by the plan's
+  // own delay where it was made with the grace cut.
+  const std::size_t delay = plan.offload_delay != 0 ? plan.offload_delay : profile.offload_delay;
+  table.inside_grace = delay < profile.offload_delay;
+  const auto offload_at = [&](const PlannedSwap& swap) { return (std::size_t{swap.offload_after} + delay) % period; };
   table.identity.reserve(period);
   for (const ProfileOp& op : profile.ops) table.identity.push_back(op.identity);
 
@@ -24,7 +29,7 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   // A swap whose next use overwrites its unit has no prefetch: that use
   // brings it back, without a copy.
   for (const PlannedSwap& swap : plan.swaps) {
-    ++offload_count[timeline::offload_issued_unrolled(profile, swap) % period + 1];
+    ++offload_count[offload_at(swap) + 1];
     if (!swap.no_copy_in) ++prefetch_count[swap.prefetch_at + 1];
   }
   for (std::size_t p = 0; p < period; ++p) {
@@ -37,7 +42,7 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   table.prefetches.resize(prefetch_count[period]);
   for (const PlannedSwap& swap : plan.swaps) {
     vmm::Unit* unit = profile.units[swap.unit].unit;
-    table.offloads[offload_count[timeline::offload_issued_unrolled(profile, swap) % period]++] = unit;
+    table.offloads[offload_count[offload_at(swap)]++] = unit;
     if (!swap.no_copy_in) table.prefetches[prefetch_count[swap.prefetch_at]++] = unit;
   }
   table.plan = std::move(plan);

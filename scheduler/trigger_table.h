@@ -20,6 +20,9 @@ struct TriggerTable {
   // Per operation p: [offload_begin[p], offload_begin[p+1]) in `offloads`.
   std::vector<std::uint32_t> offload_begin, prefetch_begin;
   std::vector<vmm::Unit*> offloads, prefetches;
+  // The plan was made with the launch grace cut (Plan::offload_delay): its
+  // offloads may take units still inside the grace.
+  bool inside_grace = false;
   Plan plan;  // what it came from, for the summary and the trace
 
   std::size_t period() const { return identity.size(); }

@@ -229,7 +229,7 @@ class Pager final : public PagerControl {
   void set_access_feed(AccessFeed* feed) { feed_.store(feed, std::memory_order_release); }
 
   // What the scheduler drives (vmm/pager_control.h; vmm/scheduled_moves.cpp).
-  bool offload_unit(Unit* unit) override;
+  bool offload_unit(Unit* unit, bool inside_grace) override;
   bool prefetch_unit(Unit* unit) override;
   UnitFacts facts(const Unit* unit) const override;
   std::uint64_t paging_budget(int device) const override;
@@ -411,6 +411,7 @@ class Pager final : public PagerControl {
   MarkPool marks_{driver_};         // timing marks, reused (its own lock)
   std::atomic<AccessFeed*> feed_{nullptr};
   std::atomic<std::uint64_t> grace_evictions_{0};  // victims taken inside their grace: nothing else could go
+  std::atomic<std::uint64_t> planned_grace_evictions_{0};  // scheduled offloads inside a grace (a plan that cut it)
 
   mutable std::mutex mutex_;
   bool arena_ready_ = false;

@@ -36,9 +36,11 @@ class PagerControl {
   // Starts copying `unit` to the host after all work the streams that used it
   // have enqueued so far; its chunks serve others once the copy is done (in
   // stream order). Returns without waiting. False when it cannot go now: not
-  // resident, pinned, held by a launch between its check and its enqueue, or
-  // a capture or the host limit in the way.
-  virtual bool offload_unit(Unit* unit) = 0;
+  // resident, pinned, held by a launch between its check and its enqueue,
+  // inside its launch grace (unless `inside_grace`: a plan made with the
+  // grace cut, where no plan fits outside it; never under the torture
+  // check), or a capture or the host limit in the way.
+  virtual bool offload_unit(Unit* unit, bool inside_grace) = 0;
   // Starts bringing `unit` back on the copy stream; work that names it waits
   // for its arrival, no longer. Room is made as on demand (least recently
   // used first). False when it cannot come now (it stays on the host, and

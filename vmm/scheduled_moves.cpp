@@ -10,12 +10,15 @@
 
 namespace vgpumem::vmm {
 
-bool Pager::offload_unit(Unit* unit) {
+bool Pager::offload_unit(Unit* unit, bool inside_grace) {
   std::lock_guard lock(mutex_);
   // A capture open anywhere: the offload would record events on streams that
   // may be capturing (order_after_users refuses those, not cheaply). Later.
+  // Inside its grace only for a plan made with the grace cut, as on demand
+  // evicts there when nothing else makes room; torture keeps every grace.
+  const bool graced = grace_.protects(*unit);
   if (unit->retired || unit->pins != 0 || unit->state.load() != Residency::resident || capture_open() ||
-      grace_.protects(*unit)) {
+      (graced && (!inside_grace || options_.check == CheckMode::torture))) {
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -26,6 +29,7 @@ bool Pager::offload_unit(Unit* unit) {
     return false;
   }
   scheduled_offloads_.fetch_add(1, std::memory_order_relaxed);
+  if (graced) planned_grace_evictions_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

@@ -169,6 +169,39 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
   EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
 }
 
+// VGG-16's short step of large maps at half its peak: with the pager's
+// launch grace of eight operations no plan fits (the units of the last
+// eight operations fill the cap), so auto's way in the trial is its plan
+// with the grace cut, its offloads allowed inside the grace — as on demand
+// itself evicts there at this cap. It is measured against on demand and
+// vDNN, runs faster than on demand, and every bit is as uncapped.
+TEST(PagingLayered, WhereTheGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncapped) {
+  const std::vector<std::string> args{"--model", "vgg16", "--scale", "32", "--steps", "16"};
+  auto env = simulator_environment();
+  env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
+  const Result baseline = parse(run_process(trainer(args), env));
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  const std::uint64_t cap = baseline.wanted / 2;
+  const PagedRun run = run_paged("grace-cut", trainer(args), std::to_string(cap),
+                                 {{"VGPUMEM_POLICY", "auto"}, {"VGPUSIM_LINK_GBPS", "1.71875"}});  // 55 / 32
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
+  EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+  const nlohmann::json& vgpumem = run.trace["vgpumem"];
+  const nlohmann::json& schedule = vgpumem["schedule"];
+  ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
+  EXPECT_LT(schedule["plan"]["grace_operations"].get<int>(), 8) << schedule["plan"].dump();
+  EXPECT_GT(vgpumem["paging"]["grace"]["planned_inside"].get<int>(), 0) << vgpumem["paging"]["grace"].dump();
+  const nlohmann::json& trial = schedule["trial"];
+  ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << schedule.dump();
+  double on_demand = 0, automatic = 0;
+  for (const nlohmann::json& way : trial["candidates"]) {
+    if (way["policy"] == "on demand") on_demand = way["step_ns"].get<double>();
+    if (way["policy"] == "auto") automatic = way["step_ns"].get<double>();
+  }
+  EXPECT_GT(automatic, 0) << trial.dump();
+  EXPECT_LT(automatic, on_demand) << trial.dump();
+}
+
 // --libraries: the workload's convolutions (cnn-small) and GEMMs
 // (bert-large) as cuDNN and cuBLAS calls. At half its peak under auto, with
 // the library hooks on and off, every bit as uncapped; with them on, the

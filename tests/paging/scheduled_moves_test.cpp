@@ -80,7 +80,7 @@ TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing)
         break;
       }
       case 1:
-        moves += pager_->offload_unit(units[i]) ? 1 : 0;
+        moves += pager_->offload_unit(units[i], false) ? 1 : 0;
         break;
       case 2:
         moves += pager_->prefetch_unit(units[i]) ? 1 : 0;
@@ -156,7 +156,7 @@ TEST_F(ScheduledMovesTest, APrefetchIntoChunksStillBeingSavedWaitsForTheSave) {
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
   // Touched in this order, 0 and 1 go out again; 2..5 stay, 5 last named.
   const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
-  for (int i : {2, 3, 4}) ASSERT_TRUE(pager_->offload_unit(units[i])) << i;  // three saves queue
+  for (int i : {2, 3, 4}) ASSERT_TRUE(pager_->offload_unit(units[i], false)) << i;  // three saves queue
   ASSERT_FALSE(pager_->facts(units[0]).resident);
   ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // takes the last save's chunks
   pager_->set_access_feed(nullptr);
@@ -184,7 +184,7 @@ TEST_F(ScheduledMovesTest, APrefetchWaitsForTheSaveOfTheChunkItWasGivenNotOnlyTh
   write(y, kChunk, 4);
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   ASSERT_FALSE(pager_->facts(unit_z).resident);
-  ASSERT_TRUE(pager_->offload_unit(unit_x));   // an 8 MiB save: 152 us on the copy-out engine
+  ASSERT_TRUE(pager_->offload_unit(unit_x, false));   // an 8 MiB save: 152 us on the copy-out engine
   ASSERT_TRUE(pager_->prefetch_unit(unit_z));  // given one of x's chunks: 38 us on the copy-in engine
   pager_->set_access_feed(nullptr);
   EXPECT_TRUE(holds(x, 4 * kChunk, 3)) << "x's save read z's bytes";
@@ -201,7 +201,7 @@ TEST_F(ScheduledMovesTest, AnOffloadOfAUnitStillArrivingWaitsForItsArrival) {
   std::array<CUdeviceptr, 6> buffers{};
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
   const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
-  for (int i : {2, 3, 5}) ASSERT_TRUE(pager_->offload_unit(units[i])) << i;
+  for (int i : {2, 3, 5}) ASSERT_TRUE(pager_->offload_unit(units[i], false)) << i;
   // Buffer 5 freed on the host: its pinned buffer is free and read by no
   // copy, so the offload below takes it, and only the unit's own arrival
   // orders that offload's copy.
@@ -210,9 +210,30 @@ TEST_F(ScheduledMovesTest, AnOffloadOfAUnitStillArrivingWaitsForItsArrival) {
   ASSERT_EQ(freed, CUDA_SUCCESS);
   ASSERT_TRUE(pager_->prefetch_unit(units[0]));
   ASSERT_TRUE(pager_->prefetch_unit(units[1]));  // queued behind the first on the copy-in engine
-  ASSERT_TRUE(pager_->offload_unit(units[1]));   // straight back out
+  ASSERT_TRUE(pager_->offload_unit(units[1], false));   // straight back out
   pager_->set_access_feed(nullptr);
   expect_held(std::span<const CUdeviceptr>(buffers.data(), 5), kChunk);
+}
+
+// A unit an operation just named is inside its launch grace: a plan's
+// offload takes it only when the plan was made with the grace cut (no plan
+// fitted outside it), is counted as such, and never under torture.
+TEST_F(ScheduledMovesTest, AnOffloadInsideTheGraceOnlyForAPlanThatCutItAndNeverUnderTorture) {
+  for (const vmm::CheckMode check : {vmm::CheckMode::fast, vmm::CheckMode::torture}) {
+    make_pager(4 * kChunk, std::nullopt, [check](vmm::PagerOptions& options) { options.check = check; });
+    UnitCatcher catcher;
+    pager_->set_access_feed(&catcher);
+    std::array<CUdeviceptr, 2> buffers{};
+    ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+    const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);  // both just named
+    EXPECT_FALSE(pager_->offload_unit(units[0], false)) << "inside its grace";
+    const bool torture = check == vmm::CheckMode::torture;
+    EXPECT_EQ(pager_->offload_unit(units[0], true), !torture);
+    EXPECT_EQ(pager_->facts(units[0]).resident, torture);
+    EXPECT_EQ(pager_->summary()["grace"]["planned_inside"].get<std::uint64_t>(), torture ? 0u : 1u);
+    pager_->set_access_feed(nullptr);
+    expect_held(buffers, kChunk);
+  }
 }
 
 // The reclaimer off: it would wait for saves and reads on its own thread
@@ -236,12 +257,12 @@ TEST_F(ScheduledMovesTest, ASaveIntoAHostBufferAPrefetchStillReadsWaitsForThatRe
   std::array<CUdeviceptr, 2> buffers{};  // a, b
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
   const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, std::array<CUdeviceptr, 3>{large, buffers[0], buffers[1]});
-  ASSERT_TRUE(pager_->offload_unit(units[0]));
-  ASSERT_TRUE(pager_->offload_unit(units[1]));
+  ASSERT_TRUE(pager_->offload_unit(units[0], false));
+  ASSERT_TRUE(pager_->offload_unit(units[1], false));
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);  // both saved: each comes back by a copy, not revived
   ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // 152 us on the copy-in engine
   ASSERT_TRUE(pager_->prefetch_unit(units[1]));  // behind it: reads a's host buffer from 152 us on
-  ASSERT_TRUE(pager_->offload_unit(units[2]));   // b's save, into the only free 2 MiB buffer: a's
+  ASSERT_TRUE(pager_->offload_unit(units[2], false));   // b's save, into the only free 2 MiB buffer: a's
   pager_->set_access_feed(nullptr);
   EXPECT_TRUE(holds(buffers[0], kChunk, 0)) << "a came back with b's bytes: its read ran after b's save";
   EXPECT_TRUE(holds(buffers[1], kChunk, 1));
@@ -263,14 +284,14 @@ TEST_F(ScheduledMovesTest, ASaveWaitsOnlyForTheReadOfItsOwnHostBuffer) {
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
   const std::vector<vmm::Unit*> units =
       units_of(*pager_, catcher, std::array<CUdeviceptr, 4>{large, buffers[0], buffers[1], buffers[2]});
-  ASSERT_TRUE(pager_->offload_unit(units[1]));  // a out and back: its host buffer is free, its read done
+  ASSERT_TRUE(pager_->offload_unit(units[1], false));  // a out and back: its host buffer is free, its read done
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   ASSERT_TRUE(pager_->prefetch_unit(units[1]));
-  ASSERT_TRUE(pager_->offload_unit(units[0]));
+  ASSERT_TRUE(pager_->offload_unit(units[0], false));
   ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
   ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // 152 us on the copy-in engine from now
   const unsigned long long issued = vgpusimHostTimeNs();
-  ASSERT_TRUE(pager_->offload_unit(units[2]));  // b's save takes a's buffer
+  ASSERT_TRUE(pager_->offload_unit(units[2], false));  // b's save takes a's buffer
   ASSERT_NE(units[2]->saved, nullptr);
   ASSERT_EQ(cuEventSynchronize(units[2]->saved), CUDA_SUCCESS);
   const unsigned long long saved = vgpusimHostTimeNs();
@@ -304,7 +325,7 @@ TEST_F(ScheduledMovesTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNo
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
   const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
   const std::uint64_t before = copied_in(*pager_);
-  ASSERT_TRUE(pager_->offload_unit(units[0]));
+  ASSERT_TRUE(pager_->offload_unit(units[0], false));
   ASSERT_TRUE(pager_->prefetch_unit(units[0]));
   EXPECT_EQ(revived(*pager_), 1u);
   EXPECT_EQ(copied_in(*pager_), before) << "no copy in";
@@ -326,9 +347,9 @@ TEST_F(ScheduledMovesTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRe
   const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
   vmm::Unit* a = units[0];
   vmm::Unit* b = units[1];
-  ASSERT_TRUE(pager_->offload_unit(b));   // b's save runs; its chunk goes back
+  ASSERT_TRUE(pager_->offload_unit(b, false));   // b's save runs; its chunk goes back
   ASSERT_TRUE(pager_->prefetch_unit(a));  // a comes in on b's chunk, after b's save
-  ASSERT_TRUE(pager_->offload_unit(a));   // and goes out again: the chunk goes back with a's save
+  ASSERT_TRUE(pager_->offload_unit(a, false));   // and goes out again: the chunk goes back with a's save
   ASSERT_TRUE(pager_->prefetch_unit(b));  // b's chunk is free again, but holds a's bytes
   EXPECT_EQ(revived(*pager_), 0u);
   pager_->set_access_feed(nullptr);

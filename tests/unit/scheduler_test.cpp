@@ -29,15 +29,16 @@ class StandInPager final : public vmm::PagerControl {
     bool offload;
     const vmm::Unit* unit;
     std::size_t at;  // how many operations had been fed
+    bool inside_grace;  // an offload the plan may make inside the launch grace
   };
 
-  bool offload_unit(vmm::Unit* unit) override {
-    moves.push_back({true, unit, fed});
+  bool offload_unit(vmm::Unit* unit, bool inside_grace) override {
+    moves.push_back({true, unit, fed, inside_grace});
     now += move_ns;
     return true;
   }
   bool prefetch_unit(vmm::Unit* unit) override {
-    moves.push_back({false, unit, fed});
+    moves.push_back({false, unit, fed, false});
     now += move_ns;
     return true;
   }
@@ -280,6 +281,48 @@ TEST(Scheduler, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
   std::size_t moves = pager.moves.size() - before;
   EXPECT_GE(moves, 2 * fewest) << trial.dump();
   EXPECT_LE(moves, 4 * fewest) << trial.dump();
+}
+
+// With the pager's launch grace of eight operations, a 25-operation step of
+// 64 MiB units leaves no plan room under a cap just below what the grace
+// holds: auto's candidate in the trial is then its plan with the grace cut,
+// and the pager is told its offloads may take units inside the grace. At a
+// cap where the full grace leaves room, nothing is cut.
+TEST(Scheduler, WhereTheGraceLeavesNoRoomAutosCandidateCutsItAndSaysSo) {
+  std::uint64_t budget = 0;
+  std::size_t cut_to = 0;
+  for (std::uint64_t b = 1024 * kMiB; b >= 200 * kMiB && budget == 0; b -= 32 * kMiB) {
+    StandInPager pager;
+    Step step(pager);
+    pager.budget = b;
+    Scheduler::Options options = quiet();
+    options.grace_operations = 8;
+    Scheduler scheduler(options, pager, {});
+    step.run(scheduler, pager, 3);
+    ASSERT_TRUE(scheduler.plan_now());
+    const nlohmann::json plan = scheduler.summary()["plan"];
+    const std::size_t grace = plan["grace_operations"].get<std::size_t>();
+    if (plan["fits"].get<bool>() && grace < 8) {
+      budget = b;
+      cut_to = grace;
+      EXPECT_TRUE(scheduler.summary()["trial"].is_object()) << "the cut plan is one way of the trial, measured";
+      const std::size_t before = pager.moves.size();
+      step.run(scheduler, pager, 2);
+      std::size_t inside = 0, offloads = 0;
+      for (std::size_t i = before; i < pager.moves.size(); ++i) {
+        if (!pager.moves[i].offload) continue;
+        ++offloads;
+        inside += pager.moves[i].inside_grace ? 1 : 0;
+      }
+      EXPECT_GT(offloads, 0u);
+      EXPECT_EQ(inside, offloads) << "every offload of the cut plan is allowed inside the grace";
+    } else if (plan["swaps"].get<std::size_t>() > 0) {
+      EXPECT_EQ(grace, 8u) << "a plan that fits with the grace keeps it";
+      for (const auto& move : pager.moves) EXPECT_FALSE(move.inside_grace);
+    }
+  }
+  ASSERT_GT(budget, 0u) << "some cap leaves room only with the grace cut";
+  EXPECT_LT(cut_to, 8u);
 }
 
 // A timed step a reader still holds when the log would reuse its buffers

@@ -253,6 +253,48 @@ TEST(SwapPlanner, ALinkBoundStepStillFitsAndCostsNoLessThanTheFloor) {
   EXPECT_GE(simulate(profile, plan, link).step_ns, floor);
 }
 
+// The launch grace keeps every unit an operation names on the device for
+// the next K operations. On a short step of large units, holding eight
+// operations' worth leaves no plan room under the cap; with the grace cut
+// (halved until a plan fits) one fits, and its offloads are issued that
+// much sooner after each last use: the trigger table says they may take
+// units inside the grace.
+TEST(SwapPlanner, WhereTheGraceLeavesNoRoomAPlanCutsItAsFarAsItMust) {
+  SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
+  const IterationProfile graced = step.profile(/*offload_delay=*/1 + 8);
+  const LinkModel link;
+  std::uint64_t budget = graced.total_bytes;
+  while (budget > 0 && plan_auto(graced, budget, link).fits) budget -= 16 * kMiB;
+  ASSERT_GT(budget, 0u);
+  ASSERT_FALSE(plan_auto(graced, budget, link).fits) << "the full grace leaves no room here";
+  const Plan cut = plan_auto_cutting_grace(graced, budget, link);
+  ASSERT_TRUE(cut.fits) << "budget " << budget / kMiB << " MiB";
+  EXPECT_GE(cut.offload_delay, 1u);
+  EXPECT_LT(cut.offload_delay, graced.offload_delay);
+  // The largest of the halvings (4, 2, 1, 0 operations) that fits.
+  const std::size_t grace = cut.offload_delay - 1;
+  if (grace < 4) {
+    IterationProfile more = graced;
+    more.offload_delay = 1 + (grace == 0 ? 1 : 2 * grace);
+    EXPECT_FALSE(plan_auto(more, budget, link).fits) << "a longer grace would have fitted: " << 2 * grace;
+  }
+  const IterationProfile planned = profile_for(graced, cut);
+  EXPECT_EQ(planned.offload_delay, cut.offload_delay);
+  const std::vector<std::uint64_t> curve = resident_curve(planned, cut);
+  EXPECT_LE(*std::max_element(curve.begin(), curve.end()), cut.target);
+  const TriggerTable table = make_trigger_table(graced, cut);
+  EXPECT_TRUE(table.inside_grace);
+  const std::size_t period = graced.period();
+  for (const PlannedSwap& swap : cut.swaps) {
+    const std::size_t at = (swap.offload_after + cut.offload_delay) % period;
+    const vmm::Unit* unit = graced.units[swap.unit].unit;
+    EXPECT_TRUE(std::find(table.offloads.begin() + table.offload_begin[at], table.offloads.begin() + table.offload_begin[at + 1],
+                          unit) != table.offloads.begin() + table.offload_begin[at + 1])
+        << "unit " << swap.unit << " goes out " << cut.offload_delay << " operations after its last use";
+  }
+  EXPECT_FALSE(make_trigger_table(graced, plan_auto(graced, graced.total_bytes / 2 + 64 * kMiB, link)).inside_grace);
+}
+
 TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
   std::mt19937 random(14);
   const LinkModel link;
