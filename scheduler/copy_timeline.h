@@ -28,10 +28,11 @@ inline std::size_t prefetch_unrolled(const IterationProfile& profile, const Plan
 
 // The offload is issued with a later operation than the last use (the feed
 // learns of an operation while its units are still held, and the launch
-// grace keeps them a few operations more: IterationProfile::offload_delay)
+// grace keeps them a few operations more: IterationProfile::offload_delay),
+// or later still where the plan holds it back (PlannedSwap::offload_late),
 // and waits for what that stream has enqueued by then.
 inline std::size_t offload_issued_unrolled(const IterationProfile& profile, const PlannedSwap& swap) {
-  return std::size_t{swap.offload_after} + profile.offload_delay;
+  return std::size_t{swap.offload_after} + profile.offload_delay + swap.offload_late;
 }
 
 // A prefetch fired by operation x (once x is issued) starts copying when x

@@ -107,6 +107,8 @@ std::size_t find_backward_begins(const IterationProfile& profile) {
   return peak;
 }
 
+bool is_copy_to_host(std::string_view api) { return api.find("DtoH") != std::string_view::npos; }
+
 IterationProfile build_profile(const RecordedIteration& iteration, const ProfileSources& sources) {
   IterationProfile profile;
   profile.thread = iteration.thread;
@@ -120,6 +122,7 @@ IterationProfile build_profile(const RecordedIteration& iteration, const Profile
     ProfileOp& op = profile.ops[i];
     op.identity = recorded.identity;
     op.kernel = recorded.function != nullptr;
+    op.to_host = !op.kernel && is_copy_to_host(recorded.api);
     op.library = recorded.library_op;
     op.call_start = recorded.library_call != 0 && (i == 0 || iteration.ops[i - 1].library_call != recorded.library_call);
     op.convolution = op.library != LibraryOp::none

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "common/library_op.h"
@@ -25,6 +26,10 @@ struct ProfileOp {
   bool kernel = false;     // a launch (not a copy, memset or stream memory operation)
   bool heavy = false;      // leads a layer: a kernel far longer than the typical one
   bool convolution = false;
+  // A copy into host memory (the program's cuMemcpyDtoH*: a loss read, a
+  // metric): it runs on the device's copy-out engine, behind every save of
+  // the pager's issued before it.
+  bool to_host = false;
   // Launched by a hooked library call (common/library_op.h): what the call
   // does, and whether this is the call's first operation.
   LibraryOp library = LibraryOp::none;
@@ -87,6 +92,11 @@ struct ProfileSources {
 // The profile of `iteration`; an operation of unknown duration counts as
 // the median of the known ones (1 µs if none is known).
 IterationProfile build_profile(const RecordedIteration& iteration, const ProfileSources& sources);
+
+// Whether a driver entry point's name is a copy into host memory
+// (cuMemcpyDtoH, cuMemcpyDtoHAsync and their versions). A copy by address
+// (cuMemcpy, cuMemcpyAsync) may go either way: not counted.
+bool is_copy_to_host(std::string_view api);
 
 // Where the backward pass begins: the first operation of a backward
 // library call (a convolution's backward pass) when the step has any — the

@@ -32,7 +32,7 @@ void place_copies(const IterationProfile& profile, const LinkModel& link, const 
 
   // The copy-out engine, in issue order.
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return swaps[a].offload_after < swaps[b].offload_after;
+    return timeline::offload_issued_unrolled(profile, swaps[a]) < timeline::offload_issued_unrolled(profile, swaps[b]);
   });
   std::vector<double> saved(swaps.size());
   double out_free = -std::numeric_limits<double>::infinity();

@@ -56,18 +56,34 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
       }
       start = std::max(start, arrived);
     }
-    if (measured) timing.stall_ns += start - compute_free;
-    compute_free = start + profile.ops[op].duration_ns;
     // Its offloads (room first, as the executor does) wait for what its
-    // stream holds, itself included.
-    for (const std::size_t s : offload_at[op]) {
-      const std::size_t r = round_of(x, timeline::offload_issued_unrolled(profile, plan.swaps[s]));
-      if (r >= kRounds) continue;
-      const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
-      out_free = std::max(out_free, compute_free) + link.to_host_ns(bytes);
-      saved[s * (kRounds + 1) + r] = out_free;
-      pool.give_back(static_cast<double>(bytes), out_free);
-      if (measured) timing.bytes_to_host += bytes;
+    // stream holds, itself included: their saves queue on the copy-out
+    // engine.
+    const auto issue_offloads = [&](double after) {
+      for (const std::size_t s : offload_at[op]) {
+        const std::size_t r = round_of(x, timeline::offload_issued_unrolled(profile, plan.swaps[s]));
+        if (r >= kRounds) continue;
+        const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
+        out_free = std::max(out_free, after) + link.to_host_ns(bytes);
+        saved[s * (kRounds + 1) + r] = out_free;
+        pool.give_back(static_cast<double>(bytes), out_free);
+        if (measured) timing.bytes_to_host += bytes;
+      }
+    };
+    if (profile.ops[op].to_host) {
+      // The program's copy to the host: on the copy-out engine, behind every
+      // save issued before it — those its own triggers issue included (the
+      // executor fires them before the copy is enqueued), which wait for the
+      // work before it.
+      issue_offloads(compute_free);
+      start = std::max(start, out_free);
+      if (measured) timing.stall_ns += start - compute_free;
+      compute_free = start + profile.ops[op].duration_ns;
+      out_free = compute_free;
+    } else {
+      if (measured) timing.stall_ns += start - compute_free;
+      compute_free = start + profile.ops[op].duration_ns;
+      issue_offloads(compute_free);
     }
     // Its prefetches start with it (copy_timeline.h).
     for (const std::size_t s : prefetch_at[op]) {

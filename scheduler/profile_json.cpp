@@ -13,6 +13,7 @@ constexpr int kFormat = 1;
 constexpr unsigned kKernel = 1, kHeavy = 2, kConvolution = 4, kCallStart = 8;
 // The LibraryOp of an operation a library call launched, in bits 4-7.
 constexpr unsigned kLibraryShift = 4, kLibraryMask = 0xf;
+constexpr unsigned kToHost = 256;  // a copy into host memory
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw ProfileFormatError("profiled step: " + what);
@@ -35,7 +36,8 @@ nlohmann::json profile_to_json(const IterationProfile& profile, const std::vecto
   for (std::size_t i = 0; i < profile.ops.size(); ++i) {
     const ProfileOp& op = profile.ops[i];
     const unsigned flags = (op.kernel ? kKernel : 0) | (op.heavy ? kHeavy : 0) | (op.convolution ? kConvolution : 0) |
-                           (op.call_start ? kCallStart : 0) | (static_cast<unsigned>(op.library) << kLibraryShift);
+                           (op.call_start ? kCallStart : 0) | (static_cast<unsigned>(op.library) << kLibraryShift) |
+                           (op.to_host ? kToHost : 0);
     nlohmann::json touched = nlohmann::json::array();
     for (std::uint32_t k = 0; k < op.use_count; ++k) touched.push_back(profile.uses[op.first_use + k]);
     // Whole nanoseconds: the profile's times come from events of 0.5 µs
@@ -109,6 +111,10 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
     op.heavy = (flags & kHeavy) != 0;
     op.convolution = (flags & kConvolution) != 0;
     op.call_start = (flags & kCallStart) != 0;
+    // (Traces before 2026-11-26 have no flag for it; their names say it.)
+    op.to_host = (flags & kToHost) != 0 ||
+                 (!op.kernel && entry.size() == 5 && json["names"][entry[4].get<std::size_t>()].is_string() &&
+                  is_copy_to_host(json["names"][entry[4].get<std::size_t>()].get<std::string>()));
     const unsigned library = (flags >> kLibraryShift) & kLibraryMask;
     require(library <= static_cast<unsigned>(LibraryOp::other), "an operation's library call kind is unknown");
     op.library = static_cast<LibraryOp>(library);

@@ -41,6 +41,11 @@ struct PlannedSwap {
   // was chosen to cover, even where the link cannot bring it back in time.
   std::uint32_t not_before = 0;
   double free_ns = 0;               // Capuchin's free time: the gap less both copies
+  // Operations the offload is held back past the earliest it could go (the
+  // last use, and the offload delay after it): so that its save does not
+  // queue ahead of the program's own copy to the host on the copy-out
+  // engine (defer_saves_behind_program_copies).
+  std::uint32_t offload_late = 0;
   // Its next use overwrites it whole (a library call said so): nothing is
   // copied back, and no prefetch is issued; the use itself brings it back
   // on demand, without a copy (vmm/library_call_scope.h). prefetch_at is
@@ -105,6 +110,15 @@ void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, co
 // it too (vmm/launch_grace.h).
 Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                              const PrefetchLeads& leads = {});
+
+// The program's own copies to the host (ProfileOp::to_host: the loss read
+// at the end of a step, which the program waits for) run on the copy-out
+// engine behind every save issued before them. Saves the plan issues
+// shortly before such a copy and that would still be queued there when it
+// comes are held back until just after it, where the plan still fits
+// that way and the step is then faster (by simulate()); the closest to the
+// copy first.
+void defer_saves_behind_program_copies(const IterationProfile& profile, const LinkModel& link, Plan* plan);
 
 // vDNN: each forward layer's input (the units its leading kernel touches
 // that wait for the backward pass) goes out after its forward use and comes

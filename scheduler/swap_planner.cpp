@@ -185,6 +185,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
       plan = std::move(covering);
     }
   }
+  if (plan.fits) defer_saves_behind_program_copies(profile, link, &plan);
   if (plan.fits && refine) refine_plan(profile, link, leads, pool, &plan);
   return plan;
 }

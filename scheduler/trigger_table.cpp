@@ -16,7 +16,9 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   // own delay where it was made with the grace cut.
   const std::size_t delay = plan.offload_delay != 0 ? plan.offload_delay : profile.offload_delay;
   table.inside_grace = delay < profile.offload_delay;
-  const auto offload_at = [&](const PlannedSwap& swap) { return (std::size_t{swap.offload_after} + delay) % period; };
+  const auto offload_at = [&](const PlannedSwap& swap) {
+    return (std::size_t{swap.offload_after} + delay + swap.offload_late) % period;
+  };
   table.identity.reserve(period);
   for (const ProfileOp& op : profile.ops) table.identity.push_back(op.identity);
 

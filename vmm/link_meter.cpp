@@ -1,6 +1,7 @@
 #include "vmm/link_meter.h"
 
 #include <algorithm>
+#include <array>
 
 #include "vmm/context_scope.h"
 
@@ -36,9 +37,24 @@ void LinkMeter::end(int direction, CUcontext context, CUevent before, CUevent af
 }
 
 void LinkMeter::poll() {
+  // One direction's copies in one context run in turn on one stream, in
+  // the order they were sampled: past the first still running there, the
+  // later ones are not asked.
+  std::array<CUcontext, kPending> running_context{};
+  std::array<int, kPending> running_direction{};
+  std::size_t running = 0;
   const auto done = [&](const Sample& sample) {
+    for (std::size_t i = 0; i < running; ++i) {
+      if (running_context[i] == sample.context && running_direction[i] == sample.direction) return false;
+    }
     ContextScope in(driver_, sample.context);
-    if (driver_.event_query(sample.after) != CUDA_SUCCESS) return false;
+    if (driver_.event_query(sample.after) != CUDA_SUCCESS) {
+      if (running < kPending) {
+        running_context[running] = sample.context;
+        running_direction[running++] = sample.direction;
+      }
+      return false;
+    }
     float ms = 0;
     if (driver_.event_elapsed(&ms, sample.before, sample.after) == CUDA_SUCCESS && ms > 0) {
       bytes_[sample.direction] += static_cast<double>(sample.bytes);

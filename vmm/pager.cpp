@@ -477,9 +477,20 @@ void Pager::reap_saved_units(bool wait) {
   reap_freed_allocations();
   link_meter_.poll();
   if (!reclaimer_) reap_stall_timers();  // with one, the reclaimer reads them (time_stalls)
+  // A device's saves run in turn on its copy-out stream, in the order they
+  // are listed: once one is found still running, so are the later ones on
+  // that device, and they are not asked (each query is a driver call, and
+  // the scheduler's moves reap before each: asking every save in flight
+  // made issuing a move cost a microsecond per save queued).
+  std::uint64_t running = 0;  // a bit per device (below 64) with a save found running
   auto done = [&](Unit* unit) {
+    const std::uint64_t bit = unit->device >= 0 && unit->device < 64 ? std::uint64_t{1} << unit->device : 0;
+    if (!wait && (running & bit) != 0) return false;
     ContextScope in(driver_, device_state(unit->device).context);  // its save is on that device's copy stream
-    if (!wait && unit->saved != nullptr && driver_.event_query(unit->saved) != CUDA_SUCCESS) return false;
+    if (!wait && unit->saved != nullptr && driver_.event_query(unit->saved) != CUDA_SUCCESS) {
+      running |= bit;
+      return false;
+    }
     finish_unmap(unit, wait);
     return true;
   };

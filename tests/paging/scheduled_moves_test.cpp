@@ -243,6 +243,26 @@ void without_grace_or_reclaimer(vmm::PagerOptions& options) {
   options.reclaimer = false;
 }
 
+// Saves run in turn on the copy-out stream: a move that looks for finished
+// saves stops at the first still running. Asking every save in flight
+// (each query a driver call: a microsecond of the simulated host's time
+// when not ready) made a move cost more the more saves were queued.
+TEST_F(ScheduledMovesTest, AMoveDoesNotAskEverySaveInFlightWhetherItIsDone) {
+  constexpr unsigned kQueued = 30;
+  make_pager((kQueued + 4) * kChunk, std::nullopt, without_grace_or_reclaimer);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, kQueued + 1> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  for (unsigned i = 0; i < kQueued; ++i) ASSERT_TRUE(pager_->offload_unit(units[i], false)) << i;
+  const unsigned long long before = vgpusimHostTimeNs();
+  ASSERT_TRUE(pager_->offload_unit(units[kQueued], false));
+  EXPECT_LT(vgpusimHostTimeNs() - before, 5'000u) << kQueued << " saves in flight were each asked";
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+}
+
 // A unit that came back gives its host buffer to the store while the copy
 // that reads it is still queued (here behind an 8 MiB prefetch). The next
 // save to take that buffer must wait for that read, or the read copies the

@@ -18,7 +18,8 @@ IterationProfile small_step(std::vector<vmm::Unit>& units) {
   for (std::size_t i = 0; i < touches.size(); ++i) {
     RecordedOp op;
     op.identity = i + 1;
-    op.function = i == 1 ? nullptr : reinterpret_cast<CUfunction>(i + 1);
+    op.function = i == 1 || i == 4 ? nullptr : reinterpret_cast<CUfunction>(i + 1);
+    op.api = i == 1 ? "cuMemcpyHtoDAsync_v2" : i == 4 ? "cuMemcpyDtoHAsync_v2" : "cuLaunchKernel";
     op.first_unit = static_cast<std::uint32_t>(recorded.units.size());
     op.unit_count = static_cast<std::uint32_t>(touches[i].size());
     for (std::uint32_t u : touches[i]) recorded.units.push_back(&units[u]);
@@ -55,8 +56,11 @@ TEST(ProfileJson, WhatIsWrittenReadsBackToTheSameStep) {
   for (std::size_t i = 0; i < read.period(); ++i) {
     EXPECT_EQ(read.ops[i].kernel, written.ops[i].kernel) << i;
     EXPECT_EQ(read.ops[i].heavy, written.ops[i].heavy) << i;
+    EXPECT_EQ(read.ops[i].to_host, written.ops[i].to_host) << i;
     EXPECT_DOUBLE_EQ(read.ops[i].start_ns, written.ops[i].start_ns) << i;
   }
+  EXPECT_TRUE(written.ops[4].to_host) << "the program's copy to the host";
+  EXPECT_FALSE(written.ops[1].to_host) << "a copy to the device";
   // The planners and the floor see the same step.
   const LinkModel link;
   EXPECT_DOUBLE_EQ(step_floor(read, 4 << 20, link), step_floor(written, 4 << 20, link));
@@ -77,6 +81,13 @@ TEST(ProfileJson, EachDistinctNameIsWrittenOnceAndOperationsIndexIt) {
   EXPECT_EQ(profiled_operation_name(json, step.period()), "") << "past the last operation";
   EXPECT_EQ(profiled_operation_name(profile_to_json(step), 0), "") << "an unnamed step";
   EXPECT_EQ(profile_from_json(json).period(), step.period()) << "a named step plans as an unnamed one";
+  // A trace written before copies to the host were flagged: the name says so.
+  std::vector<std::string> copy_names(step.period(), "gemm");
+  copy_names[4] = "cuMemcpyDtoHAsync_v2";
+  nlohmann::json older = nlohmann::json::parse(profile_to_json(step, &copy_names).dump());
+  for (nlohmann::json& op : older["ops"]) op[2] = op[2].get<unsigned>() & 255u;
+  EXPECT_TRUE(profile_from_json(older).ops[4].to_host);
+  EXPECT_FALSE(profile_from_json(older).ops[3].to_host);
   EXPECT_FALSE(profile_to_json(step).contains("names"));
   nlohmann::json bad = json;
   bad["ops"][0][4] = 2;

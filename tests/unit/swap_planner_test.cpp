@@ -31,6 +31,7 @@ struct SyntheticStep {
   std::vector<double> durations;
   std::vector<std::vector<std::uint32_t>> touches;
   std::set<std::size_t> convolutions;
+  std::set<std::size_t> copies_to_host;  // operations that are the program's copies to the host
 
   explicit SyntheticStep(std::size_t unit_count) : units(unit_count), bytes(unit_count, 0) {}
 
@@ -44,7 +45,8 @@ struct SyntheticStep {
     for (std::size_t i = 0; i < durations.size(); ++i) {
       RecordedOp op;
       op.identity = i + 1;
-      op.function = reinterpret_cast<CUfunction>(i + 1);
+      op.function = copies_to_host.count(i) != 0 ? nullptr : reinterpret_cast<CUfunction>(i + 1);
+      op.api = copies_to_host.count(i) != 0 ? "cuMemcpyDtoHAsync_v2" : "cuLaunchKernel";
       op.first_unit = static_cast<std::uint32_t>(recorded.units.size());
       op.unit_count = static_cast<std::uint32_t>(touches[i].size());
       for (std::uint32_t u : touches[i]) recorded.units.push_back(&units[u]);
@@ -223,6 +225,73 @@ TEST(PlanTiming, BytesTakenWhileOwedAreOwedTooAndFreedOnlyOncePaidBack) {
   EXPECT_EQ(roomy.take(kBytes), -std::numeric_limits<double>::infinity()) << "spare room: at once";
   roomy.give_back(kBytes, 10);
   EXPECT_EQ(roomy.take(kBytes), 10);
+}
+
+// The program's copy to the host (a loss read) runs on the copy-out engine
+// behind the saves issued before it: a 64 MiB save issued just before it
+// holds it (and the step after it) back by the save's time.
+TEST(PlanTiming, AProgramsCopyToTheHostWaitsBehindTheSavesBeforeIt) {
+  SyntheticStep step(2);
+  step.bytes = {64 * kMiB, 2 * kMiB};
+  step.op(10'000, {0});
+  step.op(10'000, {});
+  step.op(2'000, {1});  // the copy
+  step.op(4'000'000, {});  // room for unit 0 to go out and come back
+  step.op(10'000, {});
+  step.copies_to_host.insert(2);
+  const IterationProfile profile = step.profile(1);
+  ASSERT_TRUE(profile.ops[2].to_host);
+  EXPECT_FALSE(profile.ops[1].to_host);
+  Plan plan;
+  plan.budget = plan.target = 128 * kMiB;
+  PlannedSwap out;
+  out.unit = 0, out.offload_after = 0, out.needed_by = 0, out.prefetch_at = 3;  // saved at op 1
+  plan.swaps = {out};
+  const LinkModel link;
+  const double save = link.to_host_ns(64 * kMiB);
+  const double with_copy = simulate(profile, plan, link).step_ns;
+  EXPECT_GE(with_copy, profile.step_ns + save - 30'000) << "the copy waited for the save";
+  step.copies_to_host.clear();  // the same operation as a kernel
+  EXPECT_LT(simulate(step.profile(1), plan, link).step_ns, profile.step_ns + 1'000) << "nothing waits";
+}
+
+// A step that ends with the loss read: the optimizer's updates just before
+// it send their state out, and those saves would hold the read (and the
+// next step) back. The plan holds the closest of them until just after the
+// read, where it still fits, and is faster for it.
+TEST(SwapPlanner, SavesJustBeforeTheProgramsCopyToTheHostAreHeldBackUntilAfterIt) {
+  constexpr std::uint32_t n = 8;
+  SyntheticStep step(2 * n + 2);
+  const std::uint32_t loss = 2 * n + 1;
+  for (std::uint32_t l = 0; l <= n; ++l) step.bytes[l] = 8 * kMiB;   // activations
+  for (std::uint32_t l = 0; l < n; ++l) step.bytes[n + 1 + l] = 16 * kMiB;  // weights and their state
+  step.bytes[loss] = 2 * kMiB;
+  for (std::uint32_t l = 0; l < n; ++l) step.op(400'000, {l, n + 1 + l, l + 1});
+  step.op(100'000, {n, loss});
+  for (std::uint32_t l = n; l-- > 0;) step.op(800'000, {l, n + 1 + l, l + 1});
+  for (std::uint32_t l = 0; l < n; ++l) step.op(50'000, {n + 1 + l});  // the optimizer
+  step.copies_to_host.insert(step.durations.size());
+  step.op(2'000, {loss});  // the loss read
+  const IterationProfile profile = step.profile(2);
+  const LinkModel link;
+  const Plan plan = plan_auto(profile, profile.total_bytes * 3 / 4, link, {}, /*refine=*/false);
+  ASSERT_TRUE(plan.fits);
+  std::size_t held = 0;
+  Plan unheld = plan;
+  for (PlannedSwap& swap : unheld.swaps) {
+    held += swap.offload_late != 0 ? 1 : 0;
+    swap.offload_late = 0;
+  }
+  EXPECT_GT(held, 0u) << "some save is held back past the read";
+  EXPECT_LT(simulate(profile, plan, link).step_ns, simulate(profile, unheld, link).step_ns);
+  const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+  EXPECT_LE(*std::max_element(curve.begin(), curve.end()), plan.target);
+  // Each held save now goes right after the read, the step's last operation.
+  for (const PlannedSwap& swap : plan.swaps) {
+    if (swap.offload_late != 0) {
+      EXPECT_EQ(timeline::offload_issued_unrolled(profile, swap) % profile.period(), 0u);
+    }
+  }
 }
 
 TEST(StepFloor, ActivationsThatGoOutInTheForwardPassAndComeBackInTheBackwardCostBothWays) {
