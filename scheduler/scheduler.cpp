@@ -233,7 +233,9 @@ bool Scheduler::plan_now() {
     plan = unfit_plan(*iteration, step, budget, link, plan);
     if (plan.swaps.empty()) unfit_swaps = auto_swaps;
   }
-  const IterationProfile planned = profile_for(step, plan);  // the positions the plan is on
+  // The positions the plan is on: the step's, or with the grace it cut.
+  const IterationProfile cut_grace = plan.offload_delay != 0 ? profile_for(step, plan) : IterationProfile{};
+  const IterationProfile& planned = plan.offload_delay != 0 ? cut_grace : step;
   // (A trial's candidates run as they were planned: what is measured is what is kept.)
   const bool refine = options_.planner == Planner::swap && !trial && plan.fits && !plan.swaps.empty();
   Plan greedy = refine ? plan : Plan{};
