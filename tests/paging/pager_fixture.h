@@ -61,6 +61,7 @@ class PagerTest : public ::testing::Test {
   // `adjust` changes the options further (check mode, reclaimer).
   void make_pager(std::uint64_t cap, std::optional<std::uint64_t> host_limit = std::nullopt,
                   const std::function<void(vmm::PagerOptions&)>& adjust = {}) {
+    pager_.reset();  // a pager made earlier goes first: its reclaimer still reads its ledger
     cap_ = cap;
     ledger_ = std::make_unique<vmm::CapLedger>([cap](int) { return cap; });
     vmm::PagerOptions options;
