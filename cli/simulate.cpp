@@ -230,10 +230,7 @@ int run_simulate(const std::vector<std::string>& args) {
                                                   : scheduler::plan_vdnn(profile, budget, link, true);
     // As the scheduler plans: where the launch grace leaves no room for a
     // plan, auto cuts the grace as far as a plan needs.
-    if (policy == "auto" && !plan.fits && profile.offload_delay > 1) {
-      scheduler::Plan cut = scheduler::plan_auto_cutting_grace(profile, budget, link);
-      if (cut.fits) plan = std::move(cut);
-    }
+    if (policy == "auto") plan = scheduler::fit_by_cutting_grace(profile, budget, link, {}, std::move(plan));
     const scheduler::IterationProfile planned = scheduler::profile_for(profile, plan);
     const std::size_t grace = planned.offload_delay - 1;
     const scheduler::PlanTiming timing = scheduler::simulate(planned, plan, link, options->late);

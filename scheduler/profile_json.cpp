@@ -112,9 +112,9 @@ IterationProfile profile_from_json(const nlohmann::json& json) {
     op.convolution = (flags & kConvolution) != 0;
     op.call_start = (flags & kCallStart) != 0;
     // (Traces before 2026-11-26 have no flag for it; their names say it.)
+    const nlohmann::json* name = entry.size() == 5 ? &json["names"][entry[4].get<std::size_t>()] : nullptr;
     op.to_host = (flags & kToHost) != 0 ||
-                 (!op.kernel && entry.size() == 5 && json["names"][entry[4].get<std::size_t>()].is_string() &&
-                  is_copy_to_host(json["names"][entry[4].get<std::size_t>()].get<std::string>()));
+                 (!op.kernel && name != nullptr && name->is_string() && is_copy_to_host(name->get<std::string>()));
     const unsigned library = (flags >> kLibraryShift) & kLibraryMask;
     require(library <= static_cast<unsigned>(LibraryOp::other), "an operation's library call kind is unknown");
     op.library = static_cast<LibraryOp>(library);

@@ -225,10 +225,7 @@ bool Scheduler::plan_now() {
   std::size_t unfit_swaps = 0;
   const bool trial = !plan.fits && options_.planner == Planner::swap;
   if (trial) {
-    if (options_.grace_operations > 0) {
-      Plan cut = plan_auto_cutting_grace(step, budget, link, leads);
-      if (cut.fits) plan = std::move(cut);
-    }
+    plan = fit_by_cutting_grace(step, budget, link, leads, std::move(plan));
     const std::size_t auto_swaps = plan.swaps.size();
     plan = unfit_plan(*iteration, step, budget, link, plan);
     if (plan.swaps.empty()) unfit_swaps = auto_swaps;

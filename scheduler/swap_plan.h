@@ -68,8 +68,13 @@ struct Plan {
   std::size_t offload_delay = 0;
 };
 
+// How many operations after a last use the plan's offloads are issued
+// (before any PlannedSwap::offload_late): its own delay, else the profile's.
+inline std::size_t offload_delay_of(const IterationProfile& profile, const Plan& plan) {
+  return plan.offload_delay != 0 ? plan.offload_delay : profile.offload_delay;
+}
 // The profile a plan's positions are on: `profile` with the plan's offload
-// delay, where it has its own.
+// delay.
 IterationProfile profile_for(const IterationProfile& profile, const Plan& plan);
 
 // Extra lead for a prefetch that arrived late: per (unit, needed_by), the
@@ -110,6 +115,11 @@ void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, co
 // it too (vmm/launch_grace.h).
 Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                              const PrefetchLeads& leads = {});
+// `plan` (auto's, with the profile's grace) where it fits or there is no
+// grace to cut; else plan_auto_cutting_grace's plan where that fits; else
+// `plan`, partial. What the scheduler and `vgpumem simulate` plan.
+Plan fit_by_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                          const PrefetchLeads& leads, Plan plan);
 
 // The program's own copies to the host (ProfileOp::to_host: the loss read
 // at the end of a step, which the program waits for) run on the copy-out

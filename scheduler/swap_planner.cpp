@@ -192,7 +192,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
 
 IterationProfile profile_for(const IterationProfile& profile, const Plan& plan) {
   IterationProfile planned = profile;
-  if (plan.offload_delay != 0) planned.offload_delay = plan.offload_delay;
+  planned.offload_delay = offload_delay_of(profile, plan);
   return planned;
 }
 
@@ -208,6 +208,13 @@ Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budg
     plan.offload_delay = cut.offload_delay;
     if (plan.fits || grace == 0) return plan;
   }
+}
+
+Plan fit_by_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
+                          const PrefetchLeads& leads, Plan plan) {
+  if (plan.fits || profile.offload_delay <= 1) return plan;
+  Plan cut = plan_auto_cutting_grace(profile, budget, link, leads);
+  return cut.fits ? cut : plan;
 }
 
 }  // namespace vgpumem::scheduler

@@ -14,7 +14,7 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   const std::size_t period = profile.period();
   // Where each swap's offload is issued: after its last use, by the plan's
   // own delay where it was made with the grace cut.
-  const std::size_t delay = plan.offload_delay != 0 ? plan.offload_delay : profile.offload_delay;
+  const std::size_t delay = offload_delay_of(profile, plan);
   table.inside_grace = delay < profile.offload_delay;
   const auto offload_at = [&](const PlannedSwap& swap) {
     return (std::size_t{swap.offload_after} + delay + swap.offload_late) % period;
