@@ -163,6 +163,29 @@ TEST_F(ScheduledMovesTest, APrefetchIntoChunksStillBeingSavedWaitsForTheSave) {
   expect_held(buffers, kChunk);
 }
 
+// A unit brought back ahead of its use counts as just used: room made for
+// the next prefetch (least recently used first) must not take it, though
+// its last use before it went out is the oldest of all. Else a plan whose
+// room runs short sends back what it has just fetched, and the use that
+// wanted it fetches it again, on demand.
+TEST_F(ScheduledMovesTest, RoomForAPrefetchIsNotMadeOfAUnitJustPrefetched) {
+  make_pager(2 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 3> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  // Touched in this order: 0 goes out; 1 and 2 stay, 2 last named.
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  ASSERT_FALSE(pager_->facts(units[0]).resident);
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // room: 1, the least recently used
+  ASSERT_FALSE(pager_->facts(units[1]).resident);
+  ASSERT_TRUE(pager_->prefetch_unit(units[1]));  // room: 2, not 0 that has just come
+  EXPECT_TRUE(pager_->facts(units[0]).resident) << "the unit just prefetched went out again";
+  EXPECT_FALSE(pager_->facts(units[2]).resident);
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+}
+
 // A prefetch given a chunk whose save is still running, behind none, must
 // still wait for that save: here an 8 MiB save outlasts the 2 MiB copy in.
 TEST_F(ScheduledMovesTest, APrefetchWaitsForTheSaveOfTheChunkItWasGivenNotOnlyTheLast) {
