@@ -43,8 +43,8 @@ class PagerControl {
   virtual bool offload_unit(Unit* unit, bool inside_grace) = 0;
   // Starts bringing `unit` back on the copy stream; work that names it waits
   // for its arrival, no longer. Room is made as on demand (least recently
-  // used first). False when it cannot come now (it stays on the host, and
-  // its next use fetches it).
+  // used first); the unit then counts as used now. False when it cannot
+  // come now (it stays on the host, and its next use fetches it).
   virtual bool prefetch_unit(Unit* unit) = 0;
   virtual UnitFacts facts(const Unit* unit) const = 0;
   // The bytes of `device`'s cap paged units may use: the cap less what the
