@@ -24,6 +24,10 @@
 // gives a bound: with `max_cuts`, a long step is cut at every stride-th
 // operation only (a little lower, much quicker: the planning thread's).
 //
+// And whatever the cuts, each engine carries at least the least bytes any
+// schedule moves a step (least_bytes.cpp): a unit away in both of its gaps
+// (VGG-16's maps at a third of its peak) crosses twice a step.
+//
 // A unit whose next use overwrites it whole (a library call said so) needs
 // no copy back: it costs nothing between the cuts, only its copy out after
 // the second; and where that copy out lies before the second cut, it is
@@ -102,6 +106,10 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
   double floor = std::max({profile.step_ns, plain_away / link.to_host_bytes_per_ns,
                            plain_away / link.to_device_bytes_per_ns});
   if (period == 0 || plain_away <= 0) return floor;
+  // Each engine carries at least the least bytes any schedule moves: more
+  // than the two cuts count where units must leave more than once a step.
+  const double least = least_bytes_moved(profile, budget);
+  floor = std::max({floor, least / link.to_host_bytes_per_ns, least / link.to_device_bytes_per_ns});
 
   struct Away {
     double bytes;

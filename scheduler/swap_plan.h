@@ -170,4 +170,11 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
 double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                   std::size_t max_cuts = 0);
 
+// A lower bound on the bytes any schedule moves each way a step so that at
+// most `budget` is on the device at every operation (least_bytes.cpp):
+// the least cover of the excess by gaps between uses, over `steps` steps
+// unrolled, about steps / (steps + 2) of the exact least. 0 where nothing
+// need move, or no schedule fits.
+double least_bytes_moved(const IterationProfile& profile, std::uint64_t budget, std::size_t steps = 64);
+
 }  // namespace vgpumem::scheduler

@@ -317,6 +317,51 @@ TEST(StepFloor, ActivationsThatGoOutInTheForwardPassAndComeBackInTheBackwardCost
   EXPECT_GE(simulate(profile, plan, link).step_ns, floor);
 }
 
+// The least bytes on steps solved by hand. Two 10 MiB units, a used at
+// operation 0 and b at 1 of three, room for one: at 0 only b can be away,
+// at 1 only a, at 2 either; each leaves once a step, 20 MiB. The bound is
+// the unrolled line's least over 66 steps where it spans 64: at most the
+// exact least, at least 64 / 66 of it.
+TEST(LeastBytes, IsTheLeastCoverOfTheExcessOnStepsSolvedByHand) {
+  SyntheticStep step(2);
+  step.bytes = {10 * kMiB, 10 * kMiB};
+  step.op(1'000, {0});
+  step.op(1'000, {1});
+  step.op(1'000, {});
+  IterationProfile profile = step.profile(1);
+  const auto near = [](double bytes, double exact) { return bytes <= exact && bytes >= exact * 64 / 66; };
+  EXPECT_PRED2(near, least_bytes_moved(profile, 10 * kMiB), 20.0 * kMiB);
+  EXPECT_EQ(least_bytes_moved(profile, 20 * kMiB), 0) << "nothing need move";
+  EXPECT_EQ(least_bytes_moved(profile, 5 * kMiB), 0) << "no schedule fits: a alone is over the budget";
+  // a's next use overwrites it whole: its gap is free (a schedule may drop
+  // its bytes), and only b's 10 MiB need cross.
+  profile.units[0].overwritten = {1};
+  EXPECT_PRED2(near, least_bytes_moved(profile, 10 * kMiB), 10.0 * kMiB);
+}
+
+// Where units leave more than once a step, two cuts see each unit away
+// once or twice, and the least bytes are the floor. Four 64 MiB units each
+// used three times a step (u at u, u + 4 and u + 8), room for one: all
+// three others are away at every operation, every gap whole, 12 gaps of
+// 64 MiB each way a step; the two cuts count at most twice the 192 MiB
+// away at a cut.
+TEST(StepFloor, UnitsThatLeaveThreeTimesAStepCostThreeCrossingsEachWay) {
+  SyntheticStep step(4);
+  for (auto& b : step.bytes) b = 64 * kMiB;
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    for (std::uint32_t u = 0; u < 4; ++u) step.op(10'000, {u});
+  }
+  const IterationProfile profile = step.profile(1);
+  const LinkModel link;
+  const double least = least_bytes_moved(profile, 64 * kMiB);
+  EXPECT_LE(least, 12.0 * 64 * kMiB);
+  EXPECT_GE(least, 12.0 * 64 * kMiB * 64 / 66);
+  const double floor = step_floor(profile, 64 * kMiB, link);
+  EXPECT_GE(floor, least / link.to_host_bytes_per_ns);
+  EXPECT_GT(floor, 1.4 * 2 * 192 * kMiB / link.to_host_bytes_per_ns + profile.step_ns)
+      << "more than two cuts alone can say";
+}
+
 TEST(StepFloor, IsTheComputeWhenNothingNeedsToMoveAndThePlainBoundAtLeast) {
   SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
   const IterationProfile profile = step.profile();
@@ -405,6 +450,10 @@ TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
     const PlanTiming timing = simulate(profile, plan, link);
     if (plan.fits) {
       EXPECT_GE(timing.step_ns * 1.000001, step_floor(profile, budget, link)) << "trial " << trial;
+      // A plan is a schedule: it moves no fewer bytes than the least.
+      const double least = least_bytes_moved(profile, budget);
+      EXPECT_GE(static_cast<double>(timing.bytes_to_host), least * 0.999999) << "trial " << trial;
+      EXPECT_GE(static_cast<double>(timing.bytes_to_device), least * 0.999999) << "trial " << trial;
       const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
       EXPECT_LE(*std::max_element(curve.begin(), curve.end()), plan.target) << "trial " << trial;
     }
