@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The least bytes any schedule must move each way per step, from a trace.
 
-A cross-check of the planner (docs/benchmarks.md, "What the least bytes
-say"), not part of the runtime: from the step a run recorded (its trace's
+The program scheduler/least_bytes.cpp bounds the floor with (delay 0, no
+margin), solved another way, and with --delay and --margin the same under
+the pager's rules: a cross-check of the planner (docs/benchmarks.md, "What
+the least bytes say"), not part of the runtime. From the step a run recorded (its trace's
 schedule.profile, scheduler/profile_json.cpp), the fewest bytes that must
 leave the device (and so come back) each step so that at every operation at
 most the budget is resident, fractions of units allowed. Each gap between
