@@ -11,8 +11,7 @@
 #                         only their programs: target concurrency_tests)
 # GCC compiles every test in build-asan/, Clang in build-clang-release/: both
 # compilers' warnings, every test optimized and under the sanitizers, without
-# a fourth build. (In the sanitizer builds the GoogleTest sources themselves
-# compile at -O1, what they test at -O2: tests/CMakeLists.txt.)
+# a fourth build.
 # Usage: scripts/test.sh [--quick]
 #   --quick: only build/ (GCC, RelWithDebInfo, every test), the developer's build
 # The last line sums every test and check: "N passed, N failed".
