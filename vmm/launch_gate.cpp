@@ -26,10 +26,10 @@ thread_local LaunchThread t_launch;
 // bits, so one thread's order is exact (ties would make the victim choice
 // arbitrary among everything used in the same window).
 std::uint64_t Pager::next_tick(LaunchThread& thread) {
-  const std::uint32_t place = ++thread.launches & 15;
+  const std::uint32_t place = ++thread.launches & kLastPlace;
   const std::uint64_t window = place == 0 ? tick_.fetch_add(1, std::memory_order_relaxed) + 1
                                           : tick_.load(std::memory_order_relaxed);
-  return (window << 4) | place;
+  return tick_at(window, place);
 }
 
 // Records that `unit` is used on the stream of `bit` at `tick`, writing only

@@ -722,7 +722,7 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   if (slab) unit->holes.emplace(0, bytes);
   unit->retired = false;
   unit->used_by.store(0);
-  unit->last_use.store(tick_.load() << 4);  // as if used at the start of this window
+  unit->last_use.store(tick_at(tick_.load(), 0));  // as if used at the start of this window
   if (take_chunks(state, bytes / kChunkBytes, unit, &unit->chunks) != CUDA_SUCCESS || map_chunks(unit) != CUDA_SUCCESS) {
     return_chunks(state, &unit->chunks);
     unit->retired = true;

@@ -292,6 +292,10 @@ class Pager final : public PagerControl {
   CUresult reserve_arena();
   bool fast_path(Unit* unit, std::uint64_t bit) const;
   std::uint64_t next_tick(LaunchThread& thread);
+  // A launch tick (`last_use`): the shared window, and a thread's place in
+  // it, 0 to kLastPlace (next_tick).
+  static constexpr std::uint32_t kLastPlace = 15;
+  static constexpr std::uint64_t tick_at(std::uint64_t window, std::uint32_t place) { return (window << 4) | place; }
   static void note_use(Unit* unit, std::uint64_t bit, std::uint64_t tick);
   void follow_tables(const GranuleIndex::Window& window, const std::uint64_t* words, std::size_t count,
                      Access& access);

@@ -51,7 +51,7 @@ bool Pager::prefetch_unit(Unit* unit) {
   // As if used now, at the end of the current window: it came back for a
   // use soon, and its last use before it went out is the oldest there is,
   // so least recently used first would make the next room of it.
-  unit->last_use.store((tick_.load(std::memory_order_relaxed) << 4) | 15, std::memory_order_relaxed);
+  unit->last_use.store(tick_at(tick_.load(std::memory_order_relaxed), kLastPlace), std::memory_order_relaxed);
   scheduled_prefetches_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
