@@ -66,17 +66,20 @@ void Scheduler::stop() {
 bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
   const StreamPosition at = log_.follow(record);
   const TriggerTable* table = table_.load(std::memory_order_acquire);
-  if (table == nullptr) return at.time_next;
-  if (!at.locked || at.thread != table->thread || at.lock != table->lock || at.phase >= table->period()) {
+  if (table == nullptr || at.thread != table->thread) return at.time_next;  // not the stream the plan is on
+  if (!at.locked || at.lock != table->lock || at.phase >= table->period()) {
+    next_use_.lost();
     return at.time_next;
   }
   if (table->identity[at.phase] != record.identity) {
     // The stream is not where the plan thinks: the detector breaks on the
     // next mismatch, and until then on demand does the work.
     ThreadCounts::bump(at.counts->strayed);
+    next_use_.lost();
     return at.time_next;
   }
   ThreadCounts::bump(at.counts->followed);
+  next_use_.at(*table, at.phase, record.tick);  // before any room is made below
   // Room first, then what comes back.
   for (std::uint32_t i = table->offload_begin[at.phase]; i < table->offload_begin[at.phase + 1]; ++i) {
     (pager_.offload_unit(table->offloads[i], table->inside_grace) ? offloads_ : refused_)
@@ -373,10 +376,11 @@ void Scheduler::publish(std::unique_ptr<TriggerTable> table) {
   std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   while (!retired_.empty() && now - retired_.front().since > kRetirement) retired_.pop_front();
+  table->generation = static_cast<std::uint32_t>(++plans_);
+  if (table->generation == 0) table->generation = static_cast<std::uint32_t>(++plans_);  // 0 means none
   table_.store(table.get(), std::memory_order_release);
   if (current_ != nullptr) retired_.push_back({std::move(current_), now});
   current_ = std::move(table);
-  ++plans_;
 }
 
 nlohmann::json Scheduler::summary() const {

@@ -30,6 +30,7 @@
 
 #include "scheduler/access_log.h"
 #include "scheduler/kernel_clock.h"
+#include "scheduler/next_use_order.h"
 #include "scheduler/plan_trial.h"
 #include "scheduler/step_times.h"
 #include "scheduler/swap_plan.h"
@@ -74,6 +75,10 @@ class Scheduler final : public vmm::AccessFeed {
   bool plan_now();
 
   const AccessLog& log() const { return log_; }
+  // The victim order the plan in force knows (next_use_order.h), for the
+  // pager (Pager::set_victim_policy); least recently used while there is
+  // none, or the plan's stream is not on it.
+  const vmm::VictimPolicy& victim_order() const { return next_use_; }
   // The trace summary's "schedule": the access log's and the plan's.
   nlohmann::json summary() const;
 
@@ -97,6 +102,7 @@ class Scheduler final : public vmm::AccessFeed {
   std::unique_ptr<KernelSpans> kernel_spans_;  // the planning thread's
 
   std::atomic<const TriggerTable*> table_{nullptr};
+  NextUseOrder next_use_{table_};
 
   // Counters of the moves the launch path made (an operation that followed
   // the plan or strayed from it is counted per thread: AccessLog::ThreadCounts).
@@ -108,7 +114,7 @@ class Scheduler final : public vmm::AccessFeed {
   std::thread thread_;
   std::uint64_t planned_serial_ = 0;
   const void* planned_thread_ = nullptr;
-  std::uint64_t plans_ = 0;
+  std::uint64_t plans_ = 0;  // also the generation of the table published last
   std::unique_ptr<TriggerTable> current_;  // what table_ points at
   struct Retired {
     std::unique_ptr<TriggerTable> table;

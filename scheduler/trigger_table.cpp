@@ -1,11 +1,41 @@
 #include "scheduler/trigger_table.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "scheduler/copy_timeline.h"
 
 namespace vgpumem::scheduler {
+
+namespace {
+
+// TriggerTable::used_units and their uses, from the profile's units (each
+// once; a unit object the pager reused for a later allocation in the same
+// step has the uses of both).
+void index_uses(const IterationProfile& profile, TriggerTable& table) {
+  std::vector<std::size_t> order(profile.units.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::less<>()(profile.units[a].unit, profile.units[b].unit);
+  });
+  for (std::size_t k = 0; k < order.size();) {
+    const vmm::Unit* unit = profile.units[order[k]].unit;
+    table.used_units.push_back(unit);
+    table.use_begin.push_back(static_cast<std::uint32_t>(table.use_ops.size()));
+    const std::size_t first = table.use_ops.size();
+    for (; k < order.size() && profile.units[order[k]].unit == unit; ++k) {
+      const std::vector<std::uint32_t>& uses = profile.units[order[k]].uses;
+      table.use_ops.insert(table.use_ops.end(), uses.begin(), uses.end());
+    }
+    const auto from = table.use_ops.begin() + static_cast<std::ptrdiff_t>(first);
+    std::sort(from, table.use_ops.end());
+    table.use_ops.erase(std::unique(from, table.use_ops.end()), table.use_ops.end());
+  }
+  table.use_begin.push_back(static_cast<std::uint32_t>(table.use_ops.size()));
+}
+
+}  // namespace
 
 TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   TriggerTable table;
@@ -47,8 +77,16 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
     table.offloads[offload_count[offload_at(swap)]++] = unit;
     if (!swap.no_copy_in) table.prefetches[prefetch_count[swap.prefetch_at]++] = unit;
   }
+  index_uses(profile, table);
   table.plan = std::move(plan);
   return table;
+}
+
+std::span<const std::uint32_t> TriggerTable::uses_of(const vmm::Unit* unit) const {
+  const auto at = std::lower_bound(used_units.begin(), used_units.end(), unit, std::less<>());
+  if (at == used_units.end() || *at != unit) return {};
+  const auto i = static_cast<std::size_t>(at - used_units.begin());
+  return std::span<const std::uint32_t>(use_ops).subspan(use_begin[i], use_begin[i + 1] - use_begin[i]);
 }
 
 }  // namespace vgpumem::scheduler

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "scheduler/iteration_profile.h"
@@ -23,9 +24,19 @@ struct TriggerTable {
   // The plan was made with the launch grace cut (Plan::offload_delay): its
   // offloads may take units still inside the grace.
   bool inside_grace = false;
+  // Each unit's uses in the step, for the victim order (next_use_order.h):
+  // the units by address, the operations of units[i] ascending in
+  // [use_begin[i], use_begin[i + 1]) of use_ops.
+  std::vector<const vmm::Unit*> used_units;
+  std::vector<std::uint32_t> use_begin, use_ops;
+  // Set when it is published, never 0 then: which table a position the
+  // launch path left is on (NextUseOrder).
+  std::uint32_t generation = 0;
   Plan plan;  // what it came from, for the summary and the trace
 
   std::size_t period() const { return identity.size(); }
+  // The operations of the step that use `unit`, ascending (empty if none).
+  std::span<const std::uint32_t> uses_of(const vmm::Unit* unit) const;
 };
 
 TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan);

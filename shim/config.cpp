@@ -38,6 +38,7 @@ constexpr std::string_view kDriverForms = "a path or soname of the CUDA driver l
 constexpr std::string_view kPolicyForms = "one of off, lru, auto, vdnn-all, vdnn-conv";
 constexpr std::string_view kCheckForms = "one of fast, strict, torture";
 constexpr std::string_view kCuptiForms = "one of auto, off";
+constexpr std::string_view kVictimForms = "one of auto, lru, next-use";
 constexpr std::string_view kOnOffForms = "one of on, off";
 constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
 constexpr std::uint64_t kMaxGraceOperations = 65536;
@@ -272,6 +273,13 @@ constexpr Variable kVariables[] = {
        const std::optional<CuptiUse> use = parse_cupti_use(v);
        if (!use) return v.empty() ? "the value is empty" : "";
        c.cupti = *use;
+       return kAccepted;
+     }},
+    {"VGPUMEM_VICTIMS", kVictimForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       const std::optional<VictimOrder> order = parse_victim_order(v);
+       if (!order) return v.empty() ? "the value is empty" : "";
+       c.victims = *order;
        return kAccepted;
      }},
     {"VGPUMEM_LIBRARY_HOOKS", kOnOffForms,
@@ -562,6 +570,33 @@ std::optional<CuptiUse> parse_cupti_use(std::string_view text) {
 }
 
 std::string_view to_string(CuptiUse use) { return use == CuptiUse::off ? "off" : "auto"; }
+
+std::optional<VictimOrder> parse_victim_order(std::string_view text) {
+  for (const VictimOrder order : {VictimOrder::automatic, VictimOrder::lru, VictimOrder::next_use}) {
+    if (equals_ignoring_case(text, to_string(order))) return order;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(VictimOrder order) {
+  switch (order) {
+    case VictimOrder::automatic: return "auto";
+    case VictimOrder::lru: return "lru";
+    case VictimOrder::next_use: return "next-use";
+  }
+  return "?";
+}
+
+bool orders_victims_by_next_use(const Config& config) {
+  const bool learned =
+      config.policy == Policy::automatic || config.policy == Policy::vdnn_all || config.policy == Policy::vdnn_conv;
+  switch (config.victims) {
+    case VictimOrder::automatic: return config.policy == Policy::automatic;
+    case VictimOrder::lru: return false;
+    case VictimOrder::next_use: return learned;
+  }
+  return false;
+}
 
 std::optional<Policy> parse_policy(std::string_view text) {
   for (const Policy policy : {Policy::off, Policy::lru, Policy::automatic, Policy::vdnn_all, Policy::vdnn_conv}) {

@@ -43,6 +43,13 @@ enum class Policy { off, lru, automatic, vdnn_all, vdnn_conv };
 // profiler holds it), timed events otherwise; `off` never loads CUPTI.
 enum class CuptiUse { automatic, off };
 
+// Which resident unit makes room first (vmm/victim_policy.h): `automatic`
+// ("auto") orders by the learned step's next use under VGPUMEM_POLICY=auto
+// and least recently used otherwise; `lru` always least recently used;
+// `next_use` ("next-use") by the learned step's next use under any learned
+// policy (auto, vdnn-all, vdnn-conv).
+enum class VictimOrder { automatic, lru, next_use };
+
 struct Config {
   MemoryLimit limit_all;                   // VGPUMEM_LIMIT
   std::map<int, MemoryLimit> limit_device; // VGPUMEM_LIMIT_<i>
@@ -57,6 +64,7 @@ struct Config {
   vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
   std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)
   CuptiUse cupti = CuptiUse::automatic;         // VGPUMEM_CUPTI
+  VictimOrder victims = VictimOrder::automatic; // VGPUMEM_VICTIMS
   // VGPUMEM_LIBRARY_HOOKS: whether the cuBLAS/cuDNN hooks tell the pager and
   // the scheduler what a call does; off, they forward untouched.
   bool library_hooks = true;
@@ -101,6 +109,10 @@ std::string_view to_string(Policy policy);
 std::optional<vmm::CheckMode> parse_check_mode(std::string_view text);
 std::optional<CuptiUse> parse_cupti_use(std::string_view text);
 std::string_view to_string(CuptiUse use);
+std::optional<VictimOrder> parse_victim_order(std::string_view text);
+std::string_view to_string(VictimOrder order);
+// Whether `config` ranks victims by the learned step's next use.
+bool orders_victims_by_next_use(const Config& config);
 std::string_view to_string(vmm::CheckMode mode);
 // Every VGPUMEM_* variable the shim reads, VGPUMEM_LIMIT_<i> written so.
 const std::vector<std::string_view>& known_variables();

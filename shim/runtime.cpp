@@ -132,9 +132,15 @@ vmm::Pager* Runtime::create_pager() {
           plan, *pager, [driver](CUfunction function) { return vmm::kernel_name(*driver, function); },
           config_.cupti == CuptiUse::off ? nullptr : kernel_clock_);
       pager->set_access_feed(scheduler_);
+      if (orders_victims_by_next_use(config_)) pager->set_victim_policy(&scheduler_->victim_order());
+    } else if (config_.victims == VictimOrder::next_use) {
+      VGPUMEM_LOG_WARN("VGPUMEM_VICTIMS=next-use needs a learned step (VGPUMEM_POLICY=auto, vdnn-all or vdnn-conv); "
+                       "under VGPUMEM_POLICY={} the least recently used unit makes room first",
+                       to_string(config_.policy));
     }
     pager_.store(pager, std::memory_order_release);
-    VGPUMEM_LOG_INFO("paging on (policy {}, check {}, host limit {})", to_string(config_.policy), to_string(config_.check),
+    VGPUMEM_LOG_INFO("paging on (policy {}, victims {}, check {}, host limit {})", to_string(config_.policy),
+                     orders_victims_by_next_use(config_) ? "by next use" : "least recently used", to_string(config_.check),
                      config_.host_limit ? format_bytes(*config_.host_limit) : std::string("none"));
     if (pytorch_expandable_segments()) {
       VGPUMEM_LOG_WARN("PYTORCH_CUDA_ALLOC_CONF turns on expandable segments: PyTorch then maps its memory handle "

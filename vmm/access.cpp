@@ -50,6 +50,7 @@ void Access::release() {
     Unit* const* units = spilled_ ? spill_.data() : inline_;
     AccessRecord record{identity.value(), stream_, bit_, function_, api_, units, count_, at(0)->device, started_, ended};
     record.launch_id = launch_id_;
+    record.tick = tick_;
     if (const LibraryCallScope* call = library_call_on_this_thread()) {
       record.library_op = call->op;
       record.library_call = call->serial;
@@ -64,6 +65,7 @@ void Access::release() {
   feed_ = nullptr;
   wants_launch_id_ = false;
   launch_id_ = 0;
+  tick_ = 0;
   identity_.reset();
   for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
   held_ = count_ = 0;

@@ -102,6 +102,7 @@ class Access {
   LaunchThread* thread_ = nullptr;
   CUstream stream_ = nullptr;
   std::uint64_t bit_ = 0;
+  std::uint64_t tick_ = 0;  // the launch tick it leaves on its units
   CUfunction function_ = nullptr;
   const char* api_ = "";
   PagerControl* marks_ = nullptr;

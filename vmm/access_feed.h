@@ -69,6 +69,7 @@ struct AccessRecord {
   LibraryOp library_op = LibraryOp::none;
   std::uint64_t library_call = 0;
   std::uint64_t overwritten = 0;
+  std::uint64_t tick = 0;  // the launch tick it left on its units (Unit::last_use)
 };
 
 class AccessFeed {

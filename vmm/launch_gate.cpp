@@ -134,6 +134,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   LaunchThread& thread = t_launch;
   if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, op, thread);
   const std::uint64_t tick = next_tick(thread);
+  access.tick_ = tick;
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
   bool slow = options_.check == CheckMode::torture;
   for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);

@@ -356,30 +356,35 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   return CUDA_SUCCESS;
 }
 
-bool Pager::offload_lru(DeviceState& state, const Unit* keep) {
-  // Least recently used first; a unit a launch is holding is skipped, and
-  // one in its grace (LaunchGrace) goes only after every other. The first
-  // candidate almost always goes, so a heap: linear to build, and a
-  // logarithmic pop for each one that cannot. Launches keep writing
+bool Pager::offload_victim(DeviceState& state, const Unit* keep) {
+  // In the policy's order (victim_policy.h); a unit a launch is holding is
+  // skipped, and one in its grace (LaunchGrace) goes only after every other.
+  // The first candidate almost always goes, so a heap: linear to build, and
+  // a logarithmic pop for each one that cannot. Launches keep writing
   // `last_use` meanwhile: the heap orders a snapshot of it.
-  constexpr std::uint64_t kGraced = std::uint64_t{1} << 63;  // ticks never reach it
+  constexpr std::uint64_t kGraced = std::uint64_t{1} << 63;  // above every rank
+  const VictimPolicy& policy = *victims_.load(std::memory_order_acquire);
+  const bool informed = policy.informed();
   auto& candidates = state.victims;  // reused: no allocation once grown
   candidates.clear();
   for (const auto& unit : state.units) {
     if (unit.get() != keep && !unit->retired && unit->pins == 0 &&
         unit->state.load() == Residency::resident && unit->launching.load() == 0) {
       const std::uint64_t graced = grace_.protects(*unit) ? kGraced : 0;
-      candidates.emplace_back(unit->last_use.load(std::memory_order_relaxed) | graced, unit.get());
+      const std::uint64_t rank = policy.rank(*unit, unit->last_use.load(std::memory_order_relaxed));
+      candidates.emplace_back(std::min(rank, VictimPolicy::kMaxRank) | graced, unit.get());
     }
   }
-  const auto more_recent = [](const auto& a, const auto& b) { return a.first > b.first; };
-  std::make_heap(candidates.begin(), candidates.end(), more_recent);
+  const auto goes_later = [](const auto& a, const auto& b) { return a.first > b.first; };
+  std::make_heap(candidates.begin(), candidates.end(), goes_later);
   while (!candidates.empty()) {
-    std::pop_heap(candidates.begin(), candidates.end(), more_recent);
-    const auto [key, oldest] = candidates.back();
+    std::pop_heap(candidates.begin(), candidates.end(), goes_later);
+    const auto [key, first] = candidates.back();
     candidates.pop_back();
-    if (offload(state, oldest) == CUDA_SUCCESS) {
+    if (offload(state, first) == CUDA_SUCCESS) {
       if ((key & kGraced) != 0) grace_evictions_.fetch_add(1, std::memory_order_relaxed);
+      victims_taken_.fetch_add(1, std::memory_order_relaxed);
+      if (informed) victims_in_order_.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
   }
@@ -511,7 +516,7 @@ CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* k
       continue;
     }
     if (error == CUDA_ERROR_OUT_OF_MEMORY && unmap_oldest_save(state)) continue;  // strict: its chunks come back
-    if (error != CUDA_ERROR_OUT_OF_MEMORY || !offload_lru(state, keep)) {
+    if (error != CUDA_ERROR_OUT_OF_MEMORY || !offload_victim(state, keep)) {
       for (std::size_t i = 0; i < chunks->size(); ++i) state.pool.give_back((*chunks)[i], i < saves.size() ? saves[i] : 0);
       chunks->clear();
       ooms_.fetch_add(1, std::memory_order_relaxed);
@@ -1067,7 +1072,7 @@ bool Pager::make_room(int device, std::uint64_t bytes) {
   // there yet. Every save is waited for and its range unmapped first.
   reap_saved_units(true);
   std::uint64_t released = state.pool.release_free(bytes);
-  while (released < bytes && offload_lru(state, nullptr)) {
+  while (released < bytes && offload_victim(state, nullptr)) {
     reap_saved_units(true);  // the chunks are released, not reused: their saves must be done
     released += state.pool.release_free(bytes - released);
   }
@@ -1310,6 +1315,10 @@ nlohmann::json Pager::summary() const {
                        {"free_chunk_bytes", state->pool.free_bytes()}});
   }
   return {{"policy", "lru"},
+          {"victims",
+           {{"order", victims_.load()->name()},
+            {"taken", victims_taken_.load()},
+            {"in_order", victims_in_order_.load()}}},
           {"offloads", offloads_.load()},
           {"scheduled_offloads", scheduled_offloads_.load()},
           {"scheduled_prefetches", scheduled_prefetches_.load()},

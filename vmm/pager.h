@@ -2,11 +2,12 @@
 //
 // Every paged allocation gets a stable range of one reserved arena, backed by
 // 2 MiB chunks from the device's ChunkPool while it is resident. When a
-// mapping needs room, the least recently used unpinned unit is offloaded:
-// its users' streams are made to precede the pager's copy stream (an event
-// recorded on each), its bytes are copied to pinned host memory there, and
-// its chunks go straight to the new owner, whose first use is ordered after
-// the copy stream. Its own range is unmapped once the copy has completed,
+// mapping needs room, an unpinned unit is offloaded (least recently used
+// first, or in the scheduler's order: victim_policy.h): its users' streams
+// are made to precede the pager's copy stream (an event recorded on each),
+// its bytes are copied to pinned host memory there, and its chunks go
+// straight to the new owner, whose first use is ordered after the copy
+// stream. Its own range is unmapped once the copy has completed,
 // found by the reclaimer thread (or by a non-blocking query on the next slow
 // path, or waited for if the unit is wanted back first), so nothing on the
 // program's threads waits for the GPU to make room. The reclaimer also
@@ -47,6 +48,7 @@
 #include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
 #include "vmm/unit.h"
+#include "vmm/victim_policy.h"
 
 namespace vgpumem::vmm {
 
@@ -227,6 +229,11 @@ class Pager final : public PagerControl {
   // The scheduler's access feed (null: none): told what every launch and
   // copy touched. Set before the program's first launch.
   void set_access_feed(AccessFeed* feed) { feed_.store(feed, std::memory_order_release); }
+  // Which unit makes room first among those that may go (vmm/victim_policy.h;
+  // null: least recently used). It must outlive the pager's use of it.
+  void set_victim_policy(const VictimPolicy* policy) {
+    victims_.store(policy != nullptr ? policy : &least_recently_used_, std::memory_order_release);
+  }
 
   // What the scheduler drives (vmm/pager_control.h; vmm/scheduled_moves.cpp).
   bool offload_unit(Unit* unit, bool inside_grace) override;
@@ -342,7 +349,7 @@ class Pager final : public PagerControl {
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
                        std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save = nullptr);
   CUresult map_chunks(Unit* unit);
-  bool offload_lru(DeviceState& state, const Unit* keep);
+  bool offload_victim(DeviceState& state, const Unit* keep);
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
   CUresult synchronize_device(int device);
@@ -414,6 +421,11 @@ class Pager final : public PagerControl {
   LinkMeter link_meter_{driver_};  // under mutex_, but for its rates
   MarkPool marks_{driver_};         // timing marks, reused (its own lock)
   std::atomic<AccessFeed*> feed_{nullptr};
+  const LeastRecentlyUsed least_recently_used_;
+  std::atomic<const VictimPolicy*> victims_{&least_recently_used_};
+  // Units sent out to make room, and of those the ones the policy chose
+  // informed (VictimPolicy::informed).
+  std::atomic<std::uint64_t> victims_taken_{0}, victims_in_order_{0};
   std::atomic<std::uint64_t> grace_evictions_{0};  // victims taken inside their grace: nothing else could go
   std::atomic<std::uint64_t> planned_grace_evictions_{0};  // scheduled offloads inside a grace (a plan that cut it)
 

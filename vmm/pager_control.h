@@ -42,8 +42,8 @@ class PagerControl {
   // check), or a capture or the host limit in the way.
   virtual bool offload_unit(Unit* unit, bool inside_grace) = 0;
   // Starts bringing `unit` back on the copy stream; work that names it waits
-  // for its arrival, no longer. Room is made as on demand (least recently
-  // used first); the unit then counts as used now. False when it cannot
+  // for its arrival, no longer. Room is made as on demand (in the victim
+  // policy's order); the unit then counts as used now. False when it cannot
   // come now (it stays on the host, and its next use fetches it).
   virtual bool prefetch_unit(Unit* unit) = 0;
   virtual UnitFacts facts(const Unit* unit) const = 0;

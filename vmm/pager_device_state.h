@@ -34,7 +34,7 @@ struct Pager::DeviceState {
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
   std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic
-  std::vector<std::pair<std::uint64_t, Unit*>> victims;  // offload_lru's scratch: (last use, unit)
+  std::vector<std::pair<std::uint64_t, Unit*>> victims;  // offload_victim's scratch: (rank, unit)
   std::uint64_t resident_bytes = 0;
   std::uint64_t resident_peak = 0;  // the most paged bytes mapped at once: what the program needed resident
 };

@@ -476,7 +476,7 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop, std::un
   state.pool.release_free(unit->bytes);
   CUmemGenericAllocationHandle real = 0;
   bool charged = ledger_.charge(unit->device, unit->bytes);
-  while (!charged && offload_lru(state, unit)) {
+  while (!charged && offload_victim(state, unit)) {
     reap_saved_units(true);
     state.pool.release_free(unit->bytes);
     charged = ledger_.charge(unit->device, unit->bytes);

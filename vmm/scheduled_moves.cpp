@@ -50,7 +50,8 @@ bool Pager::prefetch_unit(Unit* unit) {
   }
   // As if used now, at the end of the current window: it came back for a
   // use soon, and its last use before it went out is the oldest there is,
-  // so least recently used first would make the next room of it.
+  // so least recently used first would make the next room of it. (The
+  // scheduler's order sees its next use near, and keeps it too.)
   unit->last_use.store(tick_at(tick_.load(std::memory_order_relaxed), kLastPlace), std::memory_order_relaxed);
   scheduled_prefetches_.fetch_add(1, std::memory_order_relaxed);
   return true;

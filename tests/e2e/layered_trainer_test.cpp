@@ -199,6 +199,34 @@ TEST(PagingLayered, WhereTheGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncappe
   EXPECT_LT(automatic, on_demand) << trial.dump();
 }
 
+// VGG-16 at a third of its peak, where no plan fits and the step runs on
+// demand: the victims by the learned step's next use (auto's default) and by
+// least recently used both train every bit as uncapped, under the cap, and
+// the trace says which order made room.
+TEST(PagingLayered, VictimsByNextUseAndByLeastRecentUseBothKeepEveryBit) {
+  const std::vector<std::string> args{"--model", "vgg16", "--scale", "16", "--steps", "8"};
+  const Result baseline = uncapped(args);
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  const std::uint64_t cap = baseline.wanted / 3;
+  for (const auto& [victims, named] : std::map<std::string, std::string>{{"next-use", "furthest next use"},
+                                                                         {"lru", "least recently used"}}) {
+    SCOPED_TRACE(victims);
+    const PagedRun run = run_paged("victims-" + victims, trainer(args), std::to_string(cap),
+                                   {{"VGPUMEM_POLICY", "auto"}, {"VGPUMEM_VICTIMS", victims}});
+    ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
+    EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+    const nlohmann::json& paging = run.trace["vgpumem"]["paging"];
+    const nlohmann::json& chosen = paging["victims"];
+    EXPECT_EQ(chosen["order"], named) << chosen.dump();
+    EXPECT_GT(chosen["in_order"].get<int>(), 0) << chosen.dump();
+    if (victims == "lru") {
+      EXPECT_EQ(chosen["in_order"], chosen["taken"]) << chosen.dump();
+    }
+    EXPECT_GT(paging["offloads"].get<int>(), paging["scheduled_offloads"].get<int>())
+        << "room made on demand too: " << paging.dump();
+  }
+}
+
 // --libraries: the workload's convolutions (cnn-small) and GEMMs
 // (bert-large) as cuDNN and cuBLAS calls. At half its peak under auto, with
 // the library hooks on and off, every bit as uncapped; with them on, the

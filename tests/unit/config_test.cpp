@@ -172,6 +172,7 @@ TEST(ParseConfig, ReadsEveryVariable) {
                                   {"VGPUMEM_HOST_LIMIT", "64G"},
                                   {"VGPUMEM_GRACE_LAUNCHES", "0"},
                                   {"VGPUMEM_CUPTI", "off"},
+                                  {"VGPUMEM_VICTIMS", "Next-Use"},
                                   {"VGPUMEM_LIBRARY_HOOKS", "OFF"}});
   EXPECT_EQ(config.limit_all.bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(0).bytes, 8 * GiB);
@@ -187,7 +188,26 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.host_limit, 64 * GiB);
   EXPECT_EQ(config.grace_operations, 0u);
   EXPECT_EQ(config.cupti, CuptiUse::off);
+  EXPECT_EQ(config.victims, VictimOrder::next_use);
   EXPECT_FALSE(config.library_hooks);
+}
+
+// By next use where a step is learned and asked for (by default under auto
+// alone: the vDNN baselines keep the order they had); never without one.
+TEST(ParseConfig, VictimsGoByNextUseOnlyUnderALearnedStep) {
+  const auto next_use = [](const char* policy, const char* victims) {
+    std::map<std::string, std::string> env{{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_POLICY", policy}};
+    if (victims != nullptr) env["VGPUMEM_VICTIMS"] = victims;
+    return orders_victims_by_next_use(parse_ok(env));
+  };
+  EXPECT_TRUE(next_use("auto", nullptr));
+  EXPECT_FALSE(next_use("vdnn-all", nullptr));
+  EXPECT_FALSE(next_use("lru", nullptr));
+  EXPECT_FALSE(next_use("auto", "lru"));
+  EXPECT_TRUE(next_use("vdnn-conv", "next-use"));
+  EXPECT_FALSE(next_use("lru", "next-use"));
+  EXPECT_FALSE(next_use("off", "next-use"));
+  EXPECT_EQ(parse_ok({{"VGPUMEM_LIMIT", "1G"}}).victims, VictimOrder::automatic);
 }
 
 TEST(ParseConfig, PolicyDefaultsToAutoOnlyWhenACapIsSet) {
@@ -243,7 +263,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", ""}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "2.5"},
                       BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_CUPTI", "on"},
                       BadCase{"VGPUMEM_LIBRARY_HOOKS", "auto"}, BadCase{"VGPUMEM_LIBRARY_HOOKS", ""},
-                      BadCase{"VGPUMEM_CUPTI", ""}, BadCase{"VGPUMEM_LIMT", "8GiB"},
+                      BadCase{"VGPUMEM_CUPTI", ""}, BadCase{"VGPUMEM_VICTIMS", "belady"},
+                      BadCase{"VGPUMEM_VICTIMS", ""}, BadCase{"VGPUMEM_LIMT", "8GiB"},
                       BadCase{"VGPUMEM_LIMIT_GPU0", "8GiB"}, BadCase{"VGPUMEM_", "x"}),
     [](const ::testing::TestParamInfo<BadCase>& test) {  // not `info`: the macro's own parameter
       std::string name = test.param.variable + "_" + std::to_string(test.index);
