@@ -218,6 +218,37 @@ TEST(Scheduler, MovesNothingOnceTheStreamGoesElsewhere) {
   EXPECT_GE(scheduler.summary()["breaks"].get<std::uint64_t>(), 1u) << "the detector saw the change";
 }
 
+// The victim order (next_use_order.h) knows where the step stands while the
+// stream follows the plan, and forgets it once the stream goes elsewhere:
+// then least recently used again. Another thread's operations leave it be.
+TEST(Scheduler, TheVictimOrderKnowsTheStepOnlyWhileTheStreamFollowsThePlan) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  const vmm::VictimPolicy& order = scheduler.victim_order();
+  step.run(scheduler, pager, 3);
+  EXPECT_FALSE(order.informed()) << "no plan yet";
+  ASSERT_TRUE(scheduler.plan_now());
+  step.run(scheduler, pager, 1);
+  ASSERT_TRUE(order.informed());
+  // The step's last operation was issued: the first layer's input (used by
+  // the first operation) is needed next, the loss's gradient far later.
+  EXPECT_LT(order.rank(step.units[2 * Step::kLayers + 1], 0), order.rank(step.units[0], 0));
+  std::thread other([&] {
+    Step elsewhere(pager);
+    elsewhere.salt = 0x5EED;
+    elsewhere.run(scheduler, pager, 1);
+  });
+  other.join();
+  EXPECT_TRUE(order.informed()) << "another thread is not the plan's stream";
+  Step evaluation(pager);
+  evaluation.salt = 0xE7A1;
+  evaluation.run(scheduler, pager, 1);
+  EXPECT_FALSE(order.informed()) << "the stream left the step";
+  EXPECT_EQ(order.rank(step.units[0], 42), 42u);
+}
+
 TEST(Scheduler, TriggersApplyOnlyOnTheThreadTheyWereLearnedOn) {
   StandInPager pager;
   Step step(pager);
