@@ -40,20 +40,27 @@ PlanTrial::PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCa
     });
     if (!repeated) candidates_.push_back(std::move(candidate));
   }
+  skip_measured();
 }
 
+void PlanTrial::skip_measured() {
+  while (next_ < candidates_.size() && candidates_[next_].step_ns >= 0) ++next_;
+}
+
+// The fastest measured (the first candidate while none is).
 const TrialCandidate& PlanTrial::best() const {
-  const TrialCandidate* best = &candidates_.front();
+  const TrialCandidate* best = nullptr;
   for (const TrialCandidate& candidate : candidates_) {
-    if (candidate.step_ns >= 0 && candidate.step_ns < best->step_ns) best = &candidate;
+    if (candidate.step_ns >= 0 && (best == nullptr || candidate.step_ns < best->step_ns)) best = &candidate;
   }
-  return *best;
+  return best != nullptr ? *best : candidates_.front();
 }
 
 void PlanTrial::record(double step_ns) {
   if (done()) return;
   candidates_[next_].step_ns = step_ns;
   ++next_;
+  skip_measured();
 }
 
 nlohmann::json PlanTrial::summary() const {

@@ -9,8 +9,10 @@
 // caps no plan fits. So the scheduler measures instead: each candidate runs
 // for a few steps, the step after its first whole one is timed (device time
 // and the waits before each operation: what the step cost), and the fastest
-// stays in force for the rest of that lock. On demand is measured already:
-// the step the candidates were planned from ran on demand.
+// stays in force for the rest of that lock. On demand may be measured
+// already: the step the candidates were planned from ran on demand, before
+// any plan — the same thing, unless the victims on demand takes are chosen
+// by the plan in force (next_use_order.h), when it is run in turn too.
 #pragma once
 
 #include <cstddef>
@@ -35,8 +37,9 @@ struct TrialCandidate {
 
 class PlanTrial {
  public:
-  // `candidates[0]` is on demand, measured; the rest are to be run in turn.
-  // Candidates whose moves equal an earlier one's are dropped.
+  // `candidates[0]` is on demand. Those measured already (step_ns >= 0)
+  // are not run again; the rest are run in turn. Candidates whose moves
+  // equal an earlier one's are dropped.
   PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCandidate> candidates);
 
   bool covers(const void* thread, std::uint64_t lock) const { return thread == thread_ && lock == lock_; }
@@ -55,10 +58,12 @@ class PlanTrial {
   nlohmann::json summary() const;
 
  private:
+  void skip_measured();
+
   const void* thread_;
   std::uint64_t lock_;
   std::vector<TrialCandidate> candidates_;
-  std::size_t next_ = 1;
+  std::size_t next_ = 0;  // the first candidate not measured yet
 };
 
 }  // namespace vgpumem::scheduler

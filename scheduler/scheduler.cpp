@@ -304,7 +304,8 @@ Plan plan_for(TrialWay way, const IterationProfile& step, std::uint64_t budget, 
 // The plan to run where auto's cannot fit: the winner of this lock's trial
 // where it has one (planned again from `step` the same way), else a new
 // trial's first candidate. On demand was what ran `iteration`: its cost is
-// known; auto's partial plan and vDNN's are run in turn.
+// known (unless victims follow the plan's order); auto's partial plan and
+// vDNN's are run in turn.
 Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
                            const LinkModel& link, const Plan& automatic) {
   if (trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock) && trial_->done()) {
@@ -314,7 +315,10 @@ Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationPr
   for (const TrialWay way : {TrialWay::on_demand, TrialWay::automatic, TrialWay::vdnn_all, TrialWay::vdnn_conv}) {
     Plan plan = plan_for(way, step, budget, link, automatic);
     if (way == TrialWay::on_demand) {
-      candidates.push_back({way, std::move(plan), step.step_ns + step.stall_ns});
+      // The recorded step ran on demand before any plan: its cost, unless
+      // the victims on demand takes come from the plan in force.
+      const double measured = options_.victims_in_order ? -1 : step.step_ns + step.stall_ns;
+      candidates.push_back({way, std::move(plan), measured});
     } else if (!plan.swaps.empty()) {
       candidates.push_back({way, std::move(plan), -1});
     }

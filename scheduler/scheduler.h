@@ -48,6 +48,10 @@ class Scheduler final : public vmm::AccessFeed {
     AccessLog::Options log;
     LinkModel link;
     std::size_t grace_operations = 1;  // the pager's launch grace (PagerOptions)
+    // The pager takes its victims in victim_order() (Pager::set_victim_policy):
+    // on demand under a plan then differs from on demand before one, and a
+    // trial measures it in turn.
+    bool victims_in_order = false;
     // How often the planning thread looks for a new recording.
     std::chrono::milliseconds poll{2};
   };

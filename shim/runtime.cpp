@@ -123,6 +123,7 @@ vmm::Pager* Runtime::create_pager() {
                      : config_.policy == Policy::vdnn_conv ? scheduler::Planner::vdnn_conv
                                                            : scheduler::Planner::swap;
       plan.grace_operations = config_.grace_operations;
+      plan.victims_in_order = orders_victims_by_next_use(config_);
       // Leaked with the pager, whose feed it is; its planning thread stops at exit.
       // Kernel durations: while kernel_times() is active, the kernels of a timed
       // step are timed by CUPTI (keyed by the launch id timed_launch pushes), the
@@ -132,7 +133,7 @@ vmm::Pager* Runtime::create_pager() {
           plan, *pager, [driver](CUfunction function) { return vmm::kernel_name(*driver, function); },
           config_.cupti == CuptiUse::off ? nullptr : kernel_clock_);
       pager->set_access_feed(scheduler_);
-      if (orders_victims_by_next_use(config_)) pager->set_victim_policy(&scheduler_->victim_order());
+      if (plan.victims_in_order) pager->set_victim_policy(&scheduler_->victim_order());
     } else if (config_.victims == VictimOrder::next_use) {
       VGPUMEM_LOG_WARN("VGPUMEM_VICTIMS=next-use needs a learned step (VGPUMEM_POLICY=auto, vdnn-all or vdnn-conv); "
                        "under VGPUMEM_POLICY={} the least recently used unit makes room first",

@@ -261,6 +261,23 @@ TEST(Scheduler, TriggersApplyOnlyOnTheThreadTheyWereLearnedOn) {
   EXPECT_TRUE(pager.moves.empty()) << "another thread running the same step is not the stream the plan knows";
 }
 
+// Records a step that waits `pager.stall_ns` before each operation (on
+// demand before any plan), plans from it, then runs steps without those
+// waits until the trial of the ways to run it is done; its summary.
+nlohmann::json run_trial(Scheduler& scheduler, Step& step, StandInPager& pager) {
+  step.run(scheduler, pager, 3);
+  EXPECT_TRUE(scheduler.plan_now());
+  pager.stall_ns = 0;
+  nlohmann::json trial;
+  for (int i = 0; i < 30; ++i) {
+    step.run(scheduler, pager, 1);
+    scheduler.plan_now();
+    trial = scheduler.summary()["trial"];
+    if (trial.is_object() && trial["done"].get<bool>()) break;
+  }
+  return trial;
+}
+
 // Where no plan fits, the ways to run the step are measured in turn and the
 // fastest kept: here on demand costs a millisecond before each operation and
 // each planned move a tenth of one, so the partial plan with the fewest
@@ -276,16 +293,7 @@ TEST(Scheduler, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
     return reinterpret_cast<std::uintptr_t>(f) <= 4 ? std::string("conv_fwd") : std::string("gemm");
   };
   Scheduler scheduler(quiet(), pager, names);
-  step.run(scheduler, pager, 3);
-  ASSERT_TRUE(scheduler.plan_now());
-  pager.stall_ns = 0;
-  nlohmann::json trial;
-  for (int i = 0; i < 30; ++i) {
-    step.run(scheduler, pager, 1);
-    scheduler.plan_now();
-    trial = scheduler.summary()["trial"];
-    if (trial.is_object() && trial["done"].get<bool>()) break;
-  }
+  const nlohmann::json trial = run_trial(scheduler, step, pager);
   ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << trial.dump();
   const nlohmann::json& candidates = trial["candidates"];
   ASSERT_GE(candidates.size(), 2u) << trial.dump();
@@ -312,6 +320,28 @@ TEST(Scheduler, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
   std::size_t moves = pager.moves.size() - before;
   EXPECT_GE(moves, 2 * fewest) << trial.dump();
   EXPECT_LE(moves, 4 * fewest) << trial.dump();
+}
+
+// Where the pager takes on demand's victims in the plan's order, on demand
+// under a plan is not the step recorded before one: it is run in turn like
+// the other ways. Here the recorded step waited a millisecond before each
+// operation and nothing waits once a table is in force, so on demand, with
+// no moves to pay for, measures the compute alone and is kept.
+TEST(Scheduler, WhereVictimsFollowThePlanOnDemandIsMeasuredUnderOneToo) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = 100 * kMiB;
+  pager.stall_ns = 1'000'000;
+  pager.move_ns = 100'000;
+  Scheduler::Options options = quiet();
+  options.victims_in_order = true;
+  Scheduler scheduler(options, pager, {});
+  const nlohmann::json trial = run_trial(scheduler, step, pager);
+  ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << trial.dump();
+  const nlohmann::json& on_demand = trial["candidates"][0];
+  ASSERT_EQ(on_demand["policy"], "on demand");
+  EXPECT_NEAR(on_demand["step_ns"].get<double>(), 50.5e6, 1e3) << "measured under a plan, not the recorded step";
+  EXPECT_EQ(trial["chosen"], "on demand") << trial.dump();
 }
 
 // With the pager's launch grace of eight operations, a 25-operation step of
