@@ -17,6 +17,7 @@
 #include "sim_driver_ops.h"
 #include "trace/recorder.h"
 #include "vgpusim.h"
+#include "vmm/access_feed.h"
 #include "vmm/cap_ledger.h"
 #include "vmm/pager.h"
 
@@ -49,6 +50,17 @@ bool eventually(Done&& done) {
   }
   return done();
 }
+
+// Catches the first unit each operation names (an access feed is told of
+// every access): how a test learns the unit behind an address.
+class UnitCatcher final : public vmm::AccessFeed {
+ public:
+  bool accessed(const vmm::AccessRecord& record) noexcept override {
+    last = record.count > 0 ? record.units[0] : nullptr;
+    return false;
+  }
+  vmm::Unit* last = nullptr;
+};
 
 class PagerTest : public ::testing::Test {
  protected:

@@ -16,16 +16,6 @@
 namespace vgpumem::test {
 namespace {
 
-// Catches the unit each range names (the feed is told of every access).
-class UnitCatcher final : public vmm::AccessFeed {
- public:
-  bool accessed(const vmm::AccessRecord& record) noexcept override {
-    last = record.count > 0 ? record.units[0] : nullptr;
-    return false;
-  }
-  vmm::Unit* last = nullptr;
-};
-
 class ScheduledMovesTest : public PagerTest {};
 
 TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing) {

@@ -12,7 +12,6 @@
 #include "pager_fixture.h"
 #include "scheduler/next_use_order.h"
 #include "scheduler/trigger_table.h"
-#include "vmm/access_feed.h"
 
 namespace vgpumem::test {
 namespace {
@@ -24,16 +23,6 @@ class MostRecentlyUsed final : public vmm::VictimPolicy {
     return kMaxRank - std::min(last_use, kMaxRank);
   }
   const char* name() const noexcept override { return "most recently used"; }
-};
-
-// Catches the units of each operation (the feed is told of every access).
-class UnitCatcher final : public vmm::AccessFeed {
- public:
-  bool accessed(const vmm::AccessRecord& record) noexcept override {
-    last = record.count > 0 ? record.units[0] : nullptr;
-    return false;
-  }
-  vmm::Unit* last = nullptr;
 };
 
 // Three 2 MiB buffers written in order under a 6 MiB cap, in the strict
@@ -73,7 +62,8 @@ class VictimOrderTest : public PagerTest {
     expect_held(buffers_, 2 * kMiB);
     CUresult result = CUDA_ERROR_UNKNOWN;
     for (CUdeviceptr p : buffers_) EXPECT_TRUE(pager_->free(p, &result));
-    pager_->set_victim_policy(nullptr);
+    pager_->set_victim_policy(nullptr);  // the test's own goes before the pager
+    pager_->set_access_feed(nullptr);
   }
 
   UnitCatcher catcher_;
