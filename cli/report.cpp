@@ -171,6 +171,17 @@ void paging_section(std::ostream& out, const nlohmann::json& summary) {
   out << "  to the host:   " << format_bytes(count(paging, "bytes_offloaded")) << " in " << count(paging, "offloads")
       << " offloads" << (planned_out > 0 ? " (" + std::to_string(planned_out) + " of them planned ahead)" : "")
       << "\n";
+  if (const nlohmann::json& victims = member(paging, "victims"); victims.is_object()) {
+    const std::uint64_t taken = count(victims, "taken"), in_order = count(victims, "in_order");
+    const std::string order = text(victims, "order", "?");
+    out << "  room made on demand: " << taken << " buffers sent out, ";
+    if (order == "least recently used") {
+      out << "least recently used first\n";
+    } else {
+      out << in_order << " of them by the learned step's " << order << ", the rest least recently used (no plan "
+          << "yet, or the program off its step)\n";
+    }
+  }
   out << "  back again:    " << format_bytes(count(paging, "bytes_prefetched")) << " in " << count(paging, "prefetches")
       << " copies" << (planned_in > 0 ? " (" + std::to_string(planned_in) + " of them planned ahead)" : "");
   if (const std::uint64_t revived = count(paging, "revived"); revived > 0) {

@@ -71,6 +71,11 @@ TEST(ReportCommand, SaysWhatTheRunDidWithTheTracesOwnNumbers) {
                            std::to_string(summary["paging"]["scheduled_offloads"].get<std::uint64_t>()) +
                            " of them planned ahead)"))
       << out;
+  const nlohmann::json& victims = summary["paging"]["victims"];
+  EXPECT_TRUE(has(out, "room made on demand: " + std::to_string(victims["taken"].get<std::uint64_t>()) +
+                           " buffers sent out, " + std::to_string(victims["in_order"].get<std::uint64_t>()) +
+                           " of them by the learned step's furthest next use"))
+      << out;
   const nlohmann::json& schedule = summary["schedule"];
   EXPECT_TRUE(has(out, "found: a step of " + std::to_string(schedule["period"].get<std::uint64_t>()) + " operations"))
       << out;
