@@ -1,6 +1,7 @@
 // The victim order of a learned step (vmm/victim_policy.h): the unit whose
 // next use in the step is furthest ahead goes first. On a repeating step
-// that is Belady's order, the least bytes an on-demand pager can move; least
+// that is Belady's order: the fewest fetches an on-demand pager can make
+// where units are of one size, and a good order where they are not; least
 // recently used comes close in the forward pass, where the oldest maps are
 // also needed last, but late in the backward pass it sends away the weights
 // the next forward pass needs first, and in a decoder's layers the units

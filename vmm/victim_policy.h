@@ -6,9 +6,9 @@
 //
 // Without a plan the pager ranks least recently used first. A scheduler that
 // knows the step ranks by when each unit is next needed
-// (scheduler/next_use_order.h): the unit needed furthest ahead goes first,
-// which is what minimises the bytes an on-demand step moves (Belady's
-// order), where least recently used sends away, late in the backward pass,
+// (scheduler/next_use_order.h): the unit needed furthest ahead goes first
+// (Belady's order, the fewest fetches on demand can make with units of one
+// size), where least recently used sends away, late in the backward pass,
 // the weights the next forward pass needs first.
 #pragma once
 
