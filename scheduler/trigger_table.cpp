@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <utility>
 
 #include "scheduler/copy_timeline.h"
@@ -10,27 +11,19 @@ namespace vgpumem::scheduler {
 
 namespace {
 
-// TriggerTable::used_units and their uses, from the profile's units (each
-// once; a unit object the pager reused for a later allocation in the same
-// step has the uses of both).
+// TriggerTable::used_units and their uses, from the profile's units: each
+// unit once there, its uses ascending.
 void index_uses(const IterationProfile& profile, TriggerTable& table) {
   std::vector<std::size_t> order(profile.units.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return std::less<>()(profile.units[a].unit, profile.units[b].unit);
   });
-  for (std::size_t k = 0; k < order.size();) {
-    const vmm::Unit* unit = profile.units[order[k]].unit;
-    table.used_units.push_back(unit);
+  for (const std::size_t u : order) {
+    const ProfileUnit& unit = profile.units[u];
+    table.used_units.push_back(unit.unit);
     table.use_begin.push_back(static_cast<std::uint32_t>(table.use_ops.size()));
-    const std::size_t first = table.use_ops.size();
-    for (; k < order.size() && profile.units[order[k]].unit == unit; ++k) {
-      const std::vector<std::uint32_t>& uses = profile.units[order[k]].uses;
-      table.use_ops.insert(table.use_ops.end(), uses.begin(), uses.end());
-    }
-    const auto from = table.use_ops.begin() + static_cast<std::ptrdiff_t>(first);
-    std::sort(from, table.use_ops.end());
-    table.use_ops.erase(std::unique(from, table.use_ops.end()), table.use_ops.end());
+    table.use_ops.insert(table.use_ops.end(), unit.uses.begin(), unit.uses.end());
   }
   table.use_begin.push_back(static_cast<std::uint32_t>(table.use_ops.size()));
 }
