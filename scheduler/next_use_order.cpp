@@ -13,14 +13,12 @@ constexpr std::uint64_t kRecent = std::uint64_t{2} << 60;  // unknown to the ste
 constexpr std::uint64_t kInTier = kNeeded - 1;
 constexpr std::uint64_t kFurthest = std::uint64_t{1} << 33;  // beyond any distance (a period is under 2^32)
 
-std::uint64_t by_last_use(std::uint64_t last_use) { return std::min(last_use, vmm::VictimPolicy::kMaxRank); }
-
 }  // namespace
 
 std::uint64_t NextUseOrder::rank(const vmm::Unit& unit, std::uint64_t last_use) const noexcept {
   const TriggerTable* table = table_.load(std::memory_order_acquire);
   const std::uint64_t position = placed(table);
-  if (position == kNowhere) return by_last_use(last_use);
+  if (position == kNowhere) return last_use;  // least recently used
   const std::span<const std::uint32_t> uses = table->uses_of(&unit);
   if (uses.empty()) {
     const bool idle = last_use < idle_before_.load(std::memory_order_relaxed);

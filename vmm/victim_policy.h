@@ -20,7 +20,8 @@ struct Unit;
 
 class VictimPolicy {
  public:
-  // Ranks run from 0 to this; the pager puts its grace tier above them.
+  // Ranks run from 0 to this (the pager counts a higher one as this) and
+  // the pager puts its grace tier above them.
   static constexpr std::uint64_t kMaxRank = (std::uint64_t{1} << 62) - 1;
 
   virtual ~VictimPolicy() = default;
@@ -41,9 +42,7 @@ class VictimPolicy {
 // The pager's order without a plan.
 class LeastRecentlyUsed final : public VictimPolicy {
  public:
-  std::uint64_t rank(const Unit&, std::uint64_t last_use) const noexcept override {
-    return last_use < kMaxRank ? last_use : kMaxRank;
-  }
+  std::uint64_t rank(const Unit&, std::uint64_t last_use) const noexcept override { return last_use; }
   const char* name() const noexcept override { return "least recently used"; }
 };
 
