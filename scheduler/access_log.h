@@ -126,6 +126,9 @@ class AccessLog final : public vmm::AccessFeed {
  private:
   struct ThreadLog;
   ThreadLog& thread_log();
+  // The thread's log through the slot the launch path keeps for it, when
+  // it keeps one (no thread_local lookup of the log's own then).
+  ThreadLog& thread_log(vmm::FeedThreadSlot* slot);
   void start_iteration(ThreadLog& log);
   void publish(ThreadLog& log);
   void release_marks(RecordedIteration& iteration, std::size_t from = 0);
@@ -136,6 +139,7 @@ class AccessLog final : public vmm::AccessFeed {
 
   const Options options_;
   vmm::PagerControl* const marks_;
+  const std::uint64_t serial_;  // this log's, among every log the process makes (FeedThreadSlot::owner)
   mutable std::mutex threads_mutex_;  // taken when a thread makes its log, and by readers
   std::vector<std::unique_ptr<ThreadLog>> threads_;
 };

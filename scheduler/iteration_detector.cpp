@@ -23,6 +23,24 @@ IterationDetector::IterationDetector(Options options) : options_(options) {
 IterationDetector::Event IterationDetector::observe(std::uint64_t identity) {
   const std::uint64_t index = seen_++;
   ring_[index & ring_mask_] = identity;
+  if (locked()) {
+    if (back(period_) == identity) {  // the steady state: the table is not touched
+      ++held_;
+      phase_ = phase_ + 1 == period_ ? 0 : phase_ + 1;
+      return Event::none;
+    }
+    catch_up(index);
+    remember(identity, index);
+    return break_lock();
+  }
+  const std::uint64_t last_at = remember(identity, index);
+  if (last_at != 0 && index - (last_at - 1) <= options_.max_period) {
+    consider(static_cast<std::size_t>(index - (last_at - 1)));
+  }
+  return follow_candidates(identity);
+}
+
+std::uint64_t IterationDetector::remember(std::uint64_t identity, std::uint64_t index) {
   Set& set = last_[static_cast<std::size_t>((identity * 0x9E37'79B9'7F4A'7C15ull) >> 40) & set_mask_];
   Last* last = &set.ways[0];
   for (Last& way : set.ways) {
@@ -32,12 +50,20 @@ IterationDetector::Event IterationDetector::observe(std::uint64_t identity) {
     }
     if (way.at < last->at) last = &way;  // the oldest (or a free way) gives way
   }
-  const bool seen_before = last->key == identity && last->at != 0;
-  const std::uint64_t previous = last->at - 1;
+  const std::uint64_t last_at = last->key == identity ? last->at : 0;
   *last = Last{identity, index + 1};
-  if (locked()) return follow_lock(identity);
-  if (seen_before && index - previous <= options_.max_period) consider(static_cast<std::size_t>(index - previous));
-  return follow_candidates(identity);
+  return last_at;
+}
+
+// While locked the table is left alone (one random access a launch into a
+// table of a megabyte, a cache miss each, was the detector's whole cost on
+// the launch path). The stream held its period since the lock, so every
+// identity seen since then last occurred within the final period before
+// `index`: replaying those, in order, leaves each where it last was, as if
+// the table had been kept all along.
+void IterationDetector::catch_up(std::uint64_t index) {
+  const std::uint64_t from = std::max<std::uint64_t>(locked_at_ + 1, index - std::min<std::uint64_t>(index, period_));
+  for (std::uint64_t i = from; i < index; ++i) remember(ring_[i & ring_mask_], i);
 }
 
 // Starts following `period` unless it is followed already; with every slot
@@ -80,14 +106,9 @@ IterationDetector::Event IterationDetector::follow_candidates(std::uint64_t iden
   return Event::none;
 }
 
-IterationDetector::Event IterationDetector::follow_lock(std::uint64_t identity) {
-  if (back(period_) == identity) {
-    ++held_;
-    phase_ = phase_ + 1 == period_ ? 0 : phase_ + 1;
-    return Event::none;
-  }
-  // Broken. Held for less than two periods past the lock: a part of the
-  // iteration, which must now repeat for longer to lock again.
+// Broken. Held for less than two periods past the lock: a part of the
+// iteration, which must now repeat for longer to lock again.
+IterationDetector::Event IterationDetector::break_lock() {
   if (seen_ - 1 - locked_at_ < 2 * period_) {
     suspects_[next_suspect_] = Suspect{period_, held_};
     next_suspect_ = (next_suspect_ + 1) % kSuspects;

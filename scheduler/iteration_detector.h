@@ -15,8 +15,10 @@
 // it did before it can lock again, so the whole step wins.
 //
 // observe() allocates nothing and takes no lock: a fixed table of last
-// occurrences (set-associative), a ring of recent identities, a few candidates. One detector
-// serves one thread's stream.
+// occurrences (set-associative), a ring of recent identities, a few
+// candidates. While locked it compares with the ring alone and leaves the
+// table be; the break brings the table up to date from the ring (at most a
+// period's worth, once). One detector serves one thread's stream.
 #pragma once
 
 #include <array>
@@ -69,8 +71,11 @@ class IterationDetector {
   std::uint64_t back(std::size_t distance) const { return ring_[(seen_ - 1 - distance) & ring_mask_]; }
   void consider(std::size_t period);
   std::size_t needed(std::size_t period) const;
+  // Notes `identity` at `index` in the table; returns where it last was (+1; 0: not there).
+  std::uint64_t remember(std::uint64_t identity, std::uint64_t index);
+  void catch_up(std::uint64_t index);
   Event follow_candidates(std::uint64_t identity);
-  Event follow_lock(std::uint64_t identity);
+  Event break_lock();
 
   Options options_;
   std::vector<std::uint64_t> ring_;    // the last identities, a power of two of them

@@ -88,6 +88,13 @@ bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
   for (std::uint32_t i = table->prefetch_begin[at.phase]; i < table->prefetch_begin[at.phase + 1]; ++i) {
     (pager_.prefetch_unit(table->prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
   }
+  // What the next operation reads of the table, asked for now (the
+  // driver's work in between would leave each a cache miss).
+  if (const std::size_t next = at.phase + 1; next < table->period()) {
+    __builtin_prefetch(&table->identity[next]);
+    __builtin_prefetch(&table->offload_begin[next + 1]);
+    __builtin_prefetch(&table->prefetch_begin[next + 1]);
+  }
   return at.time_next;
 }
 

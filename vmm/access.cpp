@@ -51,7 +51,8 @@ void Access::release() {
     AccessRecord record{identity.value(), stream_, bit_, function_, api_, units, count_, at(0)->device, started_, ended};
     record.launch_id = launch_id_;
     record.tick = tick_;
-    if (const LibraryCallScope* call = library_call_on_this_thread()) {
+    record.thread_slot = &thread_->feed;
+    if (const LibraryCallScope* call = thread_->library_call) {
       record.library_op = call->op;
       record.library_call = call->serial;
       record.overwritten = call->overwritten_whole(units, count_);

@@ -20,13 +20,19 @@
 namespace vgpumem::vmm {
 
 class Pager;
+struct LibraryCallScope;
 
 // What the launch path keeps per program thread (launch_gate.cpp): looked
 // up once per operation, so it holds everything the operation needs of it.
 struct LaunchThread {
   std::uint32_t launches = 0;             // counts the thread's operations: its place in the LRU window
   const AccessFeed* time_next = nullptr;  // the feed that asked to time the thread's next operation
+  LibraryCallScope* library_call = nullptr;  // the library call open on the thread (library_calls.cpp)
+  FeedThreadSlot feed;                       // the feed's state for the thread
 };
+
+// The calling thread's.
+LaunchThread& launch_thread();
 
 // What an operation is, for the log when it cannot have what it names.
 struct Operation {

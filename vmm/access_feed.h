@@ -43,6 +43,16 @@ class ExecutionIdentity {
   std::uint64_t hash_ = kOffset;
 };
 
+// A feed's own state for one program thread, kept by the launch path beside
+// its own (vmm::LaunchThread), so that an operation looks its thread up once
+// for both: a thread_local of a preloaded library costs a call to find.
+// `owner` is a serial the feed took for itself, never reused, so a slot a
+// feed left behind is never taken for a later feed's.
+struct FeedThreadSlot {
+  std::uint64_t owner = 0;
+  void* state = nullptr;
+};
+
 struct AccessRecord {
   std::uint64_t identity = 0;
   CUstream stream = nullptr;     // as the driver names it (0 and the per-thread stream told apart)
@@ -70,6 +80,9 @@ struct AccessRecord {
   std::uint64_t library_call = 0;
   std::uint64_t overwritten = 0;
   std::uint64_t tick = 0;  // the launch tick it left on its units (Unit::last_use)
+  // The calling thread's slot for the feed (null: the feed finds its state
+  // for the thread itself).
+  FeedThreadSlot* thread_slot = nullptr;
 };
 
 class AccessFeed {

@@ -20,6 +20,8 @@ namespace {
 thread_local LaunchThread t_launch;
 }  // namespace
 
+LaunchThread& launch_thread() { return t_launch; }
+
 // The LRU clock: every thread advances the shared window on one launch in
 // 16 and reads it on the others, so launches from many threads do not all
 // write one cache line; the launch's place in its thread's window is the low

@@ -14,21 +14,21 @@
 namespace vgpumem::vmm {
 
 namespace {
-// The scope open on this thread: only its own launches skip bytes.
-thread_local LibraryCallScope* t_scope = nullptr;
-
 std::atomic<std::uint64_t> g_library_calls{0};
 }  // namespace
 
+// The scope open on a thread is kept with the rest of what the launch path
+// keeps per thread (LaunchThread): only the thread's own launches skip bytes.
 bool Pager::begin_library_call(LibraryCallScope& scope) {
-  if (t_scope != nullptr || (scope.range_count == 0 && scope.op == LibraryOp::none)) return false;
+  LibraryCallScope*& open = launch_thread().library_call;
+  if (open != nullptr || (scope.range_count == 0 && scope.op == LibraryOp::none)) return false;
   scope.kept_count = 0;
   scope.serial = g_library_calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  t_scope = &scope;
+  open = &scope;
   return true;
 }
 
-LibraryCallScope* library_call_on_this_thread() { return t_scope; }
+LibraryCallScope* library_call_on_this_thread() { return launch_thread().library_call; }
 
 // The bytes of `unit` the call in `scope` overwrites, as offsets from the
 // unit's start (empty: copy it all). A unit the program mapped elsewhere
@@ -50,8 +50,9 @@ void Pager::keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::
 }
 
 void Pager::end_library_call(LibraryCallScope& scope, bool completed) {
-  if (t_scope != &scope) return;  // never opened: another scope was
-  t_scope = nullptr;
+  LibraryCallScope*& open = launch_thread().library_call;
+  if (open != &scope) return;  // never opened: another scope was
+  open = nullptr;
   if (scope.kept_count == 0) return;
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < scope.kept_count; ++i) {

@@ -128,6 +128,33 @@ TEST(IterationDetector, AnEvaluationStepBreaksTheLockAndTrainingLocksAgain) {
   EXPECT_EQ(detector.breaks(), 1u);
 }
 
+// A kernel whose parameters change for good mid-run (a learning-rate
+// schedule's new value passed by value) breaks the lock; the step is the
+// same length, and every identity after the change last occurred one
+// period back, so the lock is back one period after the break. That needs
+// the table of last occurrences to be current at the break although the
+// locked detector does not keep it: were it left as the lock found it, each
+// identity would look a dozen periods old, and the lock would take two.
+TEST(IterationDetector, AParameterChangedForGoodRelocksWithinOnePeriod) {
+  std::vector<std::uint64_t> step = distinct(250, 13);
+  IterationDetector detector;
+  feed(detector, repeat(step, 12));
+  ASSERT_TRUE(detector.locked());
+  std::vector<std::uint64_t> tail(step.begin(), step.begin() + 100);  // the 13th step's first 100
+  feed(detector, tail);
+  ASSERT_TRUE(detector.locked());
+  step[100] = 0x1234'5678;  // from here on, a new value
+  const std::uint64_t broken_at = detector.observed() + 1;
+  std::vector<std::uint64_t> rest(step.begin() + 100, step.end());
+  const std::vector<std::uint64_t> after = repeat(step, 3);
+  rest.insert(rest.end(), after.begin(), after.end());
+  const Fed fed = feed(detector, rest);
+  EXPECT_EQ(fed.breaks, 1u);
+  ASSERT_EQ(fed.locks, 1u);
+  EXPECT_EQ(detector.period(), 250u);
+  EXPECT_LE(fed.locked_at, broken_at + 250) << "relocked one period after the break";
+}
+
 TEST(IterationDetector, GradientAccumulationLocksOnTheWholeStepNotTheMicroStep) {
   // Two identical micro-steps, then the optimizer step.
   const std::vector<std::uint64_t> micro = distinct(100, 9), optimizer = distinct(20, 10);
