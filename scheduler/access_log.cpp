@@ -16,6 +16,10 @@ struct AccessLog::ThreadLog {
   std::size_t period = 0;
   std::uint64_t lock_count = 0, since_timed = 0;
   RecordedIteration current;
+  // Bit p: the operation at phase p of the last recorded iteration was not
+  // a kernel (a copy, a memset); and whether the last operation was not.
+  std::vector<bool> not_kernel_at;
+  bool last_not_kernel = false;
 
   // Written by the owner, read by summary() from any thread. `operations`
   // and `counts` change on every operation: stored, never read-modify-written.
@@ -73,6 +77,7 @@ AccessLog::ThreadLog& AccessLog::thread_log(vmm::FeedThreadSlot* slot) {
 StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
   ThreadLog& log = thread_log(record.thread_slot);
   ThreadCounts::bump(log.operations);  // the owner alone writes it
+  log.last_not_kernel = record.function == nullptr;
   switch (log.detector.observe(record.identity)) {
     case IterationDetector::Event::broken:
       release_marks(record);
@@ -91,7 +96,7 @@ StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
       log.locks.fetch_add(1, std::memory_order_relaxed);
       log.locked_period.store(log.detector.period(), std::memory_order_relaxed);
       log.locked.store(true, std::memory_order_relaxed);
-      start_iteration(log);
+      start_iteration(log, record);
       break;
     case IterationDetector::Event::none:
       if (log.recording) {
@@ -100,7 +105,7 @@ StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
         release_marks(record);
         // Locked, but this iteration was not recorded (too large, or
         // dropped): the next one is, from its start.
-        if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log);
+        if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log, record);
       }
       break;
   }
@@ -127,8 +132,9 @@ void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
                       record.device, record.started, record.ended, record.launch_id, record.library_op,
                       record.library_call, record.overwritten);
   it.units.insert(it.units.end(), record.units, record.units + record.count);
+  if (log.not_kernel_at.size() == log.period) log.not_kernel_at[it.ops.size() - 1] = record.function == nullptr;
   if (it.ops.size() == log.period) {
-    publish(log);
+    publish(log, record);
     return;
   }
   // The next operation's places, asked for now: the buffers are a step
@@ -142,10 +148,11 @@ void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
   if (it.units.size() < it.units.capacity()) __builtin_prefetch(it.units.data() + it.units.size(), 1);
 }
 
-void AccessLog::start_iteration(ThreadLog& log) {
+void AccessLog::start_iteration(ThreadLog& log, const vmm::AccessRecord& last) {
   release_marks(log.current);
   log.recording = true;
   log.period = log.detector.period();
+  log.not_kernel_at.assign(log.period, true);  // a new period, not yet seen whole: every kernel marked
   log.current.ops.clear();
   log.current.units.clear();
   log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
@@ -153,6 +160,14 @@ void AccessLog::start_iteration(ThreadLog& log) {
   log.current.timed = log.timing;
   log.current.thread = &log;
   log.current.lock = log.lock_count;
+  mark_before_first(log.current, last);
+}
+
+void AccessLog::mark_before_first(RecordedIteration& iteration, const vmm::AccessRecord& last) {
+  if (marks_ == nullptr || !iteration.timed) return;
+  iteration.before_first = marks_->mark(last.stream);
+  iteration.before_first_device = last.device;
+  iteration.before_first_stream_bit = last.stream_bit;
 }
 
 bool AccessLog::wants_timing() noexcept {
@@ -161,6 +176,14 @@ bool AccessLog::wants_timing() noexcept {
 }
 
 StreamPosition AccessLog::position() { return position_of(thread_log()); }
+
+bool AccessLog::marks_kernel_too() noexcept {
+  const ThreadLog& log = thread_log();
+  if (!log.recording || !log.timing || log.period == 0) return false;
+  const std::size_t at = log.current.ops.size();  // the phase of the kernel about to be launched
+  if (at == 0 || log.last_not_kernel) return true;
+  return log.not_kernel_at[(at + 1) % log.period];
+}
 
 StreamPosition AccessLog::position_of(ThreadLog& log) {
   return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), &log.counts, log.recording && log.timing};
@@ -188,6 +211,10 @@ void AccessLog::release_marks(const vmm::AccessRecord& record) {
 
 void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
   if (marks_ == nullptr) return;
+  if (from == 0 && iteration.before_first != nullptr) {
+    marks_->release_mark(iteration.before_first_device, iteration.before_first);
+    iteration.before_first = nullptr;
+  }
   for (std::size_t i = from; i < iteration.ops.size(); ++i) {
     RecordedOp& op = iteration.ops[i];
     if (op.started != nullptr) marks_->release_mark(op.device, op.started);
@@ -198,7 +225,7 @@ void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
 
 // A whole iteration goes out; the next is recorded into the buffers of the
 // one before it, unless a reader still holds that.
-void AccessLog::publish(ThreadLog& log) {
+void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
   RecordedIteration& it = log.current;
   log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
@@ -224,6 +251,10 @@ void AccessLog::publish(ThreadLog& log) {
       recycled_timed = next->timed;
       next->ops.swap(it.ops);
       next->units.swap(it.units);
+      // (The recycled one's mark goes to `it`, released below with its others.)
+      std::swap(next->before_first, it.before_first);
+      std::swap(next->before_first_device, it.before_first_device);
+      std::swap(next->before_first_stream_bit, it.before_first_stream_bit);
       next->serial = it.serial;
       next->timed = it.timed;
       next->thread = it.thread;
@@ -244,6 +275,7 @@ void AccessLog::publish(ThreadLog& log) {
   it.timed = log.timing = marks_ != nullptr && (++log.since_timed > options_.timing_every || wanted);
   if (log.timing) log.since_timed = 0;
   if (log.timing && wanted) log.timed_from.compare_exchange_strong(requested, 0, std::memory_order_relaxed);
+  mark_before_first(it, last);
 }
 
 std::uint64_t AccessLog::request_timing(const void* thread, std::uint64_t skip) {

@@ -51,6 +51,13 @@ struct RecordedIteration {
   bool timed = false;             // its operations carry timing marks (the log releases them)
   const void* thread = nullptr;   // the thread's log it came from
   std::uint64_t lock = 0;         // which lock of that thread's detector delimited it
+  // A timed iteration's mark recorded on the stream of the operation before
+  // ops[0] as that operation was enqueued (its end), so that the wait before
+  // ops[0] is timed like every other: at a step's start the program may
+  // wait for room its input needs. Null where none was recorded.
+  CUevent before_first = nullptr;
+  int before_first_device = 0;
+  std::uint64_t before_first_stream_bit = 0;
 };
 
 // Counts a thread's launch path keeps for the log's consumer (the
@@ -92,6 +99,13 @@ class AccessLog final : public vmm::AccessFeed {
   AccessLog& operator=(const AccessLog&) = delete;
 
   bool accessed(const vmm::AccessRecord& record) noexcept override { return follow(record).time_next; }
+  // The operation the calling thread launches next is a kernel of a timed
+  // iteration timed by its launch id: whether it carries marks too. So it
+  // does where a neighbour is not a kernel (the operation before it, or the
+  // one after it as the last recorded iteration had it), and as the first
+  // of an iteration (the wait before it runs from the end of the one
+  // before): the waits between kernels and copies are timed by marks alone.
+  bool marks_kernel_too() noexcept override;
   // accessed(), and where the thread's stream stands after the operation:
   // the launch path's one call (the thread's log looked up once).
   StreamPosition follow(const vmm::AccessRecord& record) noexcept;
@@ -129,8 +143,10 @@ class AccessLog final : public vmm::AccessFeed {
   // The thread's log through the slot the launch path keeps for it, when
   // it keeps one (no thread_local lookup of the log's own then).
   ThreadLog& thread_log(vmm::FeedThreadSlot* slot);
-  void start_iteration(ThreadLog& log);
-  void publish(ThreadLog& log);
+  void start_iteration(ThreadLog& log, const vmm::AccessRecord& last);
+  void publish(ThreadLog& log, const vmm::AccessRecord& last);
+  // A timed iteration about to start after `last`: marks the end of `last`.
+  void mark_before_first(RecordedIteration& iteration, const vmm::AccessRecord& last);
   void release_marks(RecordedIteration& iteration, std::size_t from = 0);
   void release_marks(const vmm::AccessRecord& record);
   void append(ThreadLog& log, const vmm::AccessRecord& record);

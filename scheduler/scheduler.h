@@ -67,6 +67,7 @@ class Scheduler final : public vmm::AccessFeed {
   bool times_kernels_by_launch_id() const noexcept override {
     return kernel_clock_ != nullptr && kernel_clock_->active();
   }
+  bool marks_kernel_too() noexcept override { return log_.marks_kernel_too(); }
   // What accessed() answered the calling thread last (AccessLog::wants_timing).
   bool wants_timing() noexcept { return log_.wants_timing(); }
 

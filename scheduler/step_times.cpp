@@ -28,7 +28,14 @@ StepTimes read_step_times(const RecordedIteration& iteration, vmm::PagerControl*
     if (op.started == nullptr) continue;
     ++(op.function != nullptr ? times.kernels_marked : times.others_marked);
     queries[2 * i] = {op.device, op.started, op.ended};
-    if (i == 0) continue;
+    if (i == 0) {
+      // The wait before the first: from the end of the operation before it.
+      if (iteration.before_first != nullptr && iteration.before_first_stream_bit == op.stream_bit &&
+          iteration.before_first_device == op.device) {
+        queries[1] = {op.device, iteration.before_first, op.started};
+      }
+      continue;
+    }
     const RecordedOp& previous = iteration.ops[i - 1];
     if (previous.ended != nullptr && same_stream(previous, op)) {
       queries[2 * i + 1] = {op.device, previous.ended, op.started};

@@ -98,6 +98,11 @@ class AccessFeed {
   // such as CUPTI's), rather than by two marks on its stream. Asked only of
   // operations to be timed, never on an untimed launch.
   virtual bool times_kernels_by_launch_id() const noexcept { return false; }
+  // Whether the kernel the calling thread is about to launch, timed by its
+  // launch id, is to carry marks too: a wait between a kernel and a copy
+  // beside it (which only marks time) is timed by marks on both. Asked only
+  // of kernels to be timed by launch id.
+  virtual bool marks_kernel_too() noexcept { return false; }
 };
 
 

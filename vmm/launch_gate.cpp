@@ -158,6 +158,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     // kernel record, so they are always marked.
     if (op.function != nullptr && access.feed_->times_kernels_by_launch_id()) {
       access.time_by_launch_id();
+      if (access.feed_->marks_kernel_too()) access.time(this, mark(named));
     } else {
       access.time(this, mark(named));
     }

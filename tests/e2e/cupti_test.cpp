@@ -97,7 +97,11 @@ TEST(Cupti, TheSchedulerPlansFromCuptisKernelDurationsAndFromEventsToTheSamePlan
   EXPECT_EQ(clocked.trace["vgpumem"]["cupti"]["state"], "active");
   EXPECT_EQ(with_cupti["timing_source"], "cupti") << with_cupti["timing"].dump();
   EXPECT_GT(with_cupti["timing"]["kernels_clocked"].get<int>(), 0) << with_cupti["timing"].dump();
-  EXPECT_EQ(with_cupti["timing"]["kernels_marked"], 0) << "no event on the program's stream for a kernel";
+  // A kernel carries marks too only beside a copy, or in a step timed
+  // before the step's kernels and copies were seen whole (the first after
+  // the lock): Scheduler.KernelsBesideACopyAreMarkedUnderAKernelClock.
+  EXPECT_LE(with_cupti["timing"]["kernels_marked"].get<int>(), with_cupti["timing"]["kernels_clocked"].get<int>())
+      << with_cupti["timing"].dump();
   EXPECT_EQ(with_cupti["timing"]["kernels_missing"], 0);
   EXPECT_GT(with_cupti["timing"]["others_marked"].get<int>(), 0) << "copies have no kernel record: events";
   // Launch ids go only with the kernels of timed steps: the others' records

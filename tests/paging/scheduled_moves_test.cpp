@@ -400,7 +400,9 @@ class TimingFeed final : public vmm::AccessFeed {
     return true;
   }
   bool times_kernels_by_launch_id() const noexcept override { return clock_on; }
+  bool marks_kernel_too() noexcept override { return mark_kernels; }
   bool clock_on = true;
+  bool mark_kernels = false;
   CUevent started = nullptr, ended = nullptr;
   std::uint64_t launch_id = 0;
 };
@@ -437,6 +439,17 @@ TEST_F(ScheduledMovesTest, ATimedKernelUnderAKernelClockGetsALaunchIdAndNoMarks)
   feed.clock_on = false;  // stepped aside: the next timed kernel is marked
   ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 43));
   EXPECT_EQ(feed.launch_id, 0u);
+  EXPECT_NE(feed.started, nullptr);
+  EXPECT_NE(feed.ended, nullptr);
+  pager_->release_mark(0, feed.started);
+  pager_->release_mark(0, feed.ended);
+
+  // A kernel beside a copy (AccessFeed::marks_kernel_too): its launch id
+  // for its duration, and marks for the waits between it and the copy.
+  feed.clock_on = true;
+  feed.mark_kernels = true;
+  ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 44));
+  EXPECT_EQ(feed.launch_id, 44u);
   EXPECT_NE(feed.started, nullptr);
   EXPECT_NE(feed.ended, nullptr);
   pager_->release_mark(0, feed.started);

@@ -82,6 +82,7 @@ class StandInPager final : public vmm::PagerControl {
   double now = 0;
   double move_ns = 0;   // what each move the plan asks for costs the program's stream
   double stall_ns = 0;  // what each operation waits before it runs (on demand's cost)
+  double first_stall_ns = 0;  // and the step's first besides (room made for its input)
 
  private:
   std::uintptr_t next_mark = 0;
@@ -126,7 +127,7 @@ struct Step {
         record.units = touched.data();
         record.count = touched.size();
         const bool timed = scheduler.wants_timing();
-        pager.now += pager.stall_ns;
+        pager.now += pager.stall_ns + (op == 0 ? pager.first_stall_ns : 0);
         if (timed) record.started = pager.mark(nullptr);
         pager.now += durations[op];
         if (timed) record.ended = pager.mark(nullptr);
@@ -301,7 +302,9 @@ TEST(Scheduler, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
   EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [](const auto& c) { return c["policy"] == "vdnn-conv"; }))
       << trial.dump();
   const double compute = 50.5e6, per_op = 1e6;
-  EXPECT_NEAR(candidates[0]["step_ns"].get<double>(), compute + static_cast<double>(step.durations.size() - 1) * per_op, 1e3)
+  // Every operation's wait, the first's included (timed from the end of
+  // the operation before it, the previous step's last).
+  EXPECT_NEAR(candidates[0]["step_ns"].get<double>(), compute + static_cast<double>(step.durations.size()) * per_op, 1e3)
       << "the recorded step's own cost";
   std::string fastest;
   double best = 1e300;
@@ -413,6 +416,68 @@ TEST(Scheduler, TimingMarksOfAStepAReaderHeldGoBack) {
   }
   // What is still out: the marks of the few steps the log keeps, not ten.
   EXPECT_LE(pager.marks_out(), 3 * per_step);
+}
+
+// A step whose first operation waits (the program's input needs room made
+// on demand): the wait is timed like any other, from the end of the
+// operation before it (the last of the step before), so the profile and the
+// cost of the recorded step carry it.
+TEST(Scheduler, TheWaitBeforeAStepsFirstOperationIsTimedToo) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = 2 * step.total();
+  pager.first_stall_ns = 3'000'000;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);
+  ASSERT_TRUE(scheduler.plan_now());
+  const nlohmann::json summary = scheduler.summary();
+  ASSERT_TRUE(summary["profile"].is_object()) << summary.dump();
+  EXPECT_NEAR(summary["profile"]["ops"][0][1].get<double>(), 3e6, 1.0) << "the first operation's wait";
+  EXPECT_NEAR(summary["plan"]["recorded_stall_ns"].get<double>(), 3e6, 1.0) << "and no other";
+  step.run(scheduler, pager, 3);
+  EXPECT_LE(pager.marks_out(), 2 * (2 * step.durations.size() + 1)) << "the marks go back, the first's included";
+}
+
+// Under a kernel clock a timed kernel is timed by its launch id and
+// carries no marks, but a copy is timed by marks alone: the wait between a
+// copy and a kernel beside it is then timed by nothing unless that kernel
+// is marked too. Asked before each kernel of a timed step: the first of the
+// step, one after a copy and one before a copy (as the step before had it)
+// are marked; one between kernels is not. Until a whole step has been seen,
+// every kernel is.
+TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
+  StandInPager pager;
+  Scheduler::Options options = quiet();
+  options.log.timing_every = 0;  // every step timed
+  Scheduler scheduler(options, pager, {});
+  // copy, kernel, kernel, kernel, copy, kernel: a step of six.
+  const std::vector<bool> copy{true, false, false, false, true, false};
+  vmm::Unit unit;
+  std::vector<std::vector<bool>> asked;  // per pass: what the kernels at phases 1, 2, 3, 5 were told (if timed)
+  for (int pass = 0; pass < 12; ++pass) {
+    std::vector<bool> answers;
+    for (std::size_t op = 0; op < copy.size(); ++op) {
+      if (scheduler.wants_timing() && !copy[op]) answers.push_back(scheduler.marks_kernel_too());
+      vmm::Unit* touched = &unit;
+      vmm::AccessRecord record;
+      record.identity = 0x51ED + op;
+      record.stream_bit = 1;
+      record.function = copy[op] ? nullptr : reinterpret_cast<CUfunction>(op + 1);
+      record.api = copy[op] ? "cuMemcpyHtoDAsync_v2" : "cuLaunchKernel";
+      record.units = &touched;
+      record.count = 1;
+      scheduler.accessed(record);
+    }
+    asked.push_back(answers);
+  }
+  // The detector locks within the fourth pass; the first iteration it
+  // records, not yet seen whole, has every kernel marked, the one between
+  // kernels (phase 2) included.
+  const auto first_whole = std::find_if(asked.begin(), asked.end(), [](const auto& a) { return a.size() == 4; });
+  ASSERT_NE(first_whole, asked.end());
+  EXPECT_EQ(*first_whole, (std::vector<bool>{true, true, true, true})) << "not yet seen whole: all marked";
+  EXPECT_EQ(asked.back(), (std::vector<bool>{true, false, true, true}))
+      << "after a copy, between kernels, before a copy, after a copy (and before the next step's)";
 }
 
 TEST(Scheduler, PlansNothingWhenTheStepFits) {
