@@ -423,6 +423,13 @@ TEST_F(ScheduledMovesTest, ATimedKernelUnderAKernelClockGetsALaunchIdAndNoMarks)
     if (access.wants_launch_id()) access.set_launch_id(id);
     access.release();
   };
+  // The operation just told of carried its two marks: they go back.
+  const auto expect_marks_and_give_back = [&] {
+    EXPECT_NE(feed.started, nullptr);
+    EXPECT_NE(feed.ended, nullptr);
+    pager_->release_mark(0, feed.started);
+    pager_->release_mark(0, feed.ended);
+  };
   ASSERT_NO_FATAL_FAILURE(operate({"cuMemcpyHtoD_v2"}, 0));  // the feed asks to time the next from here on
   ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 41));
   EXPECT_EQ(feed.launch_id, 41u);
@@ -431,18 +438,12 @@ TEST_F(ScheduledMovesTest, ATimedKernelUnderAKernelClockGetsALaunchIdAndNoMarks)
 
   ASSERT_NO_FATAL_FAILURE(operate({"cuMemcpyHtoD_v2"}, 42));
   EXPECT_EQ(feed.launch_id, 0u) << "a copy has no kernel record";
-  EXPECT_NE(feed.started, nullptr);
-  EXPECT_NE(feed.ended, nullptr);
-  pager_->release_mark(0, feed.started);
-  pager_->release_mark(0, feed.ended);
+  expect_marks_and_give_back();
 
   feed.clock_on = false;  // stepped aside: the next timed kernel is marked
   ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 43));
   EXPECT_EQ(feed.launch_id, 0u);
-  EXPECT_NE(feed.started, nullptr);
-  EXPECT_NE(feed.ended, nullptr);
-  pager_->release_mark(0, feed.started);
-  pager_->release_mark(0, feed.ended);
+  expect_marks_and_give_back();
 
   // A kernel beside a copy (AccessFeed::marks_kernel_too): its launch id
   // for its duration, and marks for the waits between it and the copy.
@@ -450,10 +451,7 @@ TEST_F(ScheduledMovesTest, ATimedKernelUnderAKernelClockGetsALaunchIdAndNoMarks)
   feed.mark_kernels = true;
   ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 44));
   EXPECT_EQ(feed.launch_id, 44u);
-  EXPECT_NE(feed.started, nullptr);
-  EXPECT_NE(feed.ended, nullptr);
-  pager_->release_mark(0, feed.started);
-  pager_->release_mark(0, feed.ended);
+  expect_marks_and_give_back();
   pager_->set_access_feed(nullptr);
 }
 
