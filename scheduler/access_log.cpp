@@ -114,7 +114,7 @@ StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
 
 // The operation joins the iteration being recorded, written in place (a
 // RecordedOp built aside and copied in costs a store-forwarding stall).
-static_assert(sizeof(RecordedOp) == 96, "append() names every member of RecordedOp: add the new one there");
+static_assert(sizeof(RecordedOp) == 96, "RecordedOp(record, first) sets every member: add a new one there");
 void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
   RecordedIteration& it = log.current;
   if (it.units.size() + record.count > options_.max_units_per_iteration) {
@@ -124,13 +124,7 @@ void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
     release_marks(it);
     return;
   }
-  // Every member given, in order (C++20's parenthesized aggregate
-  // initialization): constructed in place, not zeroed first (a `rep stos`
-  // of 96 bytes, slow to start) and then written.
-  it.ops.emplace_back(record.identity, record.function, record.api, record.stream_bit,
-                      static_cast<std::uint32_t>(it.units.size()), static_cast<std::uint32_t>(record.count),
-                      record.device, record.started, record.ended, record.launch_id, record.library_op,
-                      record.library_call, record.overwritten);
+  it.ops.emplace_back(record, static_cast<std::uint32_t>(it.units.size()));
   it.units.insert(it.units.end(), record.units, record.units + record.count);
   if (log.not_kernel_at.size() == log.period) log.not_kernel_at[it.ops.size() - 1] = record.function == nullptr;
   if (it.ops.size() == log.period) {

@@ -29,6 +29,25 @@ namespace vgpumem::scheduler {
 
 // One operation of a recorded iteration.
 struct RecordedOp {
+  RecordedOp() = default;
+  // From the operation's record, its units at `first_unit` of the
+  // iteration's: every member set once, in place (the access log's append,
+  // on the launch path: not zeroed first, a `rep stos` slow to start).
+  RecordedOp(const vmm::AccessRecord& record, std::uint32_t first)
+      : identity(record.identity),
+        function(record.function),
+        api(record.api),
+        stream_bit(record.stream_bit),
+        first_unit(first),
+        unit_count(static_cast<std::uint32_t>(record.count)),
+        device(record.device),
+        started(record.started),
+        ended(record.ended),
+        launch_id(record.launch_id),
+        library_op(record.library_op),
+        library_call(record.library_call),
+        overwritten(record.overwritten) {}
+
   std::uint64_t identity = 0;
   CUfunction function = nullptr;  // null for a copy, memset or stream memory operation
   const char* api = "";
