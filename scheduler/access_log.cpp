@@ -17,9 +17,8 @@ struct AccessLog::ThreadLog {
   std::uint64_t lock_count = 0, since_timed = 0;
   RecordedIteration current;
   // Bit p: the operation at phase p of the last recorded iteration was not
-  // a kernel (a copy, a memset); and whether the last operation was not.
+  // a kernel (a copy, a memset).
   std::vector<bool> not_kernel_at;
-  bool last_not_kernel = false;
 
   // Written by the owner, read by summary() from any thread. `operations`
   // and `counts` change on every operation: stored, never read-modify-written.
@@ -77,7 +76,6 @@ AccessLog::ThreadLog& AccessLog::thread_log(vmm::FeedThreadSlot* slot) {
 StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
   ThreadLog& log = thread_log(record.thread_slot);
   ThreadCounts::bump(log.operations);  // the owner alone writes it
-  log.last_not_kernel = record.function == nullptr;
   switch (log.detector.observe(record.identity)) {
     case IterationDetector::Event::broken:
       release_marks(record);
@@ -159,9 +157,7 @@ void AccessLog::start_iteration(ThreadLog& log, const vmm::AccessRecord& last) {
 
 void AccessLog::mark_before_first(RecordedIteration& iteration, const vmm::AccessRecord& last) {
   if (marks_ == nullptr || !iteration.timed) return;
-  iteration.before_first = marks_->mark(last.stream);
-  iteration.before_first_device = last.device;
-  iteration.before_first_stream_bit = last.stream_bit;
+  iteration.before_first = {marks_->mark(last.stream), last.device, last.stream_bit};
 }
 
 bool AccessLog::wants_timing() noexcept {
@@ -175,7 +171,7 @@ bool AccessLog::marks_kernel_too() noexcept {
   const ThreadLog& log = thread_log();
   if (!log.recording || !log.timing || log.period == 0) return false;
   const std::size_t at = log.current.ops.size();  // the phase of the kernel about to be launched
-  if (at == 0 || log.last_not_kernel) return true;
+  if (at == 0 || log.current.ops[at - 1].function == nullptr) return true;  // first, or after a copy
   return log.not_kernel_at[(at + 1) % log.period];
 }
 
@@ -205,9 +201,9 @@ void AccessLog::release_marks(const vmm::AccessRecord& record) {
 
 void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
   if (marks_ == nullptr) return;
-  if (from == 0 && iteration.before_first != nullptr) {
-    marks_->release_mark(iteration.before_first_device, iteration.before_first);
-    iteration.before_first = nullptr;
+  if (from == 0 && iteration.before_first.event != nullptr) {
+    marks_->release_mark(iteration.before_first.device, iteration.before_first.event);
+    iteration.before_first.event = nullptr;
   }
   for (std::size_t i = from; i < iteration.ops.size(); ++i) {
     RecordedOp& op = iteration.ops[i];
@@ -247,8 +243,6 @@ void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
       next->units.swap(it.units);
       // (The recycled one's mark goes to `it`, released below with its others.)
       std::swap(next->before_first, it.before_first);
-      std::swap(next->before_first_device, it.before_first_device);
-      std::swap(next->before_first_stream_bit, it.before_first_stream_bit);
       next->serial = it.serial;
       next->timed = it.timed;
       next->thread = it.thread;

@@ -73,10 +73,13 @@ struct RecordedIteration {
   // A timed iteration's mark recorded on the stream of the operation before
   // ops[0] as that operation was enqueued (its end), so that the wait before
   // ops[0] is timed like every other: at a step's start the program may
-  // wait for room its input needs. Null where none was recorded.
-  CUevent before_first = nullptr;
-  int before_first_device = 0;
-  std::uint64_t before_first_stream_bit = 0;
+  // wait for room its input needs. `event` null where none was recorded.
+  struct Mark {
+    CUevent event = nullptr;
+    int device = 0;
+    std::uint64_t stream_bit = 0;  // of that operation's stream
+  };
+  Mark before_first;
 };
 
 // Counts a thread's launch path keeps for the log's consumer (the

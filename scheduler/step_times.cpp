@@ -30,9 +30,9 @@ StepTimes read_step_times(const RecordedIteration& iteration, vmm::PagerControl*
     queries[2 * i] = {op.device, op.started, op.ended};
     if (i == 0) {
       // The wait before the first: from the end of the operation before it.
-      if (iteration.before_first != nullptr && iteration.before_first_stream_bit == op.stream_bit &&
-          iteration.before_first_device == op.device) {
-        queries[1] = {op.device, iteration.before_first, op.started};
+      const RecordedIteration::Mark& before = iteration.before_first;
+      if (before.event != nullptr && before.stream_bit == op.stream_bit && before.device == op.device) {
+        queries[1] = {op.device, before.event, op.started};
       }
       continue;
     }
