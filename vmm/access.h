@@ -31,8 +31,11 @@ struct LaunchThread {
   FeedThreadSlot feed;                       // the feed's state for the thread
 };
 
-// The calling thread's.
-LaunchThread& launch_thread();
+// The calling thread's. Declared const, as the C library declares
+// __errno_location: the address never changes on a thread, so a function
+// that asks more than once makes one call. (GCC finds a thread_local of a
+// shared library afresh, a call to __tls_get_addr, at every use.)
+[[gnu::const]] LaunchThread& launch_thread();
 
 // What an operation is, for the log when it cannot have what it names.
 struct Operation {

@@ -20,7 +20,8 @@ namespace {
 thread_local LaunchThread t_launch;
 }  // namespace
 
-LaunchThread& launch_thread() { return t_launch; }
+// Out of line, or inlining it would bring back the lookup at every use.
+[[gnu::noinline]] LaunchThread& launch_thread() { return t_launch; }
 
 // The LRU clock: every thread advances the shared window on one launch in
 // 16 and reads it on the others, so launches from many threads do not all
@@ -133,8 +134,9 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   CUcontext current = nullptr;
   if (StreamRegistry::needs_current_context(stream, per_thread)) driver_.context_get_current(&current);
   const std::uint64_t bit = streams_.bit_for(stream, per_thread, current);
-  LaunchThread& thread = t_launch;
+  LaunchThread& thread = launch_thread();
   if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, op, thread);
+  const bool timed_next = access.feed_ != nullptr && thread.time_next == access.feed_;
   const std::uint64_t tick = next_tick(thread);
   access.tick_ = tick;
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
@@ -152,7 +154,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     note_use(access.at(i), bit, tick);
     LaunchGrace::stamp(*access.at(i), stamp);
   }
-  if (access.feed_ != nullptr && !access.timed() && thread.time_next == access.feed_) {
+  if (timed_next && !access.timed()) {
     // A kernel the feed times off the stream (CUPTI) needs no marks on it:
     // its launcher pushes a launch id instead. Copies and memsets have no
     // kernel record, so they are always marked.

@@ -21,12 +21,12 @@ namespace {
 Operation in_order(std::vector<Operation> operations) {
   Operation combined = operations.front();
   combined.what = "batch memory operations";
+  combined.call = KernelCall{};  // the batch runs through `run`, each part as it was recorded
   combined.duration_ns = 0;
   for (const Operation& op : operations) combined.duration_ns += op.duration_ns;
   combined.run = [all = std::move(operations)] {
     for (const Operation& op : all) {
-      if (!op.run) continue;
-      if (const CUresult r = op.run()) return r;
+      if (const CUresult r = perform(op)) return r;
     }
     return CUDA_SUCCESS;
   };

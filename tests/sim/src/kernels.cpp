@@ -76,7 +76,10 @@ constexpr std::uintptr_t kModule = 0x5100, kLibrary = 0x5200;
 CUresult run_kernel(const Kernel& kernel, void** params, const vgpusimLaunch& launch_info) {
   install_fault_trap();
   sigjmp_buf trap;
-  if (sigsetjmp(trap, 1) == 0) {
+  // The mask is not saved: the handler runs with SA_NODEFER and blocks
+  // nothing, so jumping out of it leaves the mask as it was, and saving it
+  // is a system call on every kernel.
+  if (sigsetjmp(trap, 0) == 0) {
     t_trap = &trap;
     kernel.desc.body(params, &launch_info, kernel.desc.user);
     t_trap = nullptr;
@@ -87,11 +90,10 @@ CUresult run_kernel(const Kernel& kernel, void** params, const vgpusimLaunch& la
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
-// The launch's argument bytes, packed with the kernel's layout: kernelParams
-// point at caller memory that is gone once the launch returns, and the
-// kernel runs later.
-CUresult pack_arguments(const Kernel& kernel, void** params, void** extra, std::vector<unsigned char>* packed) {
-  packed->assign(kernel.arg_bytes, 0);
+// The launch's argument bytes, packed with the kernel's layout into `call`.
+CUresult pack_arguments(const Kernel& kernel, void** params, void** extra, KernelCall* call) {
+  call->resize(kernel.arg_bytes);
+  unsigned char* packed = call->data();
   if (params == nullptr && extra != nullptr) {
     const char* buffer = nullptr;
     std::size_t size = 0;
@@ -101,17 +103,49 @@ CUresult pack_arguments(const Kernel& kernel, void** params, void** extra, std::
       else return CUDA_ERROR_INVALID_VALUE;
     }
     if (buffer == nullptr || size < kernel.arg_bytes) return CUDA_ERROR_INVALID_VALUE;
-    if (kernel.arg_bytes) std::memcpy(packed->data(), buffer, kernel.arg_bytes);
+    if (kernel.arg_bytes) std::memcpy(packed, buffer, kernel.arg_bytes);
     return CUDA_SUCCESS;
   }
   if (params == nullptr && !kernel.sizes.empty()) return CUDA_ERROR_INVALID_VALUE;
   for (std::size_t i = 0; i < kernel.sizes.size(); ++i) {
-    std::memcpy(packed->data() + kernel.offsets[i], params[i], kernel.sizes[i]);
+    std::memcpy(packed + kernel.offsets[i], params[i], kernel.sizes[i]);
   }
   return CUDA_SUCCESS;
 }
 
+// The argument pointers a kernel body (or duration function) is given: into
+// the packed bytes, which stay constant like a real kernel's parameter space.
+void unpack(const KernelCall& call, void* (&unpacked)[VGPUSIM_MAX_PARAMS]) {
+  unsigned char* packed = const_cast<unsigned char*>(call.data());  // the C API takes void**
+  for (std::size_t i = 0; i < call.kernel->sizes.size(); ++i) unpacked[i] = packed + call.kernel->offsets[i];
+}
+
 }  // namespace
+
+KernelCall& KernelCall::operator=(const KernelCall& other) {
+  if (this == &other) return *this;
+  kernel = other.kernel;
+  info = other.info;
+  size = other.size;
+  if (size > kInlineBytes) spilled = other.spilled;
+  else std::memcpy(inline_bytes, other.inline_bytes, size);
+  return *this;
+}
+
+void KernelCall::resize(std::size_t bytes) {
+  size = bytes;
+  if (bytes > kInlineBytes) spilled.assign(bytes, 0);
+  else std::memset(inline_bytes, 0, bytes);
+}
+
+CUresult perform(const Operation& operation) {
+  if (const KernelCall& call = operation.call; call.kernel != nullptr) {
+    void* unpacked[VGPUSIM_MAX_PARAMS];
+    unpack(call, unpacked);
+    return run_kernel(*call.kernel, unpacked, call.info);
+  }
+  return operation.run ? operation.run() : CUDA_SUCCESS;
+}
 
 void record_illegal_access(Simulator& sim, const std::string& what, std::uint64_t address, int device) {
   ++sim.stats.illegal;
@@ -134,26 +168,20 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   CUresult error;
   Stream* stream = resolve_stream(sim, stream_handle, per_thread_api, &error);
   if (stream == nullptr) return error;
-  auto packed = std::make_shared<std::vector<unsigned char>>();
-  if (CUresult r = pack_arguments(*kernel, params, extra, packed.get())) return r;
-  const vgpusimLaunch info{{gx, gy, gz}, {bx, by, bz}, shared, stream_handle, context->device};
-  auto run = [kernel, packed, info] {
-    void* unpacked[VGPUSIM_MAX_PARAMS];
-    for (std::size_t i = 0; i < kernel->sizes.size(); ++i) unpacked[i] = packed->data() + kernel->offsets[i];
-    return run_kernel(*kernel, unpacked, info);
-  };
   Operation operation;
   operation.what = "kernel";
   operation.name = kernel->name.c_str();
   operation.engine = Engine::compute;
+  operation.call.kernel = kernel;
+  operation.call.info = vgpusimLaunch{{gx, gy, gz}, {bx, by, bz}, shared, stream_handle, context->device};
+  if (CUresult r = pack_arguments(*kernel, params, extra, &operation.call)) return r;
   if (kernel->desc.durationFn) {
     void* unpacked[VGPUSIM_MAX_PARAMS];
-    for (std::size_t i = 0; i < kernel->sizes.size(); ++i) unpacked[i] = packed->data() + kernel->offsets[i];
-    operation.duration_ns = kernel->desc.durationFn(unpacked, &info, kernel->desc.user);
+    unpack(operation.call, unpacked);
+    operation.duration_ns = kernel->desc.durationFn(unpacked, &operation.call.info, kernel->desc.user);
   } else {
     operation.duration_ns = kernel->desc.durationNs;
   }
-  operation.run = std::move(run);
   // A captured launch runs only as part of a graph: not observed (see docs/simulated-driver.md).
   if (stream->capture == nullptr) operation.correlation = correlation;
   if (CUresult r = enqueue(sim, stream, std::move(operation))) return r;

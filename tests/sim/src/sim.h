@@ -69,10 +69,39 @@ struct Device {
   bool faulted = false;  // an illegal access happened: no new context on this device, as on the H100
 };
 
-// One piece of stream work. `run` performs its effect on memory when the
-// simulated device gets to it and returns CUDA_SUCCESS or the error that
-// poisons the context. Operations are values: a captured graph keeps copies
-// and replays them.
+struct Kernel;
+
+// A kernel launch as work: the kernel, the launch's shape and its argument
+// bytes packed with the kernel's layout (the program's kernelParams point at
+// memory that is gone once the launch returns). Arguments of up to
+// kInlineBytes live inside it, so issuing a launch allocates nothing: the
+// launch-path benchmarks measure the shim, not this driver's allocator.
+// Longer ones spill to the heap.
+struct KernelCall {
+  static constexpr std::size_t kInlineBytes = 256;
+  const Kernel* kernel = nullptr;
+  vgpusimLaunch info{};
+  std::size_t size = 0;
+  alignas(64) unsigned char inline_bytes[kInlineBytes];  // a CUtensorMap argument wants 64
+  std::vector<unsigned char> spilled;
+
+  KernelCall() = default;
+  // Copies only the bytes in use: the whole inline array would be copied a
+  // byte at a time, several times a launch.
+  KernelCall(const KernelCall& other) { *this = other; }
+  KernelCall& operator=(const KernelCall& other);
+
+  // Zeroed room for `bytes` of arguments.
+  void resize(std::size_t bytes);
+  const unsigned char* data() const { return size <= kInlineBytes ? inline_bytes : spilled.data(); }
+  unsigned char* data() { return size <= kInlineBytes ? inline_bytes : spilled.data(); }
+};
+
+// One piece of stream work. It performs its effect on memory when the
+// simulated device gets to it (perform(), below) and returns CUDA_SUCCESS or
+// the error that poisons the context: a kernel launch through `call`,
+// anything else through `run`. Operations are values: a captured graph keeps
+// copies and replays them.
 struct Operation {
   const char* what = "";
   const char* name = nullptr;  // kernels: the registered name (kernels are never unregistered), for the timeline file
@@ -80,7 +109,8 @@ struct Operation {
   Engine engine = Engine::none;
   double duration_ns = 0;
   bool effect_at_end = false;  // copies and memsets land at their end; kernels and host functions act at their start
-  std::function<CUresult()> run;  // empty for markers (event records)
+  KernelCall call;                 // kernels
+  std::function<CUresult()> run;  // everything else; empty for markers (event records)
   // A marker nobody can time (an event without timing) completes with the
   // work before it, whatever the issuing thread's clock: per-thread clocks
   // must not let one thread's lead delay a stream for the others.
@@ -88,7 +118,12 @@ struct Operation {
   // Kernels a kernel observer saw launched (vgpusimSetKernelObserver): the
   // correlation id it gave; 0 for everything else.
   std::uint32_t correlation = 0;
+
+  bool has_work() const { return call.kernel != nullptr || run; }
 };
+
+// Performs an operation's effect (kernels.cpp); a marker does nothing.
+CUresult perform(const Operation& operation);
 
 struct Capture;
 
@@ -212,7 +247,7 @@ struct Kernel {
 };
 
 struct Stats {
-  std::map<std::string, std::uint64_t> calls;
+  std::map<std::string, std::uint64_t, std::less<>> calls;  // found by name without building a string
   std::uint64_t kernels = 0, bytes_h2d = 0, bytes_d2h = 0, illegal = 0;
   std::uint64_t issued_h2d = 0, issued_d2h = 0;  // bytes of copies across the link as issued (vgpusimCopiedBytes)
   std::uint64_t pinned_now = 0, pinned_peak = 0;
@@ -289,6 +324,9 @@ class Simulator {
   double last_end_ns = 0;
   std::uint64_t next_sequence = 0;
   std::map<std::pair<double, std::uint64_t>, Pending> pending;
+  // Nodes of `pending` whose work ran, kept for the next issue so that a
+  // launch does not allocate one (timeline.cpp).
+  std::vector<decltype(pending)::node_type> spare_pending;
   std::map<std::uint64_t, Region> regions;           // by base address
   std::map<std::uint64_t, Physical> physical;        // by handle
   std::uint64_t next_handle = 1;

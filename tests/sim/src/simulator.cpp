@@ -18,7 +18,11 @@ Simulator& Simulator::get() {
 
 void Simulator::count(const char* api) {
   std::lock_guard lock(calls_mutex);
-  ++stats.calls[api];
+  // Looked up by name first: a name longer than std::string's inline room
+  // (cuLaunchKernel_ptsz) would otherwise allocate on every call.
+  const auto known = stats.calls.find(std::string_view(api));
+  if (known != stats.calls.end()) ++known->second;
+  else stats.calls.emplace(api, 1);
 }
 
 bool Simulator::inject_fault(const std::string& operation) {

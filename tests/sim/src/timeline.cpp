@@ -58,23 +58,33 @@ void execute(Simulator& sim, Pending& work) {
   auto context = sim.contexts.find(work.context);
   // Work of a context that faulted or was destroyed never runs, as on hardware.
   if (context == sim.contexts.end() || context->second.sticky != CUDA_SUCCESS) return;
-  if (!work.operation.run) return;
+  if (!work.operation.has_work()) return;
   ++sim.stats.operations_executed;
   if (sim.timeline.enabled && work.operation.engine != Engine::none) {
     record_operation(sim, context->second.device, work);
   }
   if (work.operation.correlation != 0) observe_run(work, context->second.device);
-  const CUresult result = work.operation.run();
+  const CUresult result = perform(work.operation);
   if (result != CUDA_SUCCESS) {
     context->second.sticky = result;
     sim.devices[static_cast<std::size_t>(context->second.device)].faulted = true;
   }
 }
 
+// Keeps a node whose work ran for the next issue (up to the queue's bound),
+// what its work holds released now, as a freed node's would be.
+void recycle(Simulator& sim, decltype(Simulator::pending)::node_type node) {
+  if (sim.spare_pending.size() >= kMaxPending) return;
+  node.mapped().operation.run = nullptr;
+  if (sim.spare_pending.capacity() == 0) sim.spare_pending.reserve(kMaxPending);
+  sim.spare_pending.push_back(std::move(node));
+}
+
 void run_pending_until(Simulator& sim, double time_ns) {
   while (!sim.pending.empty() && sim.pending.begin()->first.first <= time_ns) {
     auto node = sim.pending.extract(sim.pending.begin());
     execute(sim, node.mapped());
+    recycle(sim, std::move(node));
   }
   if (time_ns > sim.executed_until_ns) {
     std::lock_guard timing(sim.timing_mutex);
@@ -151,8 +161,17 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   stream->tail_ns = end;
   sim.last_end_ns = std::max(sim.last_end_ns, end);
   const double acts_at = operation.effect_at_end ? end : start;
-  sim.pending.emplace(std::make_pair(acts_at, sim.next_sequence++),
-                      Pending{stream->context, std::move(operation), start, end, issued, stream->id});
+  Pending work{stream->context, std::move(operation), start, end, issued, stream->id};
+  const auto key = std::make_pair(acts_at, sim.next_sequence++);
+  if (sim.spare_pending.empty()) {
+    sim.pending.emplace(key, std::move(work));
+  } else {
+    auto node = std::move(sim.spare_pending.back());
+    sim.spare_pending.pop_back();
+    node.key() = key;
+    node.mapped() = std::move(work);
+    sim.pending.insert(std::move(node));
+  }
   // A full queue makes the host wait for the oldest work, as a real launch does.
   while (sim.pending.size() > kMaxPending) {
     const double oldest = sim.pending.begin()->first.first;
