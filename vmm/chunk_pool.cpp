@@ -42,13 +42,14 @@ std::optional<CUmemGenericAllocationHandle> ChunkPool::take(CUresult* error, std
   return chunk;
 }
 
-bool ChunkPool::take_back(const std::vector<CUmemGenericAllocationHandle>& chunks, std::uint64_t save) {
-  if (save == 0) return false;  // given back with no save to tell it by
+bool ChunkPool::take_back(const std::vector<CUmemGenericAllocationHandle>& chunks, std::uint64_t first_save,
+                          std::uint64_t last_save) {
+  if (first_save == 0) return false;  // given back with no save to tell it by
   std::vector<std::size_t> at;
   at.reserve(chunks.size());
   for (const CUmemGenericAllocationHandle chunk : chunks) {
     const auto it =
-        std::find_if(free_.begin(), free_.end(), [&](const Free& f) { return f.chunk == chunk && f.save == save; });
+        std::find_if(free_.begin(), free_.end(), [&](const Free& f) { return f.chunk == chunk && f.save >= first_save && f.save <= last_save; });
     if (it == free_.end()) return false;
     at.push_back(static_cast<std::size_t>(it - free_.begin()));
   }

@@ -45,10 +45,11 @@ class ChunkPool {
   // `save`: the serial of a save that may still read it (0: none).
   void give_back(CUmemGenericAllocationHandle chunk, std::uint64_t save = 0) { free_.push_back({chunk, save}); }
   // Takes exactly `chunks` back out of the free list if every one of them is
-  // still there as given back with `save` (no one has reused it since: a
-  // chunk taken and given back again carries another save, or none); false,
-  // changing nothing, if not.
-  bool take_back(const std::vector<CUmemGenericAllocationHandle>& chunks, std::uint64_t save);
+  // still there as given back by the save numbered [first_save, last_save]
+  // (its pieces': no one has reused it since, for a chunk taken and given
+  // back again carries a later save, or none); false, changing nothing, if not.
+  bool take_back(const std::vector<CUmemGenericAllocationHandle>& chunks, std::uint64_t first_save,
+                 std::uint64_t last_save);
   // Releases free chunks until `bytes` are refunded to the cap or none is left.
   std::uint64_t release_free(std::uint64_t bytes);
 

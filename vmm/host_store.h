@@ -8,7 +8,7 @@
 //
 // A buffer given back while a copy stream may still read it (a fetch's copy
 // to the device) remembers that stream's device and the read's number on it
-// (FetchMarks): an offload on the same device may take it at once, its copy
+// (CopyMarks): an offload on the same device may take it at once, its copy
 // ordered after that one read (take says which; the pager makes its
 // copy-out stream wait for it), and take prefers buffers whose read is
 // known done, which need no wait at all. Another device's copy stream is

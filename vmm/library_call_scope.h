@@ -43,7 +43,7 @@ struct LibraryCallScope {
     void* host = nullptr;
     std::uint64_t host_bytes = 0;  // the buffer's size (the unit's when it was taken)
     std::uint64_t offset = 0, bytes = 0;  // the skipped bytes, from the unit's start
-    std::uint64_t read = 0;  // the copy-in stream's read of the parts copied (FetchMarks; 0: none)
+    std::uint64_t read = 0;  // the copy-in stream's read of the parts copied (CopyMarks; 0: none)
   };
 
   LibraryOp op = LibraryOp::none;

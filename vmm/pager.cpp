@@ -18,6 +18,12 @@ namespace {
 constexpr std::uint64_t kAllStreams = ~std::uint64_t{0};
 constexpr std::uint64_t kAllocationAlignment = 512;
 constexpr std::uint64_t kMinimumArenaBytes = std::uint64_t{4} << 30;
+// A save of more than this goes in pieces of it (copy_out_in_pieces), so
+// that a fetch into the room it makes waits for a piece, not the whole
+// save: 8 MiB is 150 us of the H100's link, where one more copy and event
+// cost a few microseconds of host time.
+constexpr std::size_t kSavePieceChunks = 4;
+constexpr std::uint64_t kSavePieceBytes = kSavePieceChunks * kChunkBytes;
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
@@ -247,8 +253,20 @@ void Pager::drain_copy_stream(DeviceState& state) {
 
 // The copy-in stream waits for save `serial` (and so every save before it)
 // unless it is done.
+void Pager::note_saved_pieces(DeviceState& state) {
+  state.save_pieces.poll(driver_);
+  state.saves_done = std::max(state.saves_done, state.save_pieces.done());  // the stream runs saves in turn
+}
+
 void Pager::order_after_save(DeviceState& state, std::uint64_t serial) {
   if (serial <= state.saves_done) return;
+  note_saved_pieces(state);
+  if (serial <= state.saves_done) return;
+  // A piece of a save before its last: its own event, if it has one.
+  if (const CUevent piece = state.save_pieces.event_for(serial);
+      piece != nullptr && driver_.stream_wait_event(state.to_device_stream, piece, 0) == CUDA_SUCCESS) {
+    return;
+  }
   const Unit* at = nullptr;  // the save numbered `serial`, or the first after it
   for (const Unit* saving : saved_units_) {
     if (saving->device != state.pool.device() || saving->save_serial < serial || saving->saved == nullptr) continue;
@@ -309,31 +327,40 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   if (host != nullptr && (result = order_after_users(state, unit)) == CUDA_SUCCESS && timed) {
     driver_.event_record(timed_from, state.copy_stream);
   }
+  // The first piece alone is timed: the link meter wants a copy's own time.
+  const std::uint64_t first_piece = std::min(unit->bytes, kSavePieceBytes);
+  std::vector<std::uint64_t> piece_serials;
+  bool timed_recorded = false;
   if (host == nullptr || result != CUDA_SUCCESS ||
-      (result = driver_.copy_to_host_async(host, unit->address, unit->bytes, state.copy_stream)) != CUDA_SUCCESS) {
+      (result = copy_out_in_pieces(state, unit, host, timed ? timed_to : nullptr, &timed_recorded, &piece_serials)) !=
+          CUDA_SUCCESS) {
     if (timed) link_meter_.end(LinkMeter::kToHost, state.context, timed_from, timed_to, 0, false);
+    if (host != nullptr && !piece_serials.empty()) drain_copy_stream(state);  // pieces copied may still write it
     if (host != nullptr) host_.give_back(host, unit->bytes);
     unit->state.store(Residency::resident);
     VGPUMEM_LOG_WARN("cannot offload {} at {:#x}: error {}{}", format_bytes(unit->bytes), unit->seen_at(),
                      static_cast<int>(result), host == nullptr ? " (no pinned host memory left; VGPUMEM_HOST_LIMIT)" : "");
     return result;
   }
-  if (timed) {
-    const bool recorded = driver_.event_record(timed_to, state.copy_stream) == CUDA_SUCCESS;
-    link_meter_.end(LinkMeter::kToHost, state.context, timed_from, timed_to, unit->bytes, recorded);
-  }
+  if (timed) link_meter_.end(LinkMeter::kToHost, state.context, timed_from, timed_to, first_piece, timed_recorded);
   CUevent saved = nullptr;
   if ((result = record_on_copy_stream(state, &saved)) != CUDA_SUCCESS) {
     drain_copy_stream(state);  // without an event, wait for the copy right here
   }
   // Fast: the chunks serve the next owner at once (its work is ordered after
-  // the copy stream); the range stays mapped on them until the save
-  // completes. Strict: they stay the unit's until its range is unmapped, so
-  // nothing can reach another buffer's bytes through it.
+  // the piece of the save that reads them); the range stays mapped on them
+  // until the save completes. Strict: they stay the unit's until its range
+  // is unmapped, so nothing can reach another buffer's bytes through it.
   unit->save_serial = ++state.saves_issued;
+  unit->save_first = piece_serials.empty() ? unit->save_serial : piece_serials.front();
   if (options_.check == CheckMode::fast) {
     if (saved != nullptr && unit->aliases.empty()) unit->given_back.assign(unit->chunks.begin(), unit->chunks.end());
-    return_chunks(state, &unit->chunks, saved != nullptr ? unit->save_serial : 0);
+    for (std::size_t i = 0; i < unit->chunks.size(); ++i) {
+      const std::size_t piece = i / kSavePieceChunks;
+      const std::uint64_t serial = piece < piece_serials.size() ? piece_serials[piece] : unit->save_serial;
+      state.pool.give_back(unit->chunks[i], saved != nullptr ? serial : 0);
+    }
+    unit->chunks.clear();
   }
   unit->host = host;
   unit->saved = saved;
@@ -353,6 +380,31 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
                     unit->last_use.load());
   if (saved == nullptr) finish_unmap(unit, false);
   wake_reclaimer();  // to unmap the range once saved, and pin the next host buffer
+  return CUDA_SUCCESS;
+}
+
+// A large save goes in pieces, each but the last numbered among the
+// device's saves with an event after it (DeviceState::save_pieces): a fetch
+// given a piece's chunks starts as soon as that piece is saved. In one copy,
+// bringing a unit into the room another's save makes waits for the whole
+// save, and a step whose link is busy both ways idles one engine for as
+// long as the other takes to move the unit.
+CUresult Pager::copy_out_in_pieces(DeviceState& state, Unit* unit, void* host, CUevent after_first,
+                                   bool* after_first_recorded, std::vector<std::uint64_t>* piece_serials) {
+  auto* bytes = static_cast<unsigned char*>(host);
+  for (std::uint64_t offset = 0; offset < unit->bytes; offset += kSavePieceBytes) {
+    const std::uint64_t length = std::min(kSavePieceBytes, unit->bytes - offset);
+    if (const CUresult result = driver_.copy_to_host_async(bytes + offset, unit->address + offset, length, state.copy_stream);
+        result != CUDA_SUCCESS) {
+      return result;
+    }
+    if (offset == 0 && after_first != nullptr) {
+      *after_first_recorded = driver_.event_record(after_first, state.copy_stream) == CUDA_SUCCESS;
+    }
+    if (offset + length < unit->bytes) {
+      piece_serials->push_back(state.save_pieces.mark_as(driver_, state.copy_stream, ++state.saves_issued));
+    }
+  }
   return CUDA_SUCCESS;
 }
 
@@ -503,7 +555,9 @@ void Pager::reap_saved_units(bool wait) {
 }
 
 CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
-                            std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save) {
+                            std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save,
+                            std::vector<std::uint64_t>* chunk_saves) {
+  note_saved_pieces(state);
   std::uint64_t latest = 0;
   std::vector<std::uint64_t> saves;  // each taken chunk's, to give them back as they came
   while (chunks->size() < count) {
@@ -527,6 +581,7 @@ CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* k
   // A caller that asks for no serial orders itself after the whole
   // copy-out stream (a new unit's `ready`, a synchronous copy there).
   if (after_save != nullptr) *after_save = latest;
+  if (chunk_saves != nullptr) chunk_saves->swap(saves);
   return CUDA_SUCCESS;
 }
 
@@ -561,7 +616,8 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
   if (unit->stale_mapping) repair_stale_mapping(state, unit);
   std::vector<CUmemGenericAllocationHandle> chunks;
   std::uint64_t after_save = 0;
-  if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks, &after_save);
+  std::vector<std::uint64_t> chunk_saves;
+  if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks, &after_save, &chunk_saves);
       result != CUDA_SUCCESS) {
     return result;
   }
@@ -573,13 +629,14 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
   // Nothing to copy and chunks no save still reads: usable at once, without
   // queueing behind the copy-in stream's prefetches.
   const bool ready_now = skip.bytes == unit->bytes && after_save <= state.saves_done;
-  std::uint64_t read = 0;  // the copy's number among the reads of host buffers (FetchMarks)
+  std::uint64_t read = 0;  // the copy's number among the reads of host buffers (CopyMarks)
   if (mapped && !ready_now) {
-    // After the save of any chunk it was given that may still be read (its
-    // own save, whose bytes it reads, was waited for by unmap_now): the
-    // chunks' last contents are saved before they are overwritten.
-    order_after_save(state, after_save);
-    result = copy_in_except(state, unit, skip);
+    // Each part after the save of the chunks it writes that may still be
+    // read (its own save, whose bytes it reads, was waited for by
+    // unmap_now): the chunks' last contents are saved before they are
+    // overwritten. Nothing copied in: the unit's `ready` still waits for them all.
+    if (skip.bytes == unit->bytes) order_after_save(state, after_save);
+    result = copy_in_except(state, unit, skip, chunk_saves);
     if (result == CUDA_SUCCESS && skip.bytes < unit->bytes) read = state.fetch_marks.mark(driver_, state.to_device_stream);
   }
   CUevent ready = nullptr;
@@ -609,26 +666,43 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
 }
 
 // Copies the unit's host bytes in on the copy-in stream, all but `skip`
-// (offsets from the unit's start): the part before it and the part after.
-CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip) {
+// (offsets from the unit's start), a chunk piece at a time (kSavePieceBytes),
+// each after the saves of its own chunks: the first piece may land while the
+// save that frees the last one's room still runs.
+CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip,
+                               const std::vector<std::uint64_t>& chunk_saves) {
   const std::uint64_t copied = unit->bytes - skip.bytes;
   if (copied == 0) return CUDA_SUCCESS;
   CUevent timed_from = nullptr, timed_to = nullptr;
-  const bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);
-  if (timed) driver_.event_record(timed_from, state.to_device_stream);
+  bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);  // the first copy alone
+  std::uint64_t timed_bytes = 0;
+  bool timed_recorded = false;
   const auto* host = static_cast<const unsigned char*>(unit->host);
   CUresult result = CUDA_SUCCESS;
-  if (skip.address != 0) {
-    result = driver_.copy_to_device_async(unit->address, host, skip.address, state.to_device_stream);
+  const auto copy = [&](std::uint64_t from, std::uint64_t to) {
+    if (from >= to || result != CUDA_SUCCESS) return;
+    const bool this_one_timed = timed && timed_bytes == 0;
+    if (this_one_timed) driver_.event_record(timed_from, state.to_device_stream);
+    result = driver_.copy_to_device_async(unit->address + from, host + from, to - from, state.to_device_stream);
+    if (this_one_timed && result == CUDA_SUCCESS) {
+      timed_bytes = to - from;
+      timed_recorded = driver_.event_record(timed_to, state.to_device_stream) == CUDA_SUCCESS;
+    }
+  };
+  for (std::uint64_t begin = 0; begin < unit->bytes && result == CUDA_SUCCESS; begin += kSavePieceBytes) {
+    const std::uint64_t end = std::min(begin + kSavePieceBytes, unit->bytes);
+    const std::uint64_t skip_begin = std::clamp(skip.address, begin, end), skip_end = std::clamp(skip.end(), begin, end);
+    // Waited for even where all of the piece is skipped: the unit's `ready`,
+    // after which the call overwrites it, must come after those saves too.
+    std::uint64_t wait_for = 0;
+    for (std::uint64_t chunk = begin / kChunkBytes; chunk < end / kChunkBytes && chunk < chunk_saves.size(); ++chunk) {
+      wait_for = std::max(wait_for, chunk_saves[chunk]);
+    }
+    order_after_save(state, wait_for);
+    copy(begin, skip_begin);
+    copy(skip_end, end);
   }
-  if (result == CUDA_SUCCESS && skip.end() < unit->bytes) {
-    result = driver_.copy_to_device_async(unit->address + skip.end(), host + skip.end(), unit->bytes - skip.end(),
-                                          state.to_device_stream);
-  }
-  if (timed) {
-    const bool recorded = result == CUDA_SUCCESS && driver_.event_record(timed_to, state.to_device_stream) == CUDA_SUCCESS;
-    link_meter_.end(LinkMeter::kToDevice, state.context, timed_from, timed_to, copied, recorded);
-  }
+  if (timed) link_meter_.end(LinkMeter::kToDevice, state.context, timed_from, timed_to, timed_bytes, timed_recorded);
   return result;
 }
 
@@ -660,7 +734,9 @@ void Pager::back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool k
 bool Pager::revive(DeviceState& state, Unit* unit) {
   if (!unit->unmap_pending || unit->stale_mapping || !unit->aliases.empty() || unit->host == nullptr) return false;
   if (options_.check == CheckMode::fast) {
-    if (unit->given_back.empty() || !state.pool.take_back(unit->given_back, unit->save_serial)) return false;
+    if (unit->given_back.empty() || !state.pool.take_back(unit->given_back, unit->save_first, unit->save_serial)) {
+      return false;
+    }
     unit->chunks.swap(unit->given_back);
     unit->given_back.clear();
   } else if (unit->chunks.empty()) {
@@ -1143,6 +1219,7 @@ void Pager::retire_device_context(DeviceState& state) {
   if (state.reclaim_mark != nullptr) driver_.event_destroy(state.reclaim_mark);
   state.reclaim_mark = nullptr;
   state.fetch_marks.retire(driver_);  // drained above: every read is done
+  state.save_pieces.retire(driver_);  // and every save
   // The streams go with the context; the pager's handles must not outlive it.
   state.copy_stream = nullptr;
   state.to_device_stream = nullptr;

@@ -331,9 +331,17 @@ class Pager final : public PagerControl {
  private:
   CUresult fetch(Unit* unit, LibraryCallScope* overwrite = nullptr);
   LibraryCallScope::Range skipped_on_fetch(const Unit* unit, LibraryCallScope* overwrite) const;
-  CUresult copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip);
+  // `chunk_saves`: for each of the unit's chunks, the save it must not
+  // overwrite before (0: none), as take_chunks gave them.
+  CUresult copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip,
+                          const std::vector<std::uint64_t>& chunk_saves);
+  // Copies the unit's bytes out on the copy-out stream, in pieces; the
+  // serial of each piece but the last goes in `piece_serials`, and
+  // `after_first` (if any) is recorded after the first.
+  CUresult copy_out_in_pieces(DeviceState& state, Unit* unit, void* host, CUevent after_first,
+                              bool* after_first_recorded, std::vector<std::uint64_t>* piece_serials);
   // `read`: the number of the copy-in stream's read of the unit's host
-  // buffer (FetchMarks; 0: none), for whoever takes the buffer after the call.
+  // buffer (CopyMarks; 0: none), for whoever takes the buffer after the call.
   void keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip, std::uint64_t read);
   void restore_skipped(const LibraryCallScope& scope, const LibraryCallScope::Kept& kept);
   // A unit wanted back while its save is still in flight, whose chunks no
@@ -346,8 +354,10 @@ class Pager final : public PagerControl {
   void back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host = false, std::uint64_t read = 0);
   // `after_save`, if given: the latest save (serial) a taken chunk may still
   // be read by, 0 if none; the caller orders its writes after it.
+  // `chunk_saves`, if given: that serial for each chunk taken, in order.
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
-                       std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save = nullptr);
+                       std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save = nullptr,
+                       std::vector<std::uint64_t>* chunk_saves = nullptr);
   CUresult map_chunks(Unit* unit);
   bool offload_victim(DeviceState& state, const Unit* keep);
   CUresult offload(DeviceState& state, Unit* unit);
@@ -370,6 +380,8 @@ class Pager final : public PagerControl {
   CUresult record_on_stream(CUstream stream, CUevent* event);
   void order_streams(DeviceState& state, CUstream waiter, CUstream before);
   void order_after_save(DeviceState& state, std::uint64_t serial);
+  // Advances saves_done past the pieces of saves found done.
+  void note_saved_pieces(DeviceState& state);
   void order_after_fetch(DeviceState& state, std::uint64_t serial);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
   bool admits(int device, std::uint64_t bytes) const;

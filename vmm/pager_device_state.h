@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "vmm/fetch_marks.h"
+#include "vmm/copy_marks.h"
 #include "vmm/pager.h"
 
 namespace vgpumem::vmm {
@@ -30,7 +30,11 @@ struct Pager::DeviceState {
   std::uint64_t saves_issued = 0, saves_done = 0;  // the reclaimer's own, recorded on the copy stream
   // The copy-in stream's reads of host buffers, numbered likewise: a save
   // into a buffer a fetch may still read waits for that read alone.
-  FetchMarks fetch_marks;
+  CopyMarks fetch_marks;
+  // The pieces of large saves before their last, numbered among the saves
+  // (the last piece's is the unit's `saved`): a fetch given a piece's chunks
+  // waits for that piece alone.
+  CopyMarks save_pieces;
   bool spares_wanted = true;       // false once make_room has been needed (create_chunks_ahead)
   std::vector<std::unique_ptr<Unit>> units;  // live and retired, never deleted (see Unit::retired)
   std::map<std::uint64_t, Unit*> slabs_with_room;  // by address: first fit is deterministic

@@ -140,5 +140,54 @@ TEST_F(OverwriteTest, OneScopeAThread) {
   EXPECT_FALSE(pager_->begin_library_call(empty)) << "nothing to overwrite, no call to tag";
 }
 
+
+// A unit brought into the room of a large save, part of it skipped for a
+// call that overwrites it, comes back in pieces (vmm/pager.cpp,
+// copy_in_except): a piece wholly skipped is not copied, but the unit's
+// `ready`, after which the call writes it, must still come after the save
+// of that piece's chunks. Here y's second half is skipped; it lands on x's
+// last piece, whose save ends at 457 us behind a copy of the program's;
+// the call's memset, ordered only after y's first chunk came in (343 us),
+// would land first and the save would read it.
+class OverwritePiecesTest : public PagerTest {};
+
+TEST_F(OverwritePiecesTest, APieceTheCallOverwritesWholeStillWaitsForTheSaveOfItsChunks) {
+  make_pager(8 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
+    options.grace_operations = 0;
+    options.reclaimer = false;  // it would wait for the save and make it run early
+  });
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  CUdeviceptr x = 0, y = 0, busy = 0;
+  ASSERT_EQ(pager_->allocate(0, 8 * kChunk, &y), CUDA_SUCCESS);
+  write(y, 8 * kChunk, 5);
+  ASSERT_EQ(pager_->allocate(0, 8 * kChunk, &x), CUDA_SUCCESS);  // y goes out to make room
+  write(x, 8 * kChunk, 3);
+  vmm::Unit* unit_x = catcher.last;
+  pager_->set_access_feed(nullptr);
+  ASSERT_EQ(cuMemAlloc(&busy, 4 * kChunk), CUDA_SUCCESS);
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemAllocHost(&pinned, 4 * kChunk), CUDA_SUCCESS);
+  CUstream program = nullptr;
+  ASSERT_EQ(cuStreamCreate(&program, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoHAsync(pinned, busy, 4 * kChunk, program), CUDA_SUCCESS);  // 152 us of the copy-out engine
+  ASSERT_TRUE(pager_->offload_unit(unit_x, false));  // two pieces, 152-305 and 305-457 us
+
+  vmm::LibraryCallScope scope;
+  ASSERT_TRUE(scope.add(y + kChunk, 7 * kChunk));  // all of y but its first chunk
+  ASSERT_TRUE(pager_->begin_library_call(scope));
+  vmm::Access access;
+  ASSERT_EQ(pager_->prepare_range(y, 8 * kChunk, nullptr, false, access), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8Async(y + kChunk, 0xee, 7 * kChunk, nullptr), CUDA_SUCCESS);  // the call writes its output
+  access.release();
+  pager_->end_library_call(scope, true);
+
+  EXPECT_TRUE(holds(x, 8 * kChunk, 3)) << "the call wrote over x's chunks before x's save read them";
+  ASSERT_EQ(cuStreamDestroy(program), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(busy), CUDA_SUCCESS);
+}
+
 }  // namespace
 }  // namespace vgpumem::test

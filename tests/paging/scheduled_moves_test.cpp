@@ -256,6 +256,49 @@ void without_grace_or_reclaimer(vmm::PagerOptions& options) {
   options.reclaimer = false;
 }
 
+// A large save goes in pieces, and a unit brought into its room copies each
+// piece of its own as soon as the save of the chunks under it is done. Here
+// the copy-out engine is busy with a copy of the program's for 152 us first
+// (8 MiB), so each piece of the 16 MiB save (152 us a piece) ends 152 us
+// later than the copy-in engine could write over it: a piece of the fetch
+// not ordered after the save of its chunks lands on them first, and the
+// save reads the wrong bytes. Ordered piece by piece, the fetch ends at
+// 610 us; ordered after the whole save, at 762.
+TEST_F(ScheduledMovesTest, AFetchIntoTheRoomOfALargeSaveFollowsItPieceByPiece) {
+  make_pager(8 * kChunk, std::nullopt, without_grace_or_reclaimer);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  CUdeviceptr x = 0, y = 0, busy = 0;
+  ASSERT_EQ(pager_->allocate(0, 8 * kChunk, &y), CUDA_SUCCESS);
+  write(y, 8 * kChunk, 5);
+  vmm::Unit* unit_y = catcher.last;
+  ASSERT_EQ(pager_->allocate(0, 8 * kChunk, &x), CUDA_SUCCESS);  // y goes out to make room
+  write(x, 8 * kChunk, 3);
+  vmm::Unit* unit_x = catcher.last;
+  ASSERT_EQ(cuMemAlloc(&busy, 4 * kChunk), CUDA_SUCCESS);  // the program's own, outside the pager
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemAllocHost(&pinned, 4 * kChunk), CUDA_SUCCESS);
+  CUstream program = nullptr;
+  ASSERT_EQ(cuStreamCreate(&program, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_FALSE(pager_->facts(unit_y).resident);
+  const unsigned long long issued = vgpusimHostTimeNs();
+  ASSERT_EQ(cuMemcpyDtoHAsync(pinned, busy, 4 * kChunk, program), CUDA_SUCCESS);
+  ASSERT_TRUE(pager_->offload_unit(unit_x, false));  // two pieces of 8 MiB, behind the program's copy
+  ASSERT_TRUE(pager_->prefetch_unit(unit_y));        // into x's chunks, the first piece's first
+  ASSERT_NE(unit_y->ready, nullptr);
+  ASSERT_EQ(cuEventSynchronize(unit_y->ready), CUDA_SUCCESS);
+  const unsigned long long arrived = vgpusimHostTimeNs();
+  EXPECT_LT(arrived - issued, 690'000u) << "the fetch waited for the whole save before its first piece";
+  EXPECT_GT(arrived - issued, 530'000u) << "the fetch did not wait for the save of its chunks";
+  pager_->set_access_feed(nullptr);
+  EXPECT_TRUE(holds(x, 8 * kChunk, 3)) << "a piece of y landed on x's chunks before x's save read them";
+  EXPECT_TRUE(holds(y, 8 * kChunk, 5));
+  ASSERT_EQ(cuStreamDestroy(program), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(busy), CUDA_SUCCESS);
+}
+
 // Saves run in turn on the copy-out stream: a move that looks for finished
 // saves stops at the first still running. Asking every save in flight
 // (each query a driver call: a microsecond of the simulated host's time
@@ -364,6 +407,27 @@ TEST_F(ScheduledMovesTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNo
   EXPECT_EQ(copied_in(*pager_), before) << "no copy in";
   pager_->set_access_feed(nullptr);
   expect_held(buffers, kChunk);
+}
+
+// The same for a unit saved in pieces: its chunks carry each piece's number.
+TEST_F(ScheduledMovesTest, AUnitSavedInPiecesIsRevivedOnItsChunksToo) {
+  make_pager(16 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
+    options.grace_operations = 0;
+    options.reclaimer = false;
+  });
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 2> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 8 * kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  const std::uint64_t before = copied_in(*pager_);
+  ASSERT_TRUE(pager_->offload_unit(units[0], false));
+  ASSERT_LT(units[0]->save_first, units[0]->save_serial) << "saved in one piece";
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));
+  EXPECT_EQ(revived(*pager_), 1u);
+  EXPECT_EQ(copied_in(*pager_), before) << "no copy in";
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, 8 * kChunk);
 }
 
 // A chunk taken by another unit and given back again holds that unit's

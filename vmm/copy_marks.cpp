@@ -1,11 +1,11 @@
-#include "vmm/fetch_marks.h"
+#include "vmm/copy_marks.h"
 
 #include <algorithm>
 
 namespace vgpumem::vmm {
 
-std::uint64_t FetchMarks::mark(const DriverOps& driver, CUstream stream) {
-  const std::uint64_t serial = ++issued_;
+std::uint64_t CopyMarks::mark_as(const DriverOps& driver, CUstream stream, std::uint64_t serial) {
+  issued_ = serial;
   CUevent event = nullptr;
   if (!idle_.empty()) {
     event = idle_.back();
@@ -21,7 +21,7 @@ std::uint64_t FetchMarks::mark(const DriverOps& driver, CUstream stream) {
   return serial;
 }
 
-void FetchMarks::poll(const DriverOps& driver) {
+void CopyMarks::poll(const DriverOps& driver) {
   while (!pending_.empty() && driver.event_query(pending_.front().event) == CUDA_SUCCESS) {
     done_ = std::max(done_, pending_.front().serial);
     idle_.push_back(pending_.front().event);
@@ -29,14 +29,14 @@ void FetchMarks::poll(const DriverOps& driver) {
   }
 }
 
-CUevent FetchMarks::event_for(std::uint64_t serial) const {
+CUevent CopyMarks::event_for(std::uint64_t serial) const {
   if (serial <= done_) return nullptr;
   const auto it = std::lower_bound(pending_.begin(), pending_.end(), serial,
                                    [](const Mark& mark, std::uint64_t s) { return mark.serial < s; });
   return it != pending_.end() && it->serial == serial ? it->event : nullptr;
 }
 
-void FetchMarks::retire(const DriverOps& driver) {
+void CopyMarks::retire(const DriverOps& driver) {
   for (const Mark& mark : pending_) driver.event_destroy(mark.event);
   for (const CUevent event : idle_) driver.event_destroy(event);
   pending_.clear();
