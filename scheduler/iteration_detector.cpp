@@ -20,15 +20,8 @@ IterationDetector::IterationDetector(Options options) : options_(options) {
   set_mask_ = table / 4 - 1;
 }
 
-IterationDetector::Event IterationDetector::observe(std::uint64_t identity) {
-  const std::uint64_t index = seen_++;
-  ring_[index & ring_mask_] = identity;
+IterationDetector::Event IterationDetector::observe_otherwise(std::uint64_t identity, std::uint64_t index) {
   if (locked()) {
-    if (back(period_) == identity) {  // the steady state: the table is not touched
-      ++held_;
-      phase_ = phase_ + 1 == period_ ? 0 : phase_ + 1;
-      return Event::none;
-    }
     catch_up(index);
     remember(identity, index);
     return break_lock();
