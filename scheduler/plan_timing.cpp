@@ -6,6 +6,7 @@
 #include "scheduler/copy_timeline.h"
 #include "scheduler/freed_bytes.h"
 #include "scheduler/swap_plan.h"
+#include "vmm/move_pieces.h"
 
 namespace vgpumem::scheduler {
 
@@ -64,9 +65,15 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
         const std::size_t r = round_of(x, timeline::offload_issued_unrolled(profile, plan.swaps[s]));
         if (r >= kRounds) continue;
         const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
-        out_free = std::max(out_free, after) + link.to_host_ns(bytes);
+        // In pieces, as the pager saves (vmm/move_pieces.h): each piece's
+        // room is free once that piece is saved.
+        out_free = std::max(out_free, after);
+        for (std::uint64_t done = 0; done < bytes; done += vmm::kMovePieceBytes) {
+          const std::uint64_t piece = std::min(vmm::kMovePieceBytes, bytes - done);
+          out_free += link.to_host_ns(piece);
+          pool.give_back(static_cast<double>(piece), out_free);
+        }
         saved[s * (kRounds + 1) + r] = out_free;
-        pool.give_back(static_cast<double>(bytes), out_free);
         if (measured) timing.bytes_to_host += bytes;
       }
     };
@@ -90,16 +97,21 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
       const std::size_t r = round_of(x, timeline::prefetch_unrolled(profile, plan.swaps[s]));
       if (r >= kRounds) continue;
       const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
-      const double room = pool.take(static_cast<double>(bytes));
       const double own_save = saved[s * (kRounds + 1) + r];
-      if (explain) {
+      // In pieces, as the pager fetches: each after the room it writes is
+      // saved; the first also after the unit's own save (its host copy).
+      for (std::uint64_t done = 0; done < bytes; done += vmm::kMovePieceBytes) {
+        const std::uint64_t piece = std::min(vmm::kMovePieceBytes, bytes - done);
+        const double room = pool.take(static_cast<double>(piece));
         const double begins = std::max({in_free, start, own_save, room});
-        held_by[s * (kRounds + 1) + r] = begins == start       ? PlanTiming::Cause::trigger
-                                         : begins == own_save  ? PlanTiming::Cause::own_save
-                                         : begins == room      ? PlanTiming::Cause::room
-                                                               : PlanTiming::Cause::link;
+        if (explain && done == 0) {
+          held_by[s * (kRounds + 1) + r] = begins == start       ? PlanTiming::Cause::trigger
+                                           : begins == own_save  ? PlanTiming::Cause::own_save
+                                           : begins == room      ? PlanTiming::Cause::room
+                                                                 : PlanTiming::Cause::link;
+        }
+        in_free = begins + link.to_device_ns(piece);
       }
-      in_free = std::max({in_free, start, own_save, room}) + link.to_device_ns(bytes);
       landed[s * (kRounds + 1) + r] = in_free;
       if (measured) timing.bytes_to_device += bytes;
     }

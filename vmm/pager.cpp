@@ -9,6 +9,7 @@
 #include "common/format_bytes.h"
 #include "common/log.h"
 #include "vmm/context_scope.h"
+#include "vmm/move_pieces.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
@@ -18,12 +19,6 @@ namespace {
 constexpr std::uint64_t kAllStreams = ~std::uint64_t{0};
 constexpr std::uint64_t kAllocationAlignment = 512;
 constexpr std::uint64_t kMinimumArenaBytes = std::uint64_t{4} << 30;
-// A save of more than this goes in pieces of it (copy_out_in_pieces), so
-// that a fetch into the room it makes waits for a piece, not the whole
-// save: 8 MiB is 150 us of the H100's link, where one more copy and event
-// cost a few microseconds of host time.
-constexpr std::size_t kSavePieceChunks = 4;
-constexpr std::uint64_t kSavePieceBytes = kSavePieceChunks * kChunkBytes;
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
@@ -328,7 +323,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
     driver_.event_record(timed_from, state.copy_stream);
   }
   // The first piece alone is timed: the link meter wants a copy's own time.
-  const std::uint64_t first_piece = std::min(unit->bytes, kSavePieceBytes);
+  const std::uint64_t first_piece = std::min(unit->bytes, kMovePieceBytes);
   std::vector<std::uint64_t> piece_serials;
   bool timed_recorded = false;
   if (host == nullptr || result != CUDA_SUCCESS ||
@@ -356,7 +351,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   if (options_.check == CheckMode::fast) {
     if (saved != nullptr && unit->aliases.empty()) unit->given_back.assign(unit->chunks.begin(), unit->chunks.end());
     for (std::size_t i = 0; i < unit->chunks.size(); ++i) {
-      const std::size_t piece = i / kSavePieceChunks;
+      const std::size_t piece = i / kMovePieceChunks;
       const std::uint64_t serial = piece < piece_serials.size() ? piece_serials[piece] : unit->save_serial;
       state.pool.give_back(unit->chunks[i], saved != nullptr ? serial : 0);
     }
@@ -383,17 +378,15 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   return CUDA_SUCCESS;
 }
 
-// A large save goes in pieces, each but the last numbered among the
-// device's saves with an event after it (DeviceState::save_pieces): a fetch
-// given a piece's chunks starts as soon as that piece is saved. In one copy,
-// bringing a unit into the room another's save makes waits for the whole
-// save, and a step whose link is busy both ways idles one engine for as
-// long as the other takes to move the unit.
+// A large save goes in pieces (vmm/move_pieces.h), each but the last
+// numbered among the device's saves with an event after it
+// (DeviceState::save_pieces): a fetch given a piece's chunks starts as soon
+// as that piece is saved.
 CUresult Pager::copy_out_in_pieces(DeviceState& state, Unit* unit, void* host, CUevent after_first,
                                    bool* after_first_recorded, std::vector<std::uint64_t>* piece_serials) {
   auto* bytes = static_cast<unsigned char*>(host);
-  for (std::uint64_t offset = 0; offset < unit->bytes; offset += kSavePieceBytes) {
-    const std::uint64_t length = std::min(kSavePieceBytes, unit->bytes - offset);
+  for (std::uint64_t offset = 0; offset < unit->bytes; offset += kMovePieceBytes) {
+    const std::uint64_t length = std::min(kMovePieceBytes, unit->bytes - offset);
     if (const CUresult result = driver_.copy_to_host_async(bytes + offset, unit->address + offset, length, state.copy_stream);
         result != CUDA_SUCCESS) {
       return result;
@@ -666,7 +659,7 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
 }
 
 // Copies the unit's host bytes in on the copy-in stream, all but `skip`
-// (offsets from the unit's start), a chunk piece at a time (kSavePieceBytes),
+// (offsets from the unit's start), a chunk piece at a time (kMovePieceBytes),
 // each after the saves of its own chunks: the first piece may land while the
 // save that frees the last one's room still runs.
 CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip,
@@ -689,8 +682,8 @@ CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope:
       timed_recorded = driver_.event_record(timed_to, state.to_device_stream) == CUDA_SUCCESS;
     }
   };
-  for (std::uint64_t begin = 0; begin < unit->bytes && result == CUDA_SUCCESS; begin += kSavePieceBytes) {
-    const std::uint64_t end = std::min(begin + kSavePieceBytes, unit->bytes);
+  for (std::uint64_t begin = 0; begin < unit->bytes && result == CUDA_SUCCESS; begin += kMovePieceBytes) {
+    const std::uint64_t end = std::min(begin + kMovePieceBytes, unit->bytes);
     const std::uint64_t skip_begin = std::clamp(skip.address, begin, end), skip_end = std::clamp(skip.end(), begin, end);
     // Waited for even where all of the piece is skipped: the unit's `ready`,
     // after which the call overwrites it, must come after those saves too.

@@ -13,6 +13,7 @@
 
 #include "scheduler/copy_timeline.h"
 #include "scheduler/freed_bytes.h"
+#include "vmm/move_pieces.h"
 #include "scheduler/iteration_profile.h"
 #include "scheduler/swap_plan.h"
 #include "scheduler/trigger_table.h"
@@ -132,7 +133,7 @@ TEST(SwapPlanner, ACnnStepWithComputeToSpareFitsUnderHalfItsBytesAndHidesEveryCo
 TEST(SwapPlanner, PrefetchesLandBeforeTheirUseWhenTheLinkAndMemoryAllow) {
   // Half the bytes: room for the chunks a prefetch takes to be emptied by
   // saves that ended long before (at a third, they are the saves of the
-  // layer just done: see APrefetchWaitsForTheSaveThatEmptiesItsChunks).
+  // layer just done: see APrefetchWaitsForThePieceOfTheSaveThatEmptiesItsChunks).
   SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 2'000'000);
   const IterationProfile profile = step.profile();
   const LinkModel link;
@@ -168,19 +169,23 @@ struct TwoUnitsOneRoom {
   }
 };
 
-TEST(PlanTiming, APrefetchWaitsForTheSaveThatEmptiesItsChunks) {
+TEST(PlanTiming, APrefetchWaitsForThePieceOfTheSaveThatEmptiesItsChunks) {
   TwoUnitsOneRoom two;
   const IterationProfile& profile = two.profile;
   Plan& plan = two.plan;
   const LinkModel link;
   const double copy = link.to_host_ns(64 * kMiB);
-  // Unit 1 cannot start coming in before unit 0's save ends: the step
-  // waits for both copies in turn, twice (unit 0 comes back the same way).
+  const double piece = link.to_device_ns(vmm::kMovePieceBytes);
+  // Each piece of unit 1 (vmm/move_pieces.h) starts coming in once the
+  // piece of unit 0's save that empties its chunks ends: the step waits
+  // for a copy and one piece more, twice (unit 0 comes back the same way),
+  // and not for both copies in turn.
   const PlanTiming timing = simulate(profile, plan, link);
-  EXPECT_GE(timing.step_ns, 2 * (copy + link.to_device_ns(64 * kMiB)) - 40'000);
+  EXPECT_GE(timing.step_ns, 2 * (copy + piece) - 40'000);
+  EXPECT_LT(timing.step_ns, 2 * (copy + piece) + 100'000) << "a piece waited for more than the save of its chunks";
   // With room for both, each copy starts at its trigger.
   plan.budget = 128 * kMiB;
-  EXPECT_LT(simulate(profile, plan, link).step_ns, timing.step_ns - copy / 2);
+  EXPECT_LT(simulate(profile, plan, link).step_ns, timing.step_ns - piece);
 }
 
 // simulate(..., explain) says which prefetches land late and what held
