@@ -246,13 +246,13 @@ void Pager::drain_copy_stream(DeviceState& state) {
   if (state.to_device_stream != nullptr) driver_.stream_synchronize(state.to_device_stream);
 }
 
-// The copy-in stream waits for save `serial` (and so every save before it)
-// unless it is done.
 void Pager::note_saved_pieces(DeviceState& state) {
   state.save_pieces.poll(driver_);
   state.saves_done = std::max(state.saves_done, state.save_pieces.done());  // the stream runs saves in turn
 }
 
+// The copy-in stream waits for save `serial` (and so every save before it)
+// unless it is done.
 void Pager::order_after_save(DeviceState& state, std::uint64_t serial) {
   if (serial <= state.saves_done) return;
   note_saved_pieces(state);
@@ -667,7 +667,7 @@ CUresult Pager::copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope:
   const std::uint64_t copied = unit->bytes - skip.bytes;
   if (copied == 0) return CUDA_SUCCESS;
   CUevent timed_from = nullptr, timed_to = nullptr;
-  bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);  // the first copy alone
+  const bool timed = link_meter_.begin(LinkMeter::kToDevice, &timed_from, &timed_to);  // the first copy alone
   std::uint64_t timed_bytes = 0;
   bool timed_recorded = false;
   const auto* host = static_cast<const unsigned char*>(unit->host);
