@@ -254,9 +254,7 @@ void Pager::note_saved_pieces(DeviceState& state) {
 // The copy-in stream waits for save `serial` (and so every save before it)
 // unless it is done.
 void Pager::order_after_save(DeviceState& state, std::uint64_t serial) {
-  if (serial <= state.saves_done) return;
-  note_saved_pieces(state);
-  if (serial <= state.saves_done) return;
+  if (serial <= state.saves_done) return;  // pieces found done by take_chunks, just before, included
   // A piece of a save before its last: its own event, if it has one.
   if (const CUevent piece = state.save_pieces.event_for(serial);
       piece != nullptr && driver_.stream_wait_event(state.to_device_stream, piece, 0) == CUDA_SUCCESS) {
@@ -324,13 +322,14 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   }
   // The first piece alone is timed: the link meter wants a copy's own time.
   const std::uint64_t first_piece = std::min(unit->bytes, kMovePieceBytes);
-  std::vector<std::uint64_t> piece_serials;
+  const std::uint64_t first_serial = state.saves_issued + 1;
+  std::uint64_t copied = 0;
   bool timed_recorded = false;
   if (host == nullptr || result != CUDA_SUCCESS ||
-      (result = copy_out_in_pieces(state, unit, host, timed ? timed_to : nullptr, &timed_recorded, &piece_serials)) !=
+      (result = copy_out_in_pieces(state, unit, host, timed ? timed_to : nullptr, &timed_recorded, &copied)) !=
           CUDA_SUCCESS) {
     if (timed) link_meter_.end(LinkMeter::kToHost, state.context, timed_from, timed_to, 0, false);
-    if (host != nullptr && !piece_serials.empty()) drain_copy_stream(state);  // pieces copied may still write it
+    if (copied != 0) drain_copy_stream(state);  // pieces copied may still write the buffer
     if (host != nullptr) host_.give_back(host, unit->bytes);
     unit->state.store(Residency::resident);
     VGPUMEM_LOG_WARN("cannot offload {} at {:#x}: error {}{}", format_bytes(unit->bytes), unit->seen_at(),
@@ -346,14 +345,12 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   // the piece of the save that reads them); the range stays mapped on them
   // until the save completes. Strict: they stay the unit's until its range
   // is unmapped, so nothing can reach another buffer's bytes through it.
+  unit->save_first = first_serial;
   unit->save_serial = ++state.saves_issued;
-  unit->save_first = piece_serials.empty() ? unit->save_serial : piece_serials.front();
   if (options_.check == CheckMode::fast) {
     if (saved != nullptr && unit->aliases.empty()) unit->given_back.assign(unit->chunks.begin(), unit->chunks.end());
-    for (std::size_t i = 0; i < unit->chunks.size(); ++i) {
-      const std::size_t piece = i / kMovePieceChunks;
-      const std::uint64_t serial = piece < piece_serials.size() ? piece_serials[piece] : unit->save_serial;
-      state.pool.give_back(unit->chunks[i], saved != nullptr ? serial : 0);
+    for (std::size_t i = 0; i < unit->chunks.size(); ++i) {  // each with its own piece's number
+      state.pool.give_back(unit->chunks[i], saved != nullptr ? first_serial + i / kMovePieceChunks : 0);
     }
     unit->chunks.clear();
   }
@@ -382,8 +379,8 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
 // numbered among the device's saves with an event after it
 // (DeviceState::save_pieces): a fetch given a piece's chunks starts as soon
 // as that piece is saved.
-CUresult Pager::copy_out_in_pieces(DeviceState& state, Unit* unit, void* host, CUevent after_first,
-                                   bool* after_first_recorded, std::vector<std::uint64_t>* piece_serials) {
+CUresult Pager::copy_out_in_pieces(DeviceState& state, const Unit* unit, void* host, CUevent after_first,
+                                   bool* after_first_recorded, std::uint64_t* copied) {
   auto* bytes = static_cast<unsigned char*>(host);
   for (std::uint64_t offset = 0; offset < unit->bytes; offset += kMovePieceBytes) {
     const std::uint64_t length = std::min(kMovePieceBytes, unit->bytes - offset);
@@ -391,12 +388,11 @@ CUresult Pager::copy_out_in_pieces(DeviceState& state, Unit* unit, void* host, C
         result != CUDA_SUCCESS) {
       return result;
     }
+    *copied += length;
     if (offset == 0 && after_first != nullptr) {
       *after_first_recorded = driver_.event_record(after_first, state.copy_stream) == CUDA_SUCCESS;
     }
-    if (offset + length < unit->bytes) {
-      piece_serials->push_back(state.save_pieces.mark_as(driver_, state.copy_stream, ++state.saves_issued));
-    }
+    if (offset + length < unit->bytes) state.save_pieces.mark_as(driver_, state.copy_stream, ++state.saves_issued);
   }
   return CUDA_SUCCESS;
 }

@@ -335,11 +335,11 @@ class Pager final : public PagerControl {
   // overwrite before (0: none), as take_chunks gave them.
   CUresult copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip,
                           const std::vector<std::uint64_t>& chunk_saves);
-  // Copies the unit's bytes out on the copy-out stream, in pieces; the
-  // serial of each piece but the last goes in `piece_serials`, and
-  // `after_first` (if any) is recorded after the first.
-  CUresult copy_out_in_pieces(DeviceState& state, Unit* unit, void* host, CUevent after_first,
-                              bool* after_first_recorded, std::vector<std::uint64_t>* piece_serials);
+  // Copies the unit's bytes out on the copy-out stream, in pieces, each but
+  // the last numbered next among the device's saves and marked; `after_first`
+  // (if any) is recorded after the first; `*copied` adds what was enqueued.
+  CUresult copy_out_in_pieces(DeviceState& state, const Unit* unit, void* host, CUevent after_first,
+                              bool* after_first_recorded, std::uint64_t* copied);
   // `read`: the number of the copy-in stream's read of the unit's host
   // buffer (CopyMarks; 0: none), for whoever takes the buffer after the call.
   void keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip, std::uint64_t read);

@@ -80,7 +80,7 @@ struct Unit {
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion
   std::uint64_t save_serial = 0;       // the offload's place among its device's saves (ChunkPool): its last piece's
-  std::uint64_t save_first = 0;        // its first piece's (Pager::offload): the same for a save in one piece
+  std::uint64_t save_first = 0;        // its first piece's (Pager::offload); its pieces are numbered in turn to save_serial
   bool unmap_pending = false;
   bool stale_mapping = false;          // an unmap after its offload was refused: retried before it maps again
   std::atomic<std::uint8_t> lifetime_pins{0};  // LifetimePin bits; any holds one of `pins`

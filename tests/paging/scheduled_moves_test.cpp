@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vmm/access_feed.h"
+#include "vmm/move_pieces.h"
 
 namespace vgpumem::test {
 namespace {
@@ -387,52 +388,41 @@ std::uint64_t revived(const vmm::Pager& pager) { return pager.summary().value("r
 std::uint64_t copied_in(const vmm::Pager& pager) { return pager.summary().value("bytes_prefetched", std::uint64_t{0}); }
 
 // Wanted back while its save is still running and nothing reused its
-// chunks: resident again on them, with no copy in and no wait.
-TEST_F(ScheduledMovesTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNoCopy) {
-  // No reclaimer: it would wait for the save (which makes the simulator run
-  // it) and unmap the range before the prefetch comes.
-  make_pager(2 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
-    options.grace_operations = 0;
-    options.reclaimer = false;
-  });
-  UnitCatcher catcher;
-  pager_->set_access_feed(&catcher);
-  std::array<CUdeviceptr, 2> buffers{};
-  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
-  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
-  const std::uint64_t before = copied_in(*pager_);
-  ASSERT_TRUE(pager_->offload_unit(units[0], false));
-  ASSERT_TRUE(pager_->prefetch_unit(units[0]));
-  EXPECT_EQ(revived(*pager_), 1u);
-  EXPECT_EQ(copied_in(*pager_), before) << "no copy in";
-  pager_->set_access_feed(nullptr);
-  expect_held(buffers, kChunk);
+// chunks: resident again on them, with no copy in and no wait. (No
+// reclaimer: it would wait for the save, which makes the simulator run it,
+// and unmap the range before the prefetch comes.)
+class RevivalTest : public ScheduledMovesTest {
+ protected:
+  void expect_revived_with_no_copy(std::uint64_t unit_bytes) {
+    make_pager(2 * unit_bytes, std::nullopt, without_grace_or_reclaimer);
+    UnitCatcher catcher;
+    pager_->set_access_feed(&catcher);
+    std::array<CUdeviceptr, 2> buffers{};
+    ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, unit_bytes));
+    const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+    const std::uint64_t before = copied_in(*pager_);
+    ASSERT_TRUE(pager_->offload_unit(units[0], false));
+    if (unit_bytes > vmm::kMovePieceBytes) {
+      ASSERT_LT(units[0]->save_first, units[0]->save_serial) << "saved in one piece";
+    }
+    ASSERT_TRUE(pager_->prefetch_unit(units[0]));
+    EXPECT_EQ(revived(*pager_), 1u);
+    EXPECT_EQ(copied_in(*pager_), before) << "no copy in";
+    pager_->set_access_feed(nullptr);
+    expect_held(buffers, unit_bytes);
+  }
+};
+
+TEST_F(RevivalTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNoCopy) {
+  expect_revived_with_no_copy(kChunk);
 }
 
 // The same for a unit saved in pieces: its chunks carry each piece's number.
-TEST_F(ScheduledMovesTest, AUnitSavedInPiecesIsRevivedOnItsChunksToo) {
-  make_pager(16 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
-    options.grace_operations = 0;
-    options.reclaimer = false;
-  });
-  UnitCatcher catcher;
-  pager_->set_access_feed(&catcher);
-  std::array<CUdeviceptr, 2> buffers{};
-  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 8 * kChunk));
-  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
-  const std::uint64_t before = copied_in(*pager_);
-  ASSERT_TRUE(pager_->offload_unit(units[0], false));
-  ASSERT_LT(units[0]->save_first, units[0]->save_serial) << "saved in one piece";
-  ASSERT_TRUE(pager_->prefetch_unit(units[0]));
-  EXPECT_EQ(revived(*pager_), 1u);
-  EXPECT_EQ(copied_in(*pager_), before) << "no copy in";
-  pager_->set_access_feed(nullptr);
-  expect_held(buffers, 8 * kChunk);
-}
+TEST_F(RevivalTest, AUnitSavedInPiecesIsRevivedOnItsChunksToo) { expect_revived_with_no_copy(8 * kChunk); }
 
 // A chunk taken by another unit and given back again holds that unit's
 // bytes: the first owner must be copied back in, not revived on it.
-TEST_F(ScheduledMovesTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRevived) {
+TEST_F(RevivalTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRevived) {
   make_pager(2 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
     options.grace_operations = 0;
     options.reclaimer = false;  // b's save must still be running when b is wanted back
