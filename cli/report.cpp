@@ -264,8 +264,9 @@ void schedule_section(std::ostream& out, const nlohmann::json& summary, std::siz
                       "of only a step or two, or one whose every step differs, stays on demand.");
     return;
   }
-  out << "  found: a step of " << count(schedule, "period") << " operations; " << count(schedule, "iterations_recorded")
-      << " steps recorded, locked " << locks << (locks == 1 ? " time" : " times");
+  out << "  found: a step of " << count(schedule, "period") << " operations; " << count(schedule, "iterations_followed")
+      << " steps followed (" << count(schedule, "iterations_recorded") << " recorded for the planner), locked " << locks
+      << (locks == 1 ? " time" : " times");
   if (breaks > 0) out << ", broken " << breaks << (breaks == 1 ? " time" : " times");
   out << (flag(schedule, "locked") ? "; still locked at exit\n" : "\n");
   if (breaks > 0) {

@@ -13,6 +13,8 @@ struct AccessLog::ThreadLog {
   IterationDetector detector;
   bool recording = false;  // from the operation after an iteration's end until `period` more
   bool timing = false;     // the iteration being recorded is timed
+  bool keeping = false;    // its operations are written down (Options::record_untimed)
+  std::size_t counted = 0; // operations of the iteration being followed, while not kept
   std::size_t period = 0;
   std::uint64_t lock_count = 0, since_timed = 0;
   RecordedIteration current;
@@ -23,6 +25,7 @@ struct AccessLog::ThreadLog {
   // Written by the owner, read by summary() from any thread. `operations`
   // and `counts` change on every operation: stored, never read-modify-written.
   std::atomic<std::uint64_t> operations{0}, published{0}, dropped{0}, locks{0}, breaks{0};
+  std::atomic<std::uint64_t> ended{0};  // whole iterations followed, kept or not: the last one's serial
   ThreadCounts counts;
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
   std::atomic<bool> locked{false};
@@ -79,7 +82,7 @@ StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
   switch (log.detector.observe(record.identity)) {
     case IterationDetector::Event::broken:
       release_marks(record);
-      if (log.recording) {
+      if (log.recording && log.keeping) {
         log.dropped.fetch_add(1, std::memory_order_relaxed);
         release_marks(log.current);
       }
@@ -98,7 +101,12 @@ StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
       break;
     case IterationDetector::Event::none:
       if (log.recording) {
-        append(log, record);
+        if (log.keeping) {
+          append(log, record);
+        } else {
+          if (record.started != nullptr) release_marks(record);  // (an untimed one has none)
+          if (++log.counted == log.period) publish(log, record);
+        }
       } else {
         release_marks(record);
         // Locked, but this iteration was not recorded (too large, or
@@ -149,6 +157,8 @@ void AccessLog::start_iteration(ThreadLog& log, const vmm::AccessRecord& last) {
   log.current.units.clear();
   log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
   if (log.timing) log.since_timed = 0;
+  log.keeping = log.timing || options_.record_untimed;
+  log.counted = 0;
   log.current.timed = log.timing;
   log.current.thread = &log;
   log.current.lock = log.lock_count;
@@ -218,16 +228,19 @@ void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
 void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
   RecordedIteration& it = log.current;
   log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
+  // Every whole iteration has its serial, kept or not, so that
+  // request_timing() counts iterations, not recordings.
+  it.serial = log.ended.fetch_add(1, std::memory_order_relaxed) + 1;
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
   std::shared_ptr<RecordedIteration> let_go;  // one a reader has let go of, not reused: its marks go back
-  {
+  if (log.keeping) {
     std::lock_guard lock(log.published_mutex);
     // A timed iteration nobody has read yet stays published over the
     // untimed ones after it: a planner busy or off the CPU for a step would
     // otherwise lose it, and wait timing_every iterations for the next.
     const bool hold = !it.timed && log.last != nullptr && log.last->timed && !log.last_read;
     if (!hold) {
-      it.serial = log.published.fetch_add(1, std::memory_order_relaxed) + 1;
+      log.published.fetch_add(1, std::memory_order_relaxed);
       log.last_read = false;
       std::shared_ptr<RecordedIteration> next = std::move(log.spare);
       if (next != nullptr && next.use_count() != 1) log.held_by_readers.push_back(std::move(next));
@@ -256,12 +269,14 @@ void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
   if (let_go != nullptr && let_go->timed) release_marks(*let_go);
   it.ops.clear();
   it.units.clear();
-  // The iteration now starting is published with the next serial, unless
-  // it is held back (then a later one is, and is timed instead).
+  // The iteration now starting has the next serial: timed if it is due or
+  // was asked for, and kept if timed or if untimed ones are recorded too.
   std::uint64_t requested = log.timed_from.load(std::memory_order_relaxed);
-  const bool wanted = requested != 0 && log.published.load(std::memory_order_relaxed) + 1 >= requested;
+  const bool wanted = requested != 0 && it.serial + 1 >= requested;
   it.timed = log.timing = marks_ != nullptr && (++log.since_timed > options_.timing_every || wanted);
   if (log.timing) log.since_timed = 0;
+  log.keeping = log.timing || options_.record_untimed;
+  log.counted = 0;
   if (log.timing && wanted) log.timed_from.compare_exchange_strong(requested, 0, std::memory_order_relaxed);
   mark_before_first(it, last);
 }
@@ -270,7 +285,7 @@ std::uint64_t AccessLog::request_timing(const void* thread, std::uint64_t skip) 
   std::lock_guard lock(threads_mutex_);
   for (const auto& log : threads_) {
     if (log.get() != thread) continue;
-    const std::uint64_t serial = log->published.load(std::memory_order_relaxed) + 2 + skip;
+    const std::uint64_t serial = log->ended.load(std::memory_order_relaxed) + 2 + skip;
     log->timed_from.store(serial, std::memory_order_relaxed);
     return serial;
   }
@@ -280,8 +295,8 @@ std::uint64_t AccessLog::request_timing(const void* thread, std::uint64_t skip) 
 AccessLog::ThreadLog* AccessLog::busiest() const {
   ThreadLog* best = nullptr;
   for (const auto& log : threads_) {
-    const std::uint64_t published = log->published.load(std::memory_order_relaxed);
-    const std::uint64_t best_published = best != nullptr ? best->published.load(std::memory_order_relaxed) : 0;
+    const std::uint64_t published = log->ended.load(std::memory_order_relaxed);
+    const std::uint64_t best_published = best != nullptr ? best->ended.load(std::memory_order_relaxed) : 0;
     if (best == nullptr || published > best_published ||
         (published == best_published && log->operations.load(std::memory_order_relaxed) >
                                             best->operations.load(std::memory_order_relaxed))) {
@@ -302,9 +317,10 @@ std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
 
 nlohmann::json AccessLog::summary() const {
   std::lock_guard lock(threads_mutex_);
-  std::uint64_t operations = 0, locks = 0, breaks = 0, recorded = 0, dropped = 0;
+  std::uint64_t operations = 0, locks = 0, breaks = 0, followed = 0, recorded = 0, dropped = 0;
   for (const auto& log : threads_) {
     operations += log->operations.load(std::memory_order_relaxed);
+    followed += log->ended.load(std::memory_order_relaxed);
     locks += log->locks.load(std::memory_order_relaxed);
     breaks += log->breaks.load(std::memory_order_relaxed);
     recorded += log->published.load(std::memory_order_relaxed);
@@ -316,6 +332,7 @@ nlohmann::json AccessLog::summary() const {
           {"period", main != nullptr ? main->locked_period.load(std::memory_order_relaxed) : 0},
           {"iterations", main != nullptr ? main->iterations.load(std::memory_order_relaxed) : 0},
           {"locked", main != nullptr && main->locked.load(std::memory_order_relaxed)},
+          {"iterations_followed", followed},
           {"iterations_recorded", recorded},
           {"locks", locks},
           {"breaks", breaks},

@@ -66,7 +66,7 @@ struct RecordedOp {
 struct RecordedIteration {
   std::vector<RecordedOp> ops;
   std::vector<vmm::Unit*> units;  // units never go away (vmm/unit.h): safe to keep
-  std::uint64_t serial = 0;       // 1 for the first published on its thread, and so on
+  std::uint64_t serial = 0;       // 1 for the first whole iteration on its thread (kept or not), and so on
   bool timed = false;             // its operations carry timing marks (the log releases them)
   const void* thread = nullptr;   // the thread's log it came from
   std::uint64_t lock = 0;         // which lock of that thread's detector delimited it
@@ -112,6 +112,13 @@ class AccessLog final : public vmm::AccessFeed {
     // Operations of the first iteration recorded after each lock, and of
     // every timing_every-th after it, are timed (two marks each).
     std::uint64_t timing_every = 256;
+    // Whether an untimed iteration is written down too. The planner reads
+    // timed ones only (it needs each operation's duration), so the
+    // scheduler's log keeps none other: between two timed iterations an
+    // operation then costs the log its detector's step and a count, not a
+    // copy of its record and units (the launch path's largest share).
+    // Every whole iteration has its serial either way.
+    bool record_untimed = true;
   };
   // `marks`: where timing marks come from and go back to; null for none.
   explicit AccessLog(Options options, vmm::PagerControl* marks = nullptr);
@@ -153,7 +160,9 @@ class AccessLog final : public vmm::AccessFeed {
   std::uint64_t request_timing(const void* thread, std::uint64_t skip);
 
   // {"threads", "operations", "period", "iterations", "locked",
-  //  "iterations_recorded", "locks", "breaks", "dropped_iterations"} over
+  //  "iterations_followed" (whole ones after a lock), "iterations_recorded"
+  //  (of those, the ones kept and published), "locks", "breaks",
+  //  "dropped_iterations"} over
   // every thread; `period` (in operations), `iterations` (whole ones seen
   // alike) and `locked` (whether that period still holds) are those of the
   // thread of last_iteration(), as of its last lock.

@@ -32,6 +32,13 @@ const char* planner_name(Planner planner) {
   return "auto";
 }
 
+// The planner reads timed iterations only: the log need not write down
+// the others.
+AccessLog::Options timed_only(AccessLog::Options options) {
+  options.record_untimed = false;
+  return options;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(Options options, vmm::PagerControl& pager, std::function<std::string(CUfunction)> kernel_name,
@@ -39,7 +46,7 @@ Scheduler::Scheduler(Options options, vmm::PagerControl& pager, std::function<st
     : options_(std::move(options)),
       pager_(pager),
       kernel_name_(std::move(kernel_name)),
-      log_(options_.log, &pager),
+      log_(timed_only(options_.log), &pager),
       kernel_clock_(kernel_clock),
       kernel_spans_(kernel_clock != nullptr ? std::make_unique<KernelSpans>(*kernel_clock) : nullptr) {
   thread_ = std::thread([this] { planning_loop(); });

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,27 @@ struct Step {
       log.accessed(record);
     }
   }
+};
+
+// Timing marks that are only numbers: what a log with timing needs.
+class CountingMarks final : public vmm::PagerControl {
+ public:
+  bool offload_unit(vmm::Unit*, bool) override { return false; }
+  bool prefetch_unit(vmm::Unit*) override { return false; }
+  vmm::UnitFacts facts(const vmm::Unit*) const override { return {}; }
+  std::uint64_t paging_budget(int) const override { return 0; }
+  double link_bytes_per_ns(bool) const override { return 0; }
+  CUevent mark(CUstream) override {
+    ++out;
+    return reinterpret_cast<CUevent>(++made);
+  }
+  void elapsed_ns(std::span<const vmm::ElapsedQuery>, std::span<std::int64_t> nanoseconds) override {
+    std::fill(nanoseconds.begin(), nanoseconds.end(), 0);
+  }
+  void release_mark(int, CUevent) override { --out; }
+
+  std::uintptr_t made = 0;
+  std::int64_t out = 0;
 };
 
 TEST(AccessLog, RecordsEachWholeIterationOnceThePeriodLocks) {
@@ -171,6 +193,64 @@ TEST(AccessLog, ConcurrentThreadsEachHaveTheirOwnPeriod) {
   EXPECT_EQ(summary["period"], 100) << "the thread that recorded most";
   EXPECT_EQ(summary["iterations_recorded"], 18 + 8);
   EXPECT_EQ(log.last_iteration()->ops.size(), 100u);
+}
+
+// A log that keeps timed iterations only (the scheduler's: the planner
+// reads nothing else) follows the untimed ones without writing them down,
+// numbers every iteration, and still times the one request_timing() names.
+TEST(AccessLog, WithoutUntimedIterationsOnlyTheTimedArePublishedAndEveryOneIsNumbered) {
+  CountingMarks marks;
+  AccessLog::Options options;
+  options.timing_every = 3;  // the first after the lock, then every fourth
+  options.record_untimed = false;
+  AccessLog log(options, &marks);
+  Step step(10, 100, 0);
+  const auto run_timed = [&](std::size_t iterations) {  // as the pager does: marks where the log asks
+    for (std::size_t n = 0; n < iterations; ++n) {
+      for (std::size_t i = 0; i < step.ops; ++i) {
+        std::array<vmm::Unit*, 2> touched{&step.units[i % 10], &step.units[(i + 1) % 10]};
+        vmm::AccessRecord record;
+        record.identity = step.identity(i);
+        record.stream_bit = 1;
+        record.api = "cuLaunchKernel";
+        record.units = touched.data();
+        record.count = touched.size();
+        if (log.wants_timing()) {
+          record.started = marks.mark(nullptr);
+          record.ended = marks.mark(nullptr);
+        }
+        log.accessed(record);
+      }
+    }
+  };
+  run_timed(2);  // locks
+  std::uint64_t last_serial = 0;
+  int published = 0;
+  for (std::uint64_t serial = 1; serial <= 12; ++serial) {
+    run_timed(1);
+    const std::shared_ptr<const RecordedIteration> last = log.last_iteration();
+    ASSERT_NE(last, nullptr) << "iteration " << serial;
+    EXPECT_TRUE(last->timed) << "iteration " << serial << ": only timed iterations are published";
+    ASSERT_EQ(last->ops.size(), step.ops);
+    EXPECT_NE(last->ops[0].started, nullptr);
+    if (last->serial == last_serial) continue;
+    ++published;
+    EXPECT_EQ(last->serial, serial) << "numbered among every iteration followed";
+    EXPECT_EQ((serial - 1) % 4, 0u) << "the first after the lock, then every fourth";
+    last_serial = last->serial;
+  }
+  EXPECT_EQ(published, 3);
+  const nlohmann::json summary = log.summary();
+  EXPECT_EQ(summary["iterations_followed"], 12);
+  EXPECT_EQ(summary["iterations_recorded"], 3);
+  // Out of turn: one whole iteration after the one starting, then the timed one.
+  const std::uint64_t wanted = log.request_timing(log.last_iteration()->thread, 1);
+  EXPECT_EQ(wanted, 12u + 2 + 1);
+  run_timed(3);
+  EXPECT_EQ(log.last_iteration()->serial, wanted);
+  EXPECT_TRUE(log.last_iteration()->timed);
+  // Marks out: those of the published iteration and the one started after it.
+  EXPECT_LE(marks.out, static_cast<std::int64_t>(2 * 2 * step.ops + 2));
 }
 
 }  // namespace
