@@ -116,10 +116,18 @@ void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, co
 Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                              const PrefetchLeads& leads = {});
 // `plan` (auto's, with the profile's grace) where it fits or there is no
-// grace to cut; else plan_auto_cutting_grace's plan where that fits; else
-// `plan`, partial. What the scheduler and `vgpumem simulate` plan.
+// grace to cut; else plan_auto_cutting_grace's plan where that fits; else,
+// of the two partial plans, the one that leaves on demand less to do
+// (excess_left): on a short step of large units, a unit kept through the
+// eight operations after its last use is room on demand must make by
+// itself, synchronously, at every peak. What the scheduler and `vgpumem
+// simulate` plan.
 Plan fit_by_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                           const PrefetchLeads& leads, Plan plan);
+// What `plan` leaves over its target: the resident bytes above it, summed
+// over the step's operations (on the plan's own grace, Plan::offload_delay).
+// 0 for a plan that fits.
+std::uint64_t excess_left(const IterationProfile& profile, const Plan& plan);
 
 // The program's own copies to the host (ProfileOp::to_host: the loss read
 // at the end of a step, which the program waits for) run on the copy-out

@@ -119,11 +119,16 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
 
   std::vector<std::size_t> taken(pool.size(), SIZE_MAX);  // where in plan.swaps, if taken
   std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+  // Operations where nothing more can be away: on demand makes up the rest
+  // there at run time, and the plan goes on with the other peaks, so that
+  // on demand is left the fewest operations (a partial plan, plan_trial.h).
+  std::vector<bool> given_up(curve.size(), false);
   for (;;) {
-    const auto peak = std::max_element(curve.begin(), curve.end());
-    plan.peak_after = *peak;
-    if (*peak <= plan.target) break;
-    const std::size_t op = static_cast<std::size_t>(peak - curve.begin());
+    std::size_t op = curve.size();
+    for (std::size_t x = 0; x < curve.size(); ++x) {
+      if (!given_up[x] && (op == curve.size() || curve[x] > curve[op])) op = x;
+    }
+    if (op == curve.size() || curve[op] <= plan.target) break;
     // Among the gaps around the peak, the best by `order`; among equals,
     // the larger unit frees more at once. A gap taken already counts if its
     // prefetch goes before the peak (it is then held back to it: later than
@@ -157,7 +162,10 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
         best_score = score;
       }
     }
-    if (best == pool.size()) break;  // nothing more can be away there: on demand makes up the rest
+    if (best == pool.size()) {  // nothing more can be away there
+      given_up[op] = true;
+      continue;
+    }
     if (taken[best] == SIZE_MAX) {
       taken[best] = plan.swaps.size();
       plan.swaps.push_back(pool[best]);
@@ -169,6 +177,7 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
     place_copies(profile, link, leads, &plan);
     curve = resident_curve(profile, plan);
   }
+  plan.peak_after = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
   plan.fits = plan.peak_after <= plan.target;
   return plan;
 }
@@ -210,11 +219,20 @@ Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budg
   }
 }
 
+std::uint64_t excess_left(const IterationProfile& profile, const Plan& plan) {
+  const IterationProfile planned = profile_for(profile, plan);
+  std::uint64_t excess = 0;
+  for (const std::uint64_t resident : resident_curve(planned, plan)) {
+    if (resident > plan.target) excess += resident - plan.target;
+  }
+  return excess;
+}
+
 Plan fit_by_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                           const PrefetchLeads& leads, Plan plan) {
   if (plan.fits || profile.offload_delay <= 1) return plan;
   Plan cut = plan_auto_cutting_grace(profile, budget, link, leads);
-  return cut.fits ? cut : plan;
+  return cut.fits || excess_left(profile, cut) < excess_left(profile, plan) ? cut : plan;
 }
 
 }  // namespace vgpumem::scheduler

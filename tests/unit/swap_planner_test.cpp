@@ -434,6 +434,56 @@ TEST(SwapPlanner, WhereTheGraceLeavesNoRoomAPlanCutsItAsFarAsItMust) {
   EXPECT_FALSE(make_trigger_table(graced, plan_auto(graced, graced.total_bytes / 2 + 64 * kMiB, link)).inside_grace);
 }
 
+// A step one operation of which names more than the cap (three 100 MiB
+// units at once): no plan fits there, whatever it moves. The plan still
+// brings every other operation under its target, so that on demand has
+// only that one to make room for: the greedy does not stop at the first
+// peak it cannot lower.
+TEST(SwapPlanner, APeakNoPlanCanLowerLeavesTheOthersToThePlanNotToOnDemand) {
+  SyntheticStep step(10);
+  for (std::uint32_t u = 0; u < 3; ++u) step.bytes[u] = 100 * kMiB;
+  for (std::uint32_t u = 3; u < 9; ++u) step.bytes[u] = 40 * kMiB;
+  step.bytes[9] = 2 * kMiB;
+  step.op(1'000'000, {0, 1, 2});  // over the cap by itself
+  for (std::uint32_t u = 3; u < 9; ++u) step.op(1'000'000, {u});
+  step.op(1'000'000, {9});
+  for (std::uint32_t u = 9; u-- > 3;) step.op(1'000'000, {u});
+  const IterationProfile profile = step.profile();
+  const LinkModel link;
+  const std::uint64_t budget = 250 * kMiB;
+  const Plan plan = plan_auto(profile, budget, link, {}, /*refine=*/false);
+  EXPECT_FALSE(plan.fits);
+  const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+  EXPECT_GT(curve[0], plan.target) << "the operation over the cap by itself";
+  for (std::size_t op = 3; op + 3 < curve.size(); ++op) {
+    EXPECT_LE(curve[op], plan.target) << "operation " << op << ": " << curve[op] / kMiB << " MiB resident";
+  }
+  EXPECT_GT(excess_left(profile, plan), 0u);
+  EXPECT_EQ(excess_left(profile, plan_auto(profile, 2 * budget, link)), 0u);
+}
+
+// Where no grace lets a plan fit, auto's partial plan is the one that
+// leaves on demand less: with the grace cut, the units of the last eight
+// operations can go too, and fewer bytes are left over the target.
+TEST(SwapPlanner, WhereNoGraceFitsThePartialPlanLeavingOnDemandLessIsKept) {
+  SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
+  const IterationProfile graced = step.profile(/*offload_delay=*/1 + 8);
+  const LinkModel link;
+  // Below two layers' operands (each operation names 132 MiB; with the
+  // operation before it still on the device, about 200): nothing fits.
+  const std::uint64_t budget = 150 * kMiB;
+  IterationProfile ungraced = graced;
+  ungraced.offload_delay = 1;
+  ASSERT_FALSE(plan_auto(ungraced, budget, link).fits);
+  const Plan full = plan_auto(graced, budget, link);
+  ASSERT_FALSE(full.fits);
+  const Plan kept = fit_by_cutting_grace(graced, budget, link, {}, full);
+  EXPECT_FALSE(kept.fits);
+  EXPECT_EQ(kept.offload_delay, 1u) << "the grace cut to none";
+  EXPECT_LT(excess_left(graced, kept), excess_left(graced, full));
+  EXPECT_TRUE(make_trigger_table(graced, kept).inside_grace);
+}
+
 TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
   std::mt19937 random(14);
   const LinkModel link;
