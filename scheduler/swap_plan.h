@@ -109,7 +109,8 @@ void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, co
 
 // Where no plan fits with the profile's launch grace: plan_auto with the
 // grace halved until a plan fits, down to none. The first plan that fits,
-// its offload_delay the one it was made with; or, if none does, the plan
+// refined (refine_auto_plan) and its offload_delay the one it was made
+// with; or, if none does, the plan
 // with no grace (unfit). Units move inside their grace only this way, where
 // the cap leaves no room outside it — as on-demand paging then evicts inside
 // it too (vmm/launch_grace.h).

@@ -213,7 +213,7 @@ Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budg
   IterationProfile cut = profile;
   for (std::size_t grace = profile.offload_delay > 1 ? (profile.offload_delay - 1) / 2 : 0;; grace /= 2) {
     cut.offload_delay = 1 + grace;
-    plan = plan_auto(cut, budget, link, leads, /*refine=*/false);
+    plan = plan_auto(cut, budget, link, leads);  // refined where it fits
     plan.offload_delay = cut.offload_delay;
     if (plan.fits || grace == 0) return plan;
   }

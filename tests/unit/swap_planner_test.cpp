@@ -419,6 +419,11 @@ TEST(SwapPlanner, WhereTheGraceLeavesNoRoomAPlanCutsItAsFarAsItMust) {
   }
   const IterationProfile planned = profile_for(graced, cut);
   EXPECT_EQ(planned.offload_delay, cut.offload_delay);
+  // Refined like any plan that fits (plan_refinement.h): the trial measures
+  // it, and keeps it if it is the fastest way.
+  const Plan greedy = plan_auto(planned, budget, link, {}, /*refine=*/false);
+  ASSERT_TRUE(greedy.fits);
+  EXPECT_LT(simulate(planned, cut, link).step_ns, simulate(planned, greedy, link).step_ns);
   const std::vector<std::uint64_t> curve = resident_curve(planned, cut);
   EXPECT_LE(*std::max_element(curve.begin(), curve.end()), cut.target);
   const TriggerTable table = make_trigger_table(graced, cut);
