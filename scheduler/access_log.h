@@ -3,10 +3,12 @@
 // Each program thread that launches gets its own log (made on its first
 // operation, the only allocation): an iteration detector over the
 // operations' execution identities and, once that has locked, a record of
-// each whole iteration — every operation in issue order with the units it
-// touched and its stream. A finished iteration is published for the
-// planner (one uncontended lock per iteration, never per operation); an
-// iteration that breaks before it ends is dropped.
+// each whole iteration it keeps (the timed ones, or every one:
+// Options::record_untimed) — every operation in issue order with the units
+// it touched and its stream; every whole iteration is numbered, kept or
+// not. A finished iteration is published for the planner (one uncontended
+// lock per iteration, never per operation); an iteration that breaks
+// before it ends is dropped.
 //
 // accessed() runs on the launch path: it takes no lock and allocates
 // nothing once the thread's buffers have grown to an iteration's size.
