@@ -199,8 +199,41 @@ TEST(PagingLayered, WhereTheGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncappe
   EXPECT_LT(automatic, on_demand) << trial.dump();
 }
 
-// VGG-16 at a third of its peak (scaled), where no plan fits and the step
-// runs on demand: the victims by the learned step's next use (auto's default) and by
+// VGG-16 at a third of its peak (scaled): no plan fits at any grace (two
+// operations of its first fully connected layer's backward pass name more
+// than the cap between them). Auto's partial plan is whole — every other
+// operation brought under the cap — and made with the grace cut to none,
+// which leaves on demand less than the full grace would; measured in the
+// trial, it beats on demand and vDNN, runs the step, and every bit is as
+// uncapped.
+TEST(PagingLayered, WhereNoPlanFitsAutosPartialPlanWithTheGraceCutBeatsOnDemandWithEveryBit) {
+  const std::vector<std::string> args{"--model", "vgg16", "--scale", "32", "--steps", "16"};
+  const Result baseline = uncapped(args);
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  const std::uint64_t cap = baseline.wanted * 2 / 5;  // the scaled cell's third (below)
+  const PagedRun run = run_paged("partial-plan", trainer(args), std::to_string(cap),
+                                 {{"VGPUMEM_POLICY", "auto"}, {"VGPUSIM_LINK_GBPS", "1.71875"}});  // 55 / 32
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
+  EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+  const nlohmann::json& vgpumem = run.trace["vgpumem"];
+  const nlohmann::json& schedule = vgpumem["schedule"];
+  ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
+  EXPECT_FALSE(schedule["plan"]["fits"].get<bool>()) << schedule["plan"].dump();
+  EXPECT_EQ(schedule["plan"]["grace_operations"].get<int>(), 0) << schedule["plan"].dump();
+  EXPECT_GT(vgpumem["paging"]["grace"]["planned_inside"].get<int>(), 0) << vgpumem["paging"]["grace"].dump();
+  const nlohmann::json& trial = schedule["trial"];
+  ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << schedule.dump();
+  std::map<std::string, double> measured;
+  for (const nlohmann::json& way : trial["candidates"]) {
+    if (way["step_ns"].is_number()) measured[way["policy"].get<std::string>()] = way["step_ns"].get<double>();
+  }
+  ASSERT_TRUE(measured.count("auto") != 0 && measured.count("on demand") != 0) << trial.dump();
+  EXPECT_LT(measured["auto"], measured["on demand"]) << trial.dump();
+  EXPECT_EQ(trial["chosen"], "auto") << trial.dump();
+}
+
+// VGG-16 at a third of its peak (scaled), where no plan fits and on demand
+// makes room: the victims by the learned step's next use (auto's default) and by
 // least recently used both train every bit as uncapped, under the cap, and
 // the trace says which order made room.
 TEST(PagingLayered, VictimsByNextUseAndByLeastRecentUseBothKeepEveryBit) {
