@@ -168,6 +168,31 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
   EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
 }
 
+// VGG-16 at a 32nd of its sizes, the link scaled with it (55 / 32 GB/s),
+// 16 steps under auto with a cap of `numerator` / `denominator` of its
+// uncapped peak: a clean run, every bit as uncapped.
+void run_vgg16_under_auto(const std::string& tag, std::uint64_t numerator, std::uint64_t denominator,
+                          PagedRun* run) {
+  const std::vector<std::string> args{"--model", "vgg16", "--scale", "32", "--steps", "16"};
+  const Result baseline = uncapped(args);
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  const std::uint64_t cap = baseline.wanted * numerator / denominator;
+  *run = run_paged(tag, trainer(args), std::to_string(cap),
+                   {{"VGPUMEM_POLICY", "auto"}, {"VGPUSIM_LINK_GBPS", "1.71875"}});
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(*run, "RESULT", cap));
+  EXPECT_EQ(parse(run->process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+}
+
+// The step each way of the trial measured, by its policy (ways not yet
+// measured left out).
+std::map<std::string, double> trial_steps(const nlohmann::json& trial) {
+  std::map<std::string, double> measured;
+  for (const nlohmann::json& way : trial["candidates"]) {
+    if (way["step_ns"].is_number()) measured[way["policy"].get<std::string>()] = way["step_ns"].get<double>();
+  }
+  return measured;
+}
+
 // VGG-16's short step of large maps at half its peak: with the pager's
 // launch grace of eight operations no plan fits (the units of the last
 // eight operations fill the cap), so auto's way in the trial is its plan
@@ -175,14 +200,8 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
 // itself evicts there at this cap. It is measured against on demand and
 // vDNN, runs faster than on demand, and every bit is as uncapped.
 TEST(PagingLayered, WhereTheGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncapped) {
-  const std::vector<std::string> args{"--model", "vgg16", "--scale", "32", "--steps", "16"};
-  const Result baseline = uncapped(args);
-  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
-  const std::uint64_t cap = baseline.wanted / 2;
-  const PagedRun run = run_paged("grace-cut", trainer(args), std::to_string(cap),
-                                 {{"VGPUMEM_POLICY", "auto"}, {"VGPUSIM_LINK_GBPS", "1.71875"}});  // 55 / 32
-  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
-  EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+  PagedRun run;
+  ASSERT_NO_FATAL_FAILURE(run_vgg16_under_auto("grace-cut", 1, 2, &run));
   const nlohmann::json& vgpumem = run.trace["vgpumem"];
   const nlohmann::json& schedule = vgpumem["schedule"];
   ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
@@ -190,31 +209,21 @@ TEST(PagingLayered, WhereTheGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncappe
   EXPECT_GT(vgpumem["paging"]["grace"]["planned_inside"].get<int>(), 0) << vgpumem["paging"]["grace"].dump();
   const nlohmann::json& trial = schedule["trial"];
   ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << schedule.dump();
-  double on_demand = 0, automatic = 0;
-  for (const nlohmann::json& way : trial["candidates"]) {
-    if (way["policy"] == "on demand") on_demand = way["step_ns"].get<double>();
-    if (way["policy"] == "auto") automatic = way["step_ns"].get<double>();
-  }
-  EXPECT_GT(automatic, 0) << trial.dump();
-  EXPECT_LT(automatic, on_demand) << trial.dump();
+  std::map<std::string, double> measured = trial_steps(trial);
+  EXPECT_GT(measured["auto"], 0) << trial.dump();
+  EXPECT_LT(measured["auto"], measured["on demand"]) << trial.dump();
 }
 
-// VGG-16 at a third of its peak (scaled): no plan fits at any grace (two
-// operations of its first fully connected layer's backward pass name more
-// than the cap between them). Auto's partial plan is whole — every other
-// operation brought under the cap — and made with the grace cut to none,
-// which leaves on demand less than the full grace would; measured in the
-// trial, it beats on demand and vDNN, runs the step, and every bit is as
-// uncapped.
+// VGG-16 at a third of its peak (scaled: two fifths, below): no plan fits
+// at any grace (two operations of its first fully connected layer's
+// backward pass name more than the cap between them). Auto's partial plan
+// is whole — every other operation brought under the cap — and made with
+// the grace cut to none, which leaves on demand less than the full grace
+// would; measured in the trial, it beats on demand and vDNN, runs the
+// step, and every bit is as uncapped.
 TEST(PagingLayered, WhereNoPlanFitsAutosPartialPlanWithTheGraceCutBeatsOnDemandWithEveryBit) {
-  const std::vector<std::string> args{"--model", "vgg16", "--scale", "32", "--steps", "16"};
-  const Result baseline = uncapped(args);
-  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
-  const std::uint64_t cap = baseline.wanted * 2 / 5;  // the scaled cell's third (below)
-  const PagedRun run = run_paged("partial-plan", trainer(args), std::to_string(cap),
-                                 {{"VGPUMEM_POLICY", "auto"}, {"VGPUSIM_LINK_GBPS", "1.71875"}});  // 55 / 32
-  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
-  EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+  PagedRun run;
+  ASSERT_NO_FATAL_FAILURE(run_vgg16_under_auto("partial-plan", 2, 5, &run));
   const nlohmann::json& vgpumem = run.trace["vgpumem"];
   const nlohmann::json& schedule = vgpumem["schedule"];
   ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
@@ -223,10 +232,7 @@ TEST(PagingLayered, WhereNoPlanFitsAutosPartialPlanWithTheGraceCutBeatsOnDemandW
   EXPECT_GT(vgpumem["paging"]["grace"]["planned_inside"].get<int>(), 0) << vgpumem["paging"]["grace"].dump();
   const nlohmann::json& trial = schedule["trial"];
   ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << schedule.dump();
-  std::map<std::string, double> measured;
-  for (const nlohmann::json& way : trial["candidates"]) {
-    if (way["step_ns"].is_number()) measured[way["policy"].get<std::string>()] = way["step_ns"].get<double>();
-  }
+  std::map<std::string, double> measured = trial_steps(trial);
   ASSERT_TRUE(measured.count("auto") != 0 && measured.count("on demand") != 0) << trial.dump();
   EXPECT_LT(measured["auto"], measured["on demand"]) << trial.dump();
   EXPECT_EQ(trial["chosen"], "auto") << trial.dump();
