@@ -46,8 +46,12 @@ constexpr double kWorthNs = 1000;
 void refine_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads,
                  const std::vector<PlannedSwap>& candidates, Plan* plan, RefinementLimits limits) {
   Search search(profile, link, leads, limits);
+  const Plan given = *plan;
   double best = search.score(plan);
-  if (best < 0) return;  // does not fit: nothing to refine
+  if (best < 0) {  // does not fit as placed here: nothing to refine
+    *plan = given;
+    return;
+  }
 
   // Candidates by free time, most first: those hide their copies best.
   std::vector<std::size_t> by_free(candidates.size());

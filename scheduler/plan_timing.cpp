@@ -92,6 +92,7 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
       compute_free = start + profile.ops[op].duration_ns;
       issue_offloads(compute_free);
     }
+    if (explain && measured) timing.op_start_ns.push_back(start - measured_from);
     // Its prefetches start with it (copy_timeline.h).
     for (const std::size_t s : prefetch_at[op]) {
       const std::size_t r = round_of(x, timeline::prefetch_unrolled(profile, plan.swaps[s]));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,13 @@ struct PlannedSwap {
   bool no_copy_in = false;
 };
 
+// When each operation of a step starts under a plan, its waits included
+// (simulate()): the timeline the plan runs on.
+struct Pace {
+  std::vector<double> start_ns;  // per operation, from the step's start
+  double step_ns = 0;
+};
+
 struct Plan {
   const char* policy = "";
   std::vector<PlannedSwap> swaps;
@@ -66,6 +74,10 @@ struct Plan {
   // kept whole). Fewer: the plan was made with the grace cut
   // (plan_auto_cutting_grace), and its offloads take units still inside it.
   std::size_t offload_delay = 0;
+  // The timeline its prefetches were placed on: null for the profile's own
+  // (the recorded kernels back to back), else the one a plan runs on
+  // (plan_pacing.h); the refinement places its trials on the same.
+  std::shared_ptr<const Pace> pace;
 };
 
 // How many operations after a last use the plan's offloads are issued
@@ -85,7 +97,8 @@ using PrefetchLeads = std::map<std::pair<const vmm::Unit*, std::uint32_t>, doubl
 // time, taken at the predicted peak until it is under `budget` less a
 // margin; prefetches placed on the simulated copy-in timeline to land in
 // time. Nothing is planned when the step fits.
-// `refine`: then improve a plan that fits by local search (refine_auto_plan).
+// `refine`: then improve a plan that fits (refine_auto_plan: planned again
+// on the timeline it runs on, then local search).
 Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                const PrefetchLeads& leads = {}, bool refine = true);
 // The order plan_auto's greedy takes gaps in at the peak. By free time
@@ -103,8 +116,11 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
                       const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order);
 std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const LinkModel& link,
                                          const PrefetchLeads& leads);
-// The local search of plan_refinement.h over plan_auto's candidate gaps;
-// `plan` must fit, and still does afterwards.
+// Improves a plan that fits: plan_auto's greedy again on the timeline the
+// plan runs on (replan_on_own_timeline, plan_pacing.h), then the local
+// search of plan_refinement.h over plan_auto's candidate gaps, on the
+// timeline the plan's copies were placed on. `plan` still fits afterwards,
+// and simulates no slower.
 void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan);
 
 // Where no plan fits with the profile's launch grace: plan_auto with the
@@ -167,6 +183,9 @@ struct PlanTiming {
     Cause cause = Cause::link;
   };
   std::vector<Late> late;  // filled when simulate() is asked (`explain`)
+  // When each operation of the measured step starts, from the step's start
+  // (filled with `late`).
+  std::vector<double> op_start_ns;
 };
 PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link, bool explain = false);
 

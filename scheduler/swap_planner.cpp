@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "scheduler/copy_timeline.h"
+#include "scheduler/plan_pacing.h"
 #include "scheduler/plan_placement.h"
 #include "scheduler/plan_refinement.h"
 #include "scheduler/swap_plan.h"
@@ -105,7 +106,9 @@ std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const 
 }
 
 void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan) {
-  refine_plan(profile, link, leads, candidates(profile, link, leads), plan);
+  replan_on_own_timeline(profile, link, leads, plan);
+  const IterationProfile timeline = placed_on(profile, *plan);
+  refine_plan(timeline, link, leads, candidates(timeline, link, leads), plan);
 }
 
 Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
@@ -195,7 +198,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     }
   }
   if (plan.fits) defer_saves_behind_program_copies(profile, link, &plan);
-  if (plan.fits && refine) refine_plan(profile, link, leads, pool, &plan);
+  if (plan.fits && refine) refine_auto_plan(profile, link, leads, &plan);
   return plan;
 }
 

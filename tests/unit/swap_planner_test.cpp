@@ -15,6 +15,7 @@
 #include "scheduler/freed_bytes.h"
 #include "vmm/move_pieces.h"
 #include "scheduler/iteration_profile.h"
+#include "scheduler/plan_pacing.h"
 #include "scheduler/swap_plan.h"
 #include "scheduler/trigger_table.h"
 #include "vmm/unit.h"
@@ -562,6 +563,80 @@ TEST(SwapPlanner, TheGreedyOrderByCoverageWinsSomeLinkBoundStepsAndAutoKeepsTheF
   }
   EXPECT_GE(compared, 20);
   EXPECT_GE(coverage_faster, 10) << "of " << compared;  // 23 of 33 when written
+}
+
+// A plan's own timeline: each operation starts when it does under the
+// plan, its waits for the link included; the plan costs the same on it.
+TEST(PlanTiming, APlansOwnTimelineHasItsWaitsAndCostsTheSame) {
+  SyntheticStep step = cnn(12, 64 * kMiB, 4 * kMiB, 100'000);  // the link sets the pace
+  const IterationProfile profile = step.profile();
+  const LinkModel link;
+  const Plan plan = plan_auto(profile, profile.total_bytes / 2, link, {}, /*refine=*/false);
+  ASSERT_TRUE(plan.fits);
+  const PlanTiming timing = simulate(profile, plan, link);
+  ASSERT_GT(timing.stall_ns, 0);
+  const std::shared_ptr<const Pace> pace = pace_of(profile, plan, link);
+  ASSERT_EQ(pace->start_ns.size(), profile.period());
+  EXPECT_DOUBLE_EQ(pace->step_ns, timing.step_ns);
+  EXPECT_GE(pace->start_ns.front(), 0) << "from the end of the step before: its first operation's wait included";
+  // Each operation starts no sooner than on the stall-free timeline, and
+  // no sooner than the one before it ends.
+  for (std::size_t op = 1; op < profile.period(); ++op) {
+    EXPECT_GE(pace->start_ns[op] + 1e-6, profile.ops[op].start_ns) << op;
+    EXPECT_GE(pace->start_ns[op] + 1e-6, pace->start_ns[op - 1] + profile.ops[op - 1].duration_ns) << op;
+  }
+  EXPECT_GT(pace->start_ns.back(), profile.ops.back().start_ns) << "the waits stretch the step";
+  const IterationProfile timeline = paced(profile, *pace);
+  EXPECT_DOUBLE_EQ(simulate(timeline, plan, link).step_ns, timing.step_ns);
+  // Unrolled, the next step starts a paced step later.
+  EXPECT_DOUBLE_EQ(timeline::start(timeline, profile.period()), pace->step_ns + pace->start_ns.front());
+}
+
+// Where the link sets the pace, the greedy placed on the timeline a plan
+// runs on (not the kernels back to back) keeps units away over more
+// operations: on some steps it finds a faster plan, and what replaces the
+// plan always fits and is never slower (a pacing that changed nothing
+// would never win: the test fails on it).
+TEST(SwapPlanner, OnLinkBoundStepsTheGreedyOnThePlansOwnTimelineWinsSomeAndNeverLoses) {
+  std::mt19937 random(16);
+  const LinkModel link;
+  int faster = 0, compared = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::uint32_t unit_count = 8 + random() % 24;
+    SyntheticStep step(unit_count);
+    for (auto& b : step.bytes) b = (1 + random() % 32) * 2 * kMiB;
+    const int ops = 20 + static_cast<int>(random() % 80);
+    for (int i = 0; i < ops; ++i) {
+      std::vector<std::uint32_t> touched;
+      for (int k = 0, n = 1 + static_cast<int>(random() % 3); k < n; ++k) touched.push_back(random() % unit_count);
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      step.op(1'000 + random() % 200'000, touched);  // short kernels: the link sets the pace
+    }
+    const IterationProfile profile = step.profile(1 + random() % 3);
+    const std::uint64_t budget = profile.total_bytes * (30 + random() % 50) / 100;
+    const Plan greedy = plan_auto(profile, budget, link, {}, /*refine=*/false);
+    if (!greedy.fits || greedy.swaps.empty()) continue;
+    ++compared;
+    Plan replanned = greedy;
+    replan_on_own_timeline(profile, link, {}, &replanned);
+    ASSERT_TRUE(replanned.fits) << "trial " << trial;
+    const std::vector<std::uint64_t> curve = resident_curve(profile, replanned);
+    EXPECT_LE(*std::max_element(curve.begin(), curve.end()), replanned.target) << "trial " << trial;
+    const double before = simulate(profile, greedy, link).step_ns;
+    const double after = simulate(profile, replanned, link).step_ns;
+    EXPECT_LE(after, before * 1.000001) << "trial " << trial;
+    if (after < before * 0.99) {
+      ++faster;
+      EXPECT_NE(replanned.pace, nullptr) << "trial " << trial << ": a replaced plan says what it was placed on";
+    }
+    // The refinement keeps the timeline's gain: never slower than it.
+    Plan refined = replanned;
+    refine_auto_plan(profile, link, {}, &refined);
+    EXPECT_LE(simulate(profile, refined, link).step_ns, after * 1.000001) << "trial " << trial;
+  }
+  EXPECT_GE(compared, 20);
+  EXPECT_GE(faster, 10) << "of " << compared;  // 21 of 30 when written
 }
 
 TEST(SwapPlanner, APrefetchThatArrivedLateGoesEarlierNextTime) {
