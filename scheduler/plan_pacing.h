@@ -40,6 +40,6 @@ IterationProfile placed_on(const IterationProfile& profile, const Plan& plan);
 // placed on. `plan` must fit; `profile` must carry its offload delay
 // (profile_for).
 void replan_on_own_timeline(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads,
-                            Plan* plan, std::size_t rounds = 2);
+                            Plan* plan, std::size_t rounds = 4);
 
 }  // namespace vgpumem::scheduler

@@ -12,14 +12,32 @@ namespace timeline {
 
 std::size_t last_starting_by(const IterationProfile& profile, double time, std::size_t lo, std::size_t hi) {
   if (hi < lo || start(profile, lo) > time) return lo;
-  // start() grows with x: the last x in [lo, hi] with start(x) <= time.
-  std::size_t good = lo, bad = hi + 1;
-  while (bad - good > 1) {
+  if (start(profile, hi) <= time) return hi;
+  // start() grows with x: the last x in [lo, hi) with start(x) <= time. It
+  // lies in the round `time` falls in, found by one division, then by a
+  // binary search over that round's starts (no division per probe: this
+  // is the planners' innermost call).
+  const std::size_t period = profile.period();
+  const std::size_t first_round = lo / period;
+  std::size_t round = first_round;
+  if (profile.step_ns > 0) {
+    const double rounds = (time - profile.ops.front().start_ns) / profile.step_ns;
+    if (rounds >= static_cast<double>(hi / period)) round = hi / period;
+    else if (rounds > static_cast<double>(first_round)) round = static_cast<std::size_t>(rounds);
+  }
+  // Rounding may put the answer a round off either way.
+  while (round > first_round && start(profile, round * period) > time) --round;
+  while (round < hi / period && start(profile, (round + 1) * period) <= time) ++round;
+  // The round's operations that start by `time` come first (the same sum
+  // start() makes, so the answer is the one a search over start() gives).
+  std::size_t good = 0, bad = period;  // start(op, round) <= time for op < good, > time from bad
+  while (good < bad) {
     const std::size_t middle = good + (bad - good) / 2;
-    if (start(profile, middle) <= time) good = middle;
+    if (profile.start(middle, round) <= time) good = middle + 1;
     else bad = middle;
   }
-  return good;
+  const std::size_t in_round = good == 0 ? 0 : good - 1;
+  return std::clamp(round * period + in_round, lo, hi);
 }
 
 }  // namespace timeline
@@ -29,11 +47,12 @@ void place_copies(const IterationProfile& profile, const LinkModel& link, const 
   const std::size_t period = profile.period();
   std::vector<std::size_t> order(swaps.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
+  // Sort keys made once (the planners place copies after every change).
+  std::vector<std::size_t> key(swaps.size());
 
   // The copy-out engine, in issue order.
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return timeline::offload_issued_unrolled(profile, swaps[a]) < timeline::offload_issued_unrolled(profile, swaps[b]);
-  });
+  for (std::size_t s = 0; s < swaps.size(); ++s) key[s] = timeline::offload_issued_unrolled(profile, swaps[s]);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] < key[b]; });
   std::vector<double> saved(swaps.size());
   double out_free = -std::numeric_limits<double>::infinity();
   for (const std::size_t s : order) {
@@ -42,9 +61,8 @@ void place_copies(const IterationProfile& profile, const LinkModel& link, const 
   }
 
   // The copy-in engine, from the last use backwards.
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return timeline::needed_unrolled(profile, swaps[a]) > timeline::needed_unrolled(profile, swaps[b]);
-  });
+  for (std::size_t s = 0; s < swaps.size(); ++s) key[s] = timeline::needed_unrolled(profile, swaps[s]);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] > key[b]; });
   double in_free_by = std::numeric_limits<double>::infinity();  // when the next prefetch must start
   for (const std::size_t s : order) {
     PlannedSwap& swap = swaps[s];

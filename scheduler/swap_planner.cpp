@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstddef>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "scheduler/copy_timeline.h"
 #include "scheduler/plan_pacing.h"
@@ -59,15 +61,63 @@ std::vector<PlannedSwap> candidates(const IterationProfile& profile, const LinkM
   return out;
 }
 
-// Where operation `op` falls in `swap`'s gap, unrolled as the swap's own
-// positions are; 0 if outside the part of the gap the unit can be away.
-std::size_t position_in_gap(const IterationProfile& profile, const PlannedSwap& swap, std::size_t op) {
-  const std::size_t period = profile.period();
-  const std::size_t first = timeline::offload_issued_unrolled(profile, swap) + 1;
-  const std::size_t need = timeline::needed_unrolled(profile, swap);
-  const std::size_t distance = (op + period - first % period) % period;
-  return first + distance < need ? first + distance : 0;
-}
+// Where a candidate's unit can be away, unrolled as the swap's own
+// positions are: from `first` up to, not including, `need`.
+struct GapSpan {
+  std::size_t first = 0, need = 0;
+  std::size_t first_in_step = 0;  // first mod the period
+
+  GapSpan(const IterationProfile& profile, const PlannedSwap& swap)
+      : first(timeline::offload_issued_unrolled(profile, swap) + 1),
+        need(timeline::needed_unrolled(profile, swap)),
+        first_in_step(first % profile.period()) {}
+
+  // Where operation `op` of the step falls in the span, unrolled; 0 if
+  // outside it. (The greedy asks this of every candidate at every peak: no
+  // division.)
+  std::size_t position(std::size_t op, std::size_t period) const {
+    const std::size_t distance = op >= first_in_step ? op - first_in_step : op + period - first_in_step;
+    return first + distance < need ? first + distance : 0;
+  }
+};
+
+// What gaps cover of the excess over the target: at each operation a gap
+// is away for, the resident bytes over the target, at most its unit's.
+// The greedy by coverage asks this of every gap around every peak, many of
+// them spanning most of the step (weights): a sum over the curve per unit
+// size, made once per size per peak, answers each in constant time.
+class CoverageSums {
+ public:
+  CoverageSums(const std::vector<std::uint64_t>& curve, std::uint64_t target) : curve_(curve), target_(target) {}
+
+  // The excess covered by a unit of `bytes` away over the unrolled
+  // operations [first, last], which span less than a period.
+  std::uint64_t covered(std::size_t first, std::size_t last, std::uint64_t bytes) {
+    const std::vector<std::uint64_t>& sums = sums_for(bytes);
+    const std::size_t from = first % curve_.size();
+    return sums[from + (last - first) + 1] - sums[from];
+  }
+
+ private:
+  // sums[i]: the covered excess over the first i operations of two periods.
+  const std::vector<std::uint64_t>& sums_for(std::uint64_t bytes) {
+    for (const auto& [size, sums] : by_size_) {
+      if (size == bytes) return sums;
+    }
+    const std::size_t period = curve_.size();
+    std::vector<std::uint64_t> sums(2 * period + 1, 0);
+    for (std::size_t i = 0; i < 2 * period; ++i) {
+      const std::uint64_t resident = curve_[i % period];
+      sums[i + 1] = sums[i] + (resident > target_ ? std::min(bytes, resident - target_) : 0);
+    }
+    by_size_.emplace_back(bytes, std::move(sums));
+    return by_size_.back().second;
+  }
+
+  const std::vector<std::uint64_t>& curve_;
+  const std::uint64_t target_;
+  std::vector<std::pair<std::uint64_t, std::vector<std::uint64_t>>> by_size_;
+};
 
 }  // namespace
 
@@ -121,6 +171,9 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
   if (profile.period() == 0 || profile.total_bytes <= plan.target) return plan;
 
   std::vector<std::size_t> taken(pool.size(), SIZE_MAX);  // where in plan.swaps, if taken
+  std::vector<GapSpan> spans;
+  spans.reserve(pool.size());
+  for (const PlannedSwap& candidate : pool) spans.emplace_back(profile, candidate);
   std::vector<std::uint64_t> curve = resident_curve(profile, plan);
   // Operations where nothing more can be away: on demand makes up the rest
   // there at run time, and the plan goes on with the other peaks, so that
@@ -138,8 +191,9 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
     // the link wants, but the unit is away there).
     std::size_t best = pool.size(), best_at = 0;
     double best_score = 0;
+    CoverageSums coverage(curve, plan.target);
     for (std::size_t c = 0; c < pool.size(); ++c) {
-      const std::size_t at = position_in_gap(profile, pool[c], op);
+      const std::size_t at = spans[c].position(op, curve.size());
       if (at == 0) continue;
       if (taken[c] != SIZE_MAX && timeline::prefetch_unrolled(profile, plan.swaps[taken[c]]) >= at) continue;
       const std::uint64_t bytes = profile.units[pool[c].unit].bytes;
@@ -148,15 +202,10 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
         // Held away until the peak, its prefetch may have to go later than
         // the link wants: the slack is what is left of its free time then.
         const double held_start = timeline::prefetch_start(profile, at) + link.to_device_ns(bytes);
-        score = std::min(pool[c].free_ns, timeline::start(profile, timeline::needed_unrolled(profile, pool[c])) - held_start);
+        score = std::min(pool[c].free_ns, timeline::start(profile, spans[c].need) - held_start);
       } else {
-        const std::size_t first = timeline::offload_issued_unrolled(profile, pool[c]) + 1;
         const std::size_t last = std::max(timeline::prefetch_unrolled(profile, pool[c]), at);
-        for (std::size_t x = first; x <= last; ++x) {
-          const std::uint64_t resident = curve[x % curve.size()];
-          if (resident > plan.target) score += static_cast<double>(std::min(bytes, resident - plan.target));
-        }
-        score /= static_cast<double>(bytes);
+        score = static_cast<double>(coverage.covered(spans[c].first, last, bytes)) / static_cast<double>(bytes);
       }
       if (best == pool.size() || score > best_score ||
           (score == best_score && bytes > profile.units[pool[best].unit].bytes)) {

@@ -16,6 +16,7 @@
 #include "vmm/move_pieces.h"
 #include "scheduler/iteration_profile.h"
 #include "scheduler/plan_pacing.h"
+#include "scheduler/plan_placement.h"
 #include "scheduler/swap_plan.h"
 #include "scheduler/trigger_table.h"
 #include "vmm/unit.h"
@@ -563,6 +564,38 @@ TEST(SwapPlanner, TheGreedyOrderByCoverageWinsSomeLinkBoundStepsAndAutoKeepsTheF
   }
   EXPECT_GE(compared, 20);
   EXPECT_GE(coverage_faster, 10) << "of " << compared;  // 23 of 33 when written
+}
+
+// The placement's search for the last operation that starts by a time, on
+// timelines with operations of no duration (equal starts) and paced ones,
+// over ranges across rounds: the answer a scan over start() gives.
+TEST(CopyTimeline, LastStartingByIsWhatAScanFinds) {
+  std::mt19937 random(17);
+  for (int trial = 0; trial < 200; ++trial) {
+    IterationProfile profile;
+    const std::size_t period = 1 + random() % 40;
+    double at = 0;
+    for (std::size_t op = 0; op < period; ++op) {
+      ProfileOp o;
+      o.duration_ns = random() % 3 == 0 ? 0.0 : static_cast<double>(1 + random() % 5'000);
+      o.start_ns = at;
+      at += o.duration_ns + (trial % 2 == 1 ? static_cast<double>(random() % 3'000) : 0.0);  // odd: paced, with waits
+      profile.ops.push_back(o);
+    }
+    profile.step_ns = at + (trial % 2 == 1 ? static_cast<double>(random() % 3'000) : 0.0);
+    for (int query = 0; query < 50; ++query) {
+      const std::size_t lo = random() % (3 * period), hi = lo + random() % (3 * period);
+      const double span = timeline::start(profile, hi + 1) + 1'000;
+      const double time = query % 5 == 0 ? timeline::start(profile, lo + (hi - lo) / 2)  // a tie with a start
+                                         : -1'000 + static_cast<double>(random() % 1'000'000) / 1e6 * span;
+      std::size_t expected = lo;
+      for (std::size_t x = lo; x <= hi; ++x) {
+        if (timeline::start(profile, x) <= time) expected = x;
+      }
+      EXPECT_EQ(timeline::last_starting_by(profile, time, lo, hi), expected)
+          << "trial " << trial << " lo " << lo << " hi " << hi << " time " << time;
+    }
+  }
 }
 
 // A plan's own timeline: each operation starts when it does under the
