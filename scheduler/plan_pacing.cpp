@@ -28,8 +28,8 @@ IterationProfile placed_on(const IterationProfile& profile, const Plan& plan) {
 void replan_on_own_timeline(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads,
                             Plan* plan, std::size_t rounds) {
   if (!plan->fits || plan->swaps.empty()) return;
-  double best_ns = simulate(profile, *plan, link).step_ns;
   std::shared_ptr<const Pace> pace = pace_of(profile, *plan, link);
+  double best_ns = pace->step_ns;  // the plan's simulated step
   for (std::size_t round = 0; round < rounds; ++round) {
     const IterationProfile timeline = paced(profile, *pace);
     const std::vector<PlannedSwap> pool = auto_candidates(timeline, link, leads);

@@ -90,6 +90,25 @@ SyntheticStep cnn(int layers, std::uint64_t activation, std::uint64_t weights, d
   return step;
 }
 
+// A random step: min_units + up to unit_span - 1 units of 2 to 64 MiB;
+// min_ops + up to op_span - 1 operations, each touching one to three of
+// them and lasting 1 µs plus up to duration_span - 1 ns.
+SyntheticStep random_step(std::mt19937& random, std::uint32_t min_units, std::uint32_t unit_span, int min_ops,
+                          int op_span, std::uint32_t duration_span) {
+  const std::uint32_t unit_count = min_units + random() % unit_span;
+  SyntheticStep step(unit_count);
+  for (auto& b : step.bytes) b = (1 + random() % 32) * 2 * kMiB;
+  const int ops = min_ops + static_cast<int>(random() % static_cast<std::uint32_t>(op_span));
+  for (int i = 0; i < ops; ++i) {
+    std::vector<std::uint32_t> touched;
+    for (int k = 0, n = 1 + static_cast<int>(random() % 3); k < n; ++k) touched.push_back(random() % unit_count);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    step.op(1'000 + random() % duration_span, touched);
+  }
+  return step;
+}
+
 TEST(IterationProfile, FindsTheTurnAndTheLayerHeads) {
   SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
   const IterationProfile profile = step.profile();
@@ -495,17 +514,7 @@ TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
   std::mt19937 random(14);
   const LinkModel link;
   for (int trial = 0; trial < 60; ++trial) {
-    const std::uint32_t unit_count = 4 + random() % 24;
-    SyntheticStep step(unit_count);
-    for (auto& b : step.bytes) b = (1 + random() % 32) * 2 * kMiB;
-    const int ops = 10 + static_cast<int>(random() % 80);
-    for (int i = 0; i < ops; ++i) {
-      std::vector<std::uint32_t> touched;
-      for (int k = 0, n = 1 + static_cast<int>(random() % 3); k < n; ++k) touched.push_back(random() % unit_count);
-      std::sort(touched.begin(), touched.end());
-      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      step.op(1'000 + random() % 2'000'000, touched);
-    }
+    SyntheticStep step = random_step(random, 4, 24, 10, 80, 2'000'000);
     const IterationProfile profile = step.profile(1 + random() % 9);
     const std::uint64_t budget = profile.total_bytes * (20 + random() % 70) / 100;
     const Plan plan = plan_auto(profile, budget, link);
@@ -537,17 +546,7 @@ TEST(SwapPlanner, TheGreedyOrderByCoverageWinsSomeLinkBoundStepsAndAutoKeepsTheF
   const LinkModel link;
   int coverage_faster = 0, compared = 0;
   for (int trial = 0; trial < 60; ++trial) {
-    const std::uint32_t unit_count = 8 + random() % 24;
-    SyntheticStep step(unit_count);
-    for (auto& b : step.bytes) b = (1 + random() % 32) * 2 * kMiB;
-    const int ops = 20 + static_cast<int>(random() % 80);
-    for (int i = 0; i < ops; ++i) {
-      std::vector<std::uint32_t> touched;
-      for (int k = 0, n = 1 + static_cast<int>(random() % 3); k < n; ++k) touched.push_back(random() % unit_count);
-      std::sort(touched.begin(), touched.end());
-      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      step.op(1'000 + random() % 200'000, touched);  // short kernels: the link sets the pace
-    }
+    SyntheticStep step = random_step(random, 8, 24, 20, 80, 200'000);  // short kernels: the link sets the pace
     const IterationProfile profile = step.profile(1 + random() % 3);
     const std::uint64_t budget = profile.total_bytes * (30 + random() % 50) / 100;
     const std::vector<PlannedSwap> pool = auto_candidates(profile, link, {});
@@ -635,17 +634,7 @@ TEST(SwapPlanner, OnLinkBoundStepsTheGreedyOnThePlansOwnTimelineWinsSomeAndNever
   const LinkModel link;
   int faster = 0, compared = 0;
   for (int trial = 0; trial < 60; ++trial) {
-    const std::uint32_t unit_count = 8 + random() % 24;
-    SyntheticStep step(unit_count);
-    for (auto& b : step.bytes) b = (1 + random() % 32) * 2 * kMiB;
-    const int ops = 20 + static_cast<int>(random() % 80);
-    for (int i = 0; i < ops; ++i) {
-      std::vector<std::uint32_t> touched;
-      for (int k = 0, n = 1 + static_cast<int>(random() % 3); k < n; ++k) touched.push_back(random() % unit_count);
-      std::sort(touched.begin(), touched.end());
-      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      step.op(1'000 + random() % 200'000, touched);  // short kernels: the link sets the pace
-    }
+    SyntheticStep step = random_step(random, 8, 24, 20, 80, 200'000);  // short kernels: the link sets the pace
     const IterationProfile profile = step.profile(1 + random() % 3);
     const std::uint64_t budget = profile.total_bytes * (30 + random() % 50) / 100;
     const Plan greedy = plan_auto(profile, budget, link, {}, /*refine=*/false);
