@@ -1243,12 +1243,14 @@ void Pager::time_stalls() {
   {
     std::lock_guard lock(mutex_);
     timers.swap(stall_timers_);
+    stalls_being_read_.fetch_add(timers.size(), std::memory_order_relaxed);  // under the lock, with the swap
     if (!devices_.empty()) context = devices_.begin()->second->context;
   }
   if (timers.empty()) return;
   driver_.context_set_current(context);
   for (const StallTimer& timer : timers) {
     finish_stall(timer, driver_.event_synchronize(timer.passed) == CUDA_SUCCESS);
+    stalls_being_read_.fetch_sub(1, std::memory_order_release);  // after its length is in stall_ns_
   }
 }
 
@@ -1404,7 +1406,7 @@ nlohmann::json Pager::summary() const {
             {"planned_inside", planned_grace_evictions_.load()}}},
           {"stalled_operations", stalls_.load()},
           {"stall_ns", stall_ns_.load()},
-          {"stalls_being_timed", stall_timers_.size()},
+          {"stalls_being_timed", stall_timers_.size() + stalls_being_read_.load(std::memory_order_acquire)},
           {"capture_pinned_bytes", lifetime_pinned_bytes_[0].load()},
           {"ipc_pinned_bytes", lifetime_pinned_bytes_[1].load()},
           {"peer_shared_pinned_bytes", lifetime_pinned_bytes_[2].load()},

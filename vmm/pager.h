@@ -483,6 +483,10 @@ class Pager final : public PagerControl {
   };
   void finish_stall(const StallTimer& timer, bool over);
   std::vector<StallTimer> stall_timers_;        // under the lock; read by the reclaimer (time_stalls)
+  // Timers the reclaimer has taken out of stall_timers_ and not yet added to
+  // stall_ns_: still being timed, so the summary counts them (a reader that
+  // sees none being timed sees every finished stall's length).
+  std::atomic<std::size_t> stalls_being_read_{0};
   std::atomic<std::uint64_t> stall_ns_{0};
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
   std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0}, reclaimer_passes_{0};

@@ -80,7 +80,8 @@ class PagerTest : public ::testing::Test {
     options.arena_bytes = 64 * 1024 * kMiB;
     options.host_limit = host_limit;
     if (adjust) adjust(options);
-    pager_ = std::make_unique<vmm::Pager>(simulated_driver_ops(), *ledger_, recorder_, options);
+    pager_ = std::make_unique<vmm::Pager>(driver_ops_ ? *driver_ops_ : simulated_driver_ops(), *ledger_, recorder_,
+                                          options);
     baseline_ = physical_bytes_now();
   }
   // Copies `bytes` of a pattern into a paged allocation, as a copy hook would.
@@ -118,6 +119,7 @@ class PagerTest : public ::testing::Test {
   }
 
   trace::Recorder recorder_{1000};
+  const vmm::DriverOps* driver_ops_ = nullptr;  // make_pager's; the simulated driver's when none
   std::uint64_t cap_ = 0, baseline_ = 0;
   std::unique_ptr<vmm::CapLedger> ledger_;
   std::unique_ptr<vmm::Pager> pager_;
