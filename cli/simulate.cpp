@@ -20,6 +20,7 @@
 
 #include "cli/trace_argument.h"
 #include "scheduler/profile_json.h"
+#include "scheduler/profile_pieces.h"
 #include "scheduler/swap_plan.h"
 #include "shim/config.h"
 
@@ -28,7 +29,7 @@ namespace vgpumem::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: vgpumem simulate TRACE [--limit SIZE] [--policy auto|vdnn-all|vdnn-conv|all] [--bandwidth GB/s] [--grace K] [--json] [--swaps] [--late]\n"
+    "usage: vgpumem simulate TRACE [--limit SIZE] [--policy auto|vdnn-all|vdnn-conv|all] [--bandwidth GB/s] [--grace K] [--pieces SIZE] [--json] [--swaps] [--late]\n"
     "  TRACE       a trace written with VGPUMEM_TRACE by a run whose schedule locked (its summary's\n"
     "              schedule.profile), or that profile alone\n"
     "  --limit     the device memory cap to plan for: bytes (K/M/G/T, KiB/MiB/GiB/TiB) or a percentage\n"
@@ -36,6 +37,8 @@ constexpr const char* kUsage =
     "  --policy    the planner, or all of them (default auto)\n"
     "  --bandwidth the host link in each direction, GB/s (default: as the run measured it, else 55)\n"
     "  --grace     VGPUMEM_GRACE_LAUNCHES to plan for (default: the recorded run's)\n"
+    "  --pieces    plan as if the pager could move part of a unit: each unit cut into pieces of SIZE (a\n"
+    "              multiple of 2 MiB), every use of it a use of each piece; a what-if, not a plan a run can take\n"
     "  --json      one JSON object per policy instead of the table\n"
     "  --swaps     list each policy's planned moves: unit, bytes, last use, prefetch trigger, next use\n"
     "  --late      list the prefetches that land after their user could run, the longest waits first, and\n"
@@ -50,6 +53,7 @@ struct Options {
   bool swaps = false;
   bool late = false;
   std::optional<std::size_t> grace;
+  std::optional<std::uint64_t> piece_bytes;
 };
 
 std::optional<Options> parse(const std::vector<std::string>& args, std::string* error) {
@@ -60,7 +64,7 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
       (key == "--json" ? options.json : key == "--swaps" ? options.swaps : options.late) = true;
       continue;
     }
-    if (key == "--limit" || key == "--policy" || key == "--bandwidth" || key == "--grace") {
+    if (key == "--limit" || key == "--policy" || key == "--bandwidth" || key == "--grace" || key == "--pieces") {
       if (i + 1 >= args.size()) {
         *error = "vgpumem simulate: " + key + " needs a value";
         return std::nullopt;
@@ -76,6 +80,13 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
           return std::nullopt;
         }
         options.grace = static_cast<std::size_t>(grace);
+      } else if (key == "--pieces") {
+        const std::optional<std::uint64_t> bytes = parse_byte_size(value);
+        if (!bytes || *bytes == 0 || *bytes % scheduler::kPieceGranularity != 0) {
+          *error = "vgpumem simulate: --pieces \"" + value + "\" is not a size that is a positive multiple of 2 MiB (2MiB, 8MiB, ...)";
+          return std::nullopt;
+        }
+        options.piece_bytes = *bytes;
       } else if (key == "--policy") {
         if (value == "all") {
           options.policies = {"vdnn-all", "vdnn-conv", "auto"};
@@ -179,8 +190,14 @@ int run_simulate(const std::vector<std::string>& args) {
     return 1;
   }
   scheduler::IterationProfile profile;
+  nlohmann::json in_pieces;  // the profile cut into pieces, with --pieces
   try {
     profile = scheduler::profile_from_json(*profiled);
+    if (options->piece_bytes) {
+      in_pieces = scheduler::profile_in_pieces(*profiled, *options->piece_bytes);
+      profile = scheduler::profile_from_json(in_pieces);
+      profiled = &in_pieces;
+    }
   } catch (const std::exception& e) {
     std::cerr << "vgpumem simulate: " << options->trace << ": " << e.what() << "\n";
     return 1;
@@ -221,6 +238,11 @@ int run_simulate(const std::vector<std::string>& args) {
     std::printf("cap %s (%.1f %% of the step's bytes), link %.2f GB/s out, %.2f GB/s in; floor %s\n\n",
                 mib(budget).c_str(), 100.0 * static_cast<double>(budget) / static_cast<double>(profile.total_bytes),
                 link.to_host_bytes_per_ns, link.to_device_bytes_per_ns, ms(floor).c_str());
+    if (options->piece_bytes) {
+      std::printf("units cut into pieces of %s (--pieces): what moving part of a unit would give; no run can take "
+                  "these plans\n\n",
+                  mib(*options->piece_bytes).c_str());
+    }
     std::printf("%-10s %14s %12s %10s %12s %12s %12s %6s %5s\n", "policy", "step", "step/floor", "/uncapped",
                 "out/step", "in/step", "stall/step", "swaps", "fits");
   }
@@ -246,7 +268,8 @@ int run_simulate(const std::vector<std::string>& args) {
                                   {"swaps", plan.swaps.size()},
                                   {"peak_after", plan.peak_after},
                                   {"fits", plan.fits},
-                                  {"grace_operations", grace}}
+                                  {"grace_operations", grace},
+                                  {"piece_bytes", options->piece_bytes.value_or(0)}}
                        .dump()
                 << "\n";
       continue;

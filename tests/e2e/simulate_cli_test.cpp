@@ -105,6 +105,31 @@ TEST(SimulateCommand, RefusesWhatItCannotUseSayingWhy) {
   r = run({profile, "--limit", "6MiB", "--late"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("prefetches late in the step"), std::string::npos) << r.out;
+  r = run({profile, "--limit", "6MiB", "--pieces", "3MiB"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--pieces \"3MiB\" is not a size that is a positive multiple of 2 MiB"), std::string::npos)
+      << r.err;
+  // In pieces of 2 MiB: the same step and floor, a plan that fits, and
+  // said to be a what-if.
+  const std::string three = temp_path("simulate-three-units.json");
+  std::ofstream(three) << R"({"format": 1, "units": [4194304, 4194304, 4194304],
+                              "ops": [[1000000, 0, 1, [0]], [1000000, 0, 1, [1]], [1000000, 0, 1, [2]],
+                                      [1000000, 0, 1, [1]], [1000000, 0, 1, [0]]]})";
+  r = run({three, "--limit", "10MiB", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json whole = nlohmann::json::parse(r.out);
+  r = run({three, "--limit", "10MiB", "--json", "--pieces", "2MiB"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json cut = nlohmann::json::parse(r.out);
+  EXPECT_EQ(cut["piece_bytes"], 2u << 20);
+  EXPECT_EQ(whole["piece_bytes"], 0u);
+  EXPECT_DOUBLE_EQ(cut["floor_ns"].get<double>(), whole["floor_ns"].get<double>());
+  EXPECT_DOUBLE_EQ(cut["uncapped_step_ns"].get<double>(), whole["uncapped_step_ns"].get<double>());
+  EXPECT_TRUE(whole["fits"].get<bool>());
+  EXPECT_TRUE(cut["fits"].get<bool>());
+  EXPECT_GT(cut["swaps"].get<int>(), whole["swaps"].get<int>()) << "pieces move one by one";
+  r = run({three, "--limit", "10MiB", "--pieces", "2MiB"});
+  EXPECT_NE(r.out.find("units cut into pieces of 2.00 MiB (--pieces)"), std::string::npos) << r.out;
 }
 
 }  // namespace
