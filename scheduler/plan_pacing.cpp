@@ -21,10 +21,6 @@ IterationProfile paced(const IterationProfile& profile, const Pace& pace) {
   return result;
 }
 
-IterationProfile placed_on(const IterationProfile& profile, const Plan& plan) {
-  return plan.pace ? paced(profile, *plan.pace) : profile;
-}
-
 void replan_on_own_timeline(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads,
                             Plan* plan, std::size_t rounds) {
   if (!plan->fits || plan->swaps.empty()) return;

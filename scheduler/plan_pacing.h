@@ -28,10 +28,6 @@ std::shared_ptr<const Pace> pace_of(const IterationProfile& profile, const Plan&
 // costs the same on either: only where copies are placed changes.
 IterationProfile paced(const IterationProfile& profile, const Pace& pace);
 
-// The profile `plan`'s copies were placed on: `profile`, paced as the plan
-// says (Plan::pace).
-IterationProfile placed_on(const IterationProfile& profile, const Plan& plan);
-
 // plan_auto's greedy, both orders, again on the timeline `plan` runs on;
 // then on the timeline of the best plan so far, up to `rounds` times or
 // until a round finds none faster. A plan that fits and simulates faster

@@ -155,10 +155,30 @@ std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const 
   return candidates(profile, link, leads);
 }
 
-void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan) {
+namespace {
+
+// refine_auto_plan, with the candidate gaps on `profile`'s own timeline
+// where the caller has them (plan_auto): the refinement takes them where
+// the plan keeps that timeline, instead of building them again.
+void refine_with_pool(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads,
+                      const std::vector<PlannedSwap>* pool, Plan* plan) {
   replan_on_own_timeline(profile, link, leads, plan);
-  const IterationProfile timeline = placed_on(profile, *plan);
+  if (!plan->pace) {
+    if (pool != nullptr) {
+      refine_plan(profile, link, leads, *pool, plan);
+    } else {
+      refine_plan(profile, link, leads, candidates(profile, link, leads), plan);
+    }
+    return;
+  }
+  const IterationProfile timeline = paced(profile, *plan->pace);
   refine_plan(timeline, link, leads, candidates(timeline, link, leads), plan);
+}
+
+}  // namespace
+
+void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan) {
+  refine_with_pool(profile, link, leads, nullptr, plan);
 }
 
 Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
@@ -247,7 +267,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     }
   }
   if (plan.fits) defer_saves_behind_program_copies(profile, link, &plan);
-  if (plan.fits && refine) refine_auto_plan(profile, link, leads, &plan);
+  if (plan.fits && refine) refine_with_pool(profile, link, leads, &pool, &plan);
   return plan;
 }
 
