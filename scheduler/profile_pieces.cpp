@@ -36,9 +36,9 @@ nlohmann::json profile_in_pieces(const nlohmann::json& profile, std::uint64_t pi
   out["units"] = std::move(pieces);
   for (nlohmann::json& op : out["ops"]) {
     nlohmann::json touched = nlohmann::json::array();
-    for (const nlohmann::json& unit : op.at(3)) each_piece(unit.get<std::uint64_t>(), [&](std::uint64_t p) {
-        touched.push_back(p);
-      });
+    for (const nlohmann::json& unit : op.at(3)) {
+      each_piece(unit.get<std::uint64_t>(), [&](std::uint64_t p) { touched.push_back(p); });
+    }
     op[3] = std::move(touched);
   }
   if (out.contains("overwrites")) {
