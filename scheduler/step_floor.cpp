@@ -79,27 +79,34 @@ double cost_with(const Stretches& s, double away, double both_taken) {
   return std::max(s.compute_in, in / s.in_rate) + std::max(s.compute_out, out / s.out_rate);
 }
 
-// The least over how many bytes of "both" units are taken: the cost is the
-// optimum of a linear program in which that amount is a parameter, and so
-// convex in it; a golden-section search finds its minimum.
-double least_cost(const Stretches& s, double away) {
-  double lo = std::max(0.0, away - s.in_only - s.out_only), hi = std::min(s.both, away);
-  if (hi < lo) return std::numeric_limits<double>::infinity();  // not enough can be away at this cut
+// The least over how many bytes of "both" units are taken, where it is
+// more than `floor`; `floor` where it is not. The cost is the optimum of a
+// linear program in which that amount is a parameter, and so convex in it:
+// a golden-section search finds its minimum. The search's ends are costs
+// the least is at most, so where neither is above `floor` this pair of
+// cuts cannot raise it and the search is skipped (most pairs, on long
+// steps: the sweep over every pair was most of `vgpumem simulate`'s time).
+double raised_floor(const Stretches& s, double away, double floor, FloorSearch search) {
+  const double lo0 = std::max(0.0, away - s.in_only - s.out_only), hi0 = std::min(s.both, away);
+  if (hi0 < lo0) return std::numeric_limits<double>::infinity();  // not enough can be away at this cut
+  // A byte's worth of search tolerance, taken off so the bound stays below.
+  const double slack = 1.0 / std::min(s.in_rate, s.out_rate);
+  const double at_ends = std::min(cost_with(s, away, lo0), cost_with(s, away, hi0)) - slack;
+  if (at_ends <= floor && search == FloorSearch::skip_what_cannot_raise) return floor;
   constexpr double kGolden = 0.6180339887498949;
+  double lo = lo0, hi = hi0;
   for (int i = 0; i < 80 && hi - lo > 1.0; ++i) {
     const double m1 = hi - kGolden * (hi - lo), m2 = lo + kGolden * (hi - lo);
     if (cost_with(s, away, m1) <= cost_with(s, away, m2)) hi = m2;
     else lo = m1;
   }
-  // A byte's worth of search tolerance, taken off so the bound stays below.
-  const double slack = 1.0 / std::min(s.in_rate, s.out_rate);
-  return std::min(cost_with(s, away, lo), cost_with(s, away, hi)) - slack;
+  return std::max(floor, std::min(at_ends, std::min(cost_with(s, away, lo), cost_with(s, away, hi)) - slack));
 }
 
 }  // namespace
 
-double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-                  std::size_t max_cuts) {
+double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link, std::size_t max_cuts,
+                  FloorSearch search) {
   const std::size_t period = profile.period();
   const double plain_away =
       profile.total_bytes > budget ? static_cast<double>(profile.total_bytes - budget) : 0.0;
@@ -163,7 +170,7 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
         s.in_only = left_out;
         s.both = came_back - left_out;
         s.out_only = (total - written - came_back) + (written - written_free);
-        if (plain_away > written_free) floor = std::max(floor, least_cost(s, plain_away - written_free));
+        if (plain_away > written_free) floor = raised_floor(s, plain_away - written_free, floor, search);
       }
       if (q < p + period) {
         left_out += out_bytes[q - p];

@@ -195,8 +195,12 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
 // the busiest moment, counted in the stretches where it must cross.
 // `max_cuts` (0: every operation) bounds the cut positions tried each way,
 // for speed on long steps: the bound stays valid, a little lower.
+// `search`: whether a pair of cuts that cannot raise the bound found so
+// far is skipped (the same bound, much sooner) or searched anyway (for the
+// test that says it is the same).
+enum class FloorSearch { skip_what_cannot_raise, every_pair };
 double step_floor(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-                  std::size_t max_cuts = 0);
+                  std::size_t max_cuts = 0, FloorSearch search = FloorSearch::skip_what_cannot_raise);
 
 // A lower bound on the bytes any schedule moves each way a step so that at
 // most `budget` is on the device at every operation (least_bytes.cpp):

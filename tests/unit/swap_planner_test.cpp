@@ -388,6 +388,32 @@ TEST(StepFloor, UnitsThatLeaveThreeTimesAStepCostThreeCrossingsEachWay) {
       << "more than two cuts alone can say";
 }
 
+// Skipping the pairs of cuts whose search cannot raise the bound found so
+// far gives the bound of searching them all, on random steps, link-bound
+// and compute-bound, with whole overwrites, at every cut and at a few.
+TEST(StepFloor, SkippingPairsThatCannotRaiseItGivesTheSameFloor) {
+  std::mt19937 random(31);
+  int raised_by_a_search = 0;
+  for (int trial = 0; trial < 80; ++trial) {
+    SyntheticStep step = random_step(random, 3, 16, 8, 60, trial % 2 == 0 ? 200'000 : 5'000'000);
+    IterationProfile profile = step.profile(1 + random() % 4);
+    for (ProfileUnit& unit : profile.units) {
+      if (random() % 5 == 0 && !unit.uses.empty()) unit.overwritten.assign(unit.uses.size(), 1);
+    }
+    LinkModel link;
+    link.to_device_bytes_per_ns = link.to_host_bytes_per_ns * (0.5 + 0.1 * static_cast<double>(random() % 10));
+    const std::uint64_t budget = profile.total_bytes * (20 + random() % 70) / 100;
+    for (const std::size_t cuts : {std::size_t{0}, std::size_t{7}}) {
+      const double skipping = step_floor(profile, budget, link, cuts);
+      const double every = step_floor(profile, budget, link, cuts, FloorSearch::every_pair);
+      EXPECT_EQ(skipping, every) << "trial " << trial << ", cuts " << cuts;
+      const double plain = std::max(profile.step_ns, least_bytes_moved(profile, budget) / link.to_host_bytes_per_ns);
+      raised_by_a_search += every > plain * 1.0001;
+    }
+  }
+  EXPECT_GT(raised_by_a_search, 20) << "steps where the pairs of cuts, not the plain bound, set the floor";
+}
+
 TEST(StepFloor, IsTheComputeWhenNothingNeedsToMoveAndThePlainBoundAtLeast) {
   SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
   const IterationProfile profile = step.profile();
