@@ -59,12 +59,14 @@ struct Options {
   // both (VGPUMEM_LIBRARY_HOOKS; "off" rows are the policy without hints).
   bool libraries = false;
   std::vector<std::string> library_hooks{"on"};
+  // VGPUMEM_PIECE_BYTES for every capped run (empty: the shim's default, off).
+  std::string piece_bytes;
 };
 
 constexpr const char* kUsage =
     "usage: vgpumem bench [--models resnet50,vgg16,bert-large,gpt2-medium] [--caps 50,33,25] "
     "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 20] [--scale 8] [--link 55] [--libraries] "
-    "[--library-hooks on,off] [--out DIR] [--markdown FILE]";
+    "[--library-hooks on,off] [--pieces SIZE] [--out DIR] [--markdown FILE]";
 
 bool parse(const std::vector<std::string>& args, Options* options) {
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -87,6 +89,7 @@ bool parse(const std::vector<std::string>& args, Options* options) {
     else if (key == "--out") options->dir = value;
     else if (key == "--markdown") options->markdown = value;
     else if (key == "--library-hooks") options->library_hooks = split(value);
+    else if (key == "--pieces") options->piece_bytes = value;
     else {
       std::cerr << "vgpumem bench: unknown option \"" << key << "\"; " << kUsage << "\n";
       return false;
@@ -244,6 +247,7 @@ int run_bench(const std::vector<std::string>& args) {
           request.limit = std::to_string(cap);
           request.policy = policy;
           request.extra_environment["VGPUMEM_LIBRARY_HOOKS"] = hooks;
+          if (!options.piece_bytes.empty()) request.extra_environment["VGPUMEM_PIECE_BYTES"] = options.piece_bytes;
           request.name = model + "-" + cap_text + "-" + policy + (hooks == "off" ? "-hooks-off" : "");
           const SimRun run = run_simulated(request);
           Cell cell;

@@ -45,7 +45,8 @@ CUresult prepare_tensor_maps(vmm::Pager& pager, const vmm::TensorMaps& maps, con
   maps.find_in_launch(scan.kernel != nullptr ? &scan.kernel->sizes : nullptr, params, extra, words, scan.count,
                       [&](const vmm::TensorMapRange& range) {
                         if (result == CUDA_SUCCESS) {
-                          result = pager.prepare_range(range.address, range.bytes, stream, per_thread, access, op);
+                          result = pager.prepare_range(range.address, range.bytes, stream, per_thread, access, op,
+                                                       vmm::Pager::Extent::whole);
                         }
                       });
   return result;

@@ -41,6 +41,9 @@ constexpr std::string_view kCuptiForms = "one of auto, off";
 constexpr std::string_view kVictimForms = "one of auto, lru, next-use";
 constexpr std::string_view kOnOffForms = "one of on, off";
 constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
+constexpr std::string_view kPieceForms =
+    "off, or a size that is a multiple of 2 MiB with an optional unit K/M/G/T (powers of 1024), e.g. 4MiB";
+constexpr std::uint64_t kPieceGranularity = std::uint64_t{2} << 20;  // the pager's chunk
 constexpr std::uint64_t kMaxGraceOperations = 65536;
 
 // ---------------------------------------------------------------------------
@@ -294,6 +297,18 @@ constexpr Variable kVariables[] = {
        std::uint64_t operations = 0;
        if (Verdict problem = store(check_count_up_to(v, kMaxGraceOperations), operations)) return problem;
        c.grace_operations = static_cast<std::uint32_t>(operations);
+       return kAccepted;
+     }},
+    {"VGPUMEM_PIECE_BYTES", kPieceForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       if (equals_ignoring_case(v, "off")) {
+         c.piece_bytes = 0;
+         return kAccepted;
+       }
+       std::uint64_t bytes = 0;
+       if (Verdict problem = store(check_nonzero_byte_size(v), bytes)) return problem;
+       if (bytes % kPieceGranularity != 0) return "not a multiple of 2 MiB, the size of the chunks pieces are made of";
+       c.piece_bytes = bytes;
        return kAccepted;
      }},
     {"VGPUMEM_HOST_LIMIT", kSizeForms,

@@ -63,6 +63,7 @@ struct Config {
   std::optional<std::uint64_t> host_limit; // VGPUMEM_HOST_LIMIT: pinned host bytes; unset = no cap
   vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
   std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)
+  std::uint64_t piece_bytes = 0;                // VGPUMEM_PIECE_BYTES (vmm/pager.h); 0 = off
   CuptiUse cupti = CuptiUse::automatic;         // VGPUMEM_CUPTI
   VictimOrder victims = VictimOrder::automatic; // VGPUMEM_VICTIMS
   // VGPUMEM_LIBRARY_HOOKS: whether the cuBLAS/cuDNN hooks tell the pager and

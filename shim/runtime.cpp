@@ -115,6 +115,7 @@ vmm::Pager* Runtime::create_pager() {
     options.host_limit = config_.host_limit;
     options.check = config_.check;
     options.grace_operations = config_.grace_operations;
+    options.piece_bytes = config_.piece_bytes;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
     auto* pager = new vmm::Pager(*driver, accounting_.ledger(), recorder_, options);
     if (config_.policy != Policy::lru) {

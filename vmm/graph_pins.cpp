@@ -21,7 +21,7 @@ CUresult Pager::pin_held_for_life(Access& access, LifetimePin why) {
 
 CUresult Pager::pin_range_for_life(std::uint64_t address, std::uint64_t bytes, LifetimePin why) {
   Access access;
-  add_named_by_range(address, bytes, access);
+  add_named_by_range(address, bytes, access, Extent::whole);
   return pin_held_for_life(access, why);
 }
 

@@ -59,16 +59,17 @@ CUresult Pager::prepare(const std::uint64_t* words, std::size_t count, CUstream 
   return settle(access, from, stream, per_thread, op);
 }
 
-// Every unit a word points into, and (one level) what the tables among them
-// point to.
+// Every unit a word points into (every piece of an allocation made in
+// pieces), and (one level) what the tables among them point to.
 void Pager::add_named_by_words(const std::uint64_t* words, std::size_t count, Access& access) {
   const GranuleIndex::Window window = index_.window();
   bool into_table = false;  // a word points into a registered table or a pinned host buffer
   for (std::size_t i = 0; i < count; ++i) {
     if (Unit* unit = index_.lookup(window, words[i])) {
-      access.add(unit);
-      access.mix_operand(unit, words[i] - unit->address);
-      into_table |= unit->tables.load(std::memory_order_acquire) != 0;
+      // The identity names the allocation, not the piece the word lands in.
+      const Unit* named = unit->first_piece != nullptr ? unit->first_piece : unit;
+      access.mix_operand(named, words[i] - named->address);
+      into_table |= add_whole(unit, access);
     } else {
       into_table |= tables_.may_point_into_host(words[i]);
     }
@@ -84,25 +85,51 @@ void Pager::follow_tables(const GranuleIndex::Window& window, const std::uint64_
   targets.clear();
   tables_.follow(words, count, targets);
   for (const std::uint64_t target : targets) {
-    if (Unit* unit = index_.lookup(window, target)) access.add(unit);
+    if (Unit* unit = index_.lookup(window, target)) add_whole(unit, access);
   }
 }
 
+// A table anywhere in the allocation counts: the word may point into one
+// piece and the table it points into start in another.
+bool Pager::add_whole(Unit* unit, Access& access) {
+  if (unit->first_piece == nullptr) {
+    access.add(unit);
+    return unit->tables.load(std::memory_order_acquire) != 0;
+  }
+  bool tables = false;
+  for (Unit* piece = unit->first_piece; piece != nullptr; piece = piece->next_piece) {
+    access.add(piece);
+    tables |= piece->tables.load(std::memory_order_acquire) != 0;
+  }
+  return tables;
+}
+
 CUresult Pager::prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
-                              Access& access, const Operation& op) {
+                              Access& access, const Operation& op, Extent extent) {
   const std::size_t from = access.size();
-  add_named_by_range(address, bytes, access);
+  add_named_by_range(address, bytes, access, extent);
   return settle(access, from, stream, per_thread, op);
 }
 
-// Every unit [address, address + bytes) crosses.
-void Pager::add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access) {
+// Every unit [address, address + bytes) crosses (`whole`: with the other
+// pieces of their allocations).
+void Pager::add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access, Extent extent) {
   const std::uint64_t end = address + bytes;
-  for (std::uint64_t at = address; at < end; at = (at | (GranuleIndex::kGranule - 1)) + 1) {
+  std::uint64_t at = address;
+  while (at < end) {
+    std::uint64_t next = (at | (GranuleIndex::kGranule - 1)) + 1;
     if (Unit* unit = index_.lookup(at)) {
-      access.add(unit);
       access.mix_operand(unit, at - unit->address);
+      if (extent == Extent::exact || unit->first_piece == nullptr) {
+        access.add(unit);
+      } else {
+        add_whole(unit, access);
+        const Unit* last = unit;
+        while (last->next_piece != nullptr) last = last->next_piece;
+        next = std::max(next, last->address + last->bytes);  // every piece is in already
+      }
     }
+    at = next;
   }
   access.identity_.mix(bytes);
 }

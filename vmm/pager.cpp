@@ -82,12 +82,13 @@ CUresult Pager::pin_for_life(const std::uint64_t* words, std::size_t count, Life
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, true);
   reap_saved_units(false);
-  for (std::size_t i = 0; i < count; ++i) {
+  CUresult result = CUDA_SUCCESS;
+  for (std::size_t i = 0; i < count && result == CUDA_SUCCESS; ++i) {
     Unit* unit = index_.lookup(words[i]);
     if (unit == nullptr || unit->retired) continue;
-    if (const CUresult result = pin_unit_for_life(unit, why); result != CUDA_SUCCESS) return result;
+    for_each_piece(unit, [&](Unit* piece) { return (result = pin_unit_for_life(piece, why)) == CUDA_SUCCESS; });
   }
-  return CUDA_SUCCESS;
+  return result;
 }
 
 // Units an operation holds, on a capturing stream (pin_for_life's reason).
@@ -128,9 +129,13 @@ void Pager::unpin_for_life(std::uint64_t address, LifetimePin why) {
   const auto bit = static_cast<std::uint8_t>(why);
   std::lock_guard lock(mutex_);
   Unit* unit = index_.lookup(address);
-  if (unit == nullptr || unit->retired || (unit->lifetime_pins.load() & bit) == 0) return;
-  if (unit->lifetime_pins.fetch_and(static_cast<std::uint8_t>(~bit)) == bit) --unit->pins;
-  lifetime_pinned_bytes_[std::countr_zero(bit)].fetch_sub(unit->bytes, std::memory_order_relaxed);
+  if (unit == nullptr || unit->retired) return;
+  for_each_piece(unit, [&](Unit* piece) {
+    if ((piece->lifetime_pins.load() & bit) == 0) return true;
+    if (piece->lifetime_pins.fetch_and(static_cast<std::uint8_t>(~bit)) == bit) --piece->pins;
+    lifetime_pinned_bytes_[std::countr_zero(bit)].fetch_sub(piece->bytes, std::memory_order_relaxed);
+    return true;
+  });
 }
 
 void Pager::time_stall(CUstream stream, CUevent reached) {
@@ -765,9 +770,17 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
     ooms_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  DeviceState& state = device_state(device);
   const std::optional<std::uint64_t> address = arena_.take(bytes);
   if (!address) return nullptr;
+  Unit* unit = new_unit_at(device, *address, bytes, slab);
+  if (unit == nullptr) arena_.give_back(*address, bytes);
+  return unit;
+}
+
+// A unit over [address, address + bytes) of the arena, taken by the caller
+// (and given back by it when this fails), resident on new chunks.
+Unit* Pager::new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab) {
+  DeviceState& state = device_state(device);
   Unit* unit = nullptr;
   for (const auto& candidate : state.units) {
     if (candidate->retired && candidate->launching.load() == 0) {
@@ -780,11 +793,13 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
     unit = state.units.back().get();
     unit->ordinal = static_cast<std::uint32_t>(state.units.size() - 1);
   }
-  unit->address = *address;
+  unit->address = address;
   unit->bytes = bytes;
   unit->device = device;
   unit->slab = slab;
   unit->requested = 0;
+  unit->first_piece = nullptr;
+  unit->next_piece = nullptr;
   unit->pins = 0;
   unit->lifetime_pins.store(0);
   unit->live = 0;
@@ -796,7 +811,6 @@ Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
   if (take_chunks(state, bytes / kChunkBytes, unit, &unit->chunks) != CUDA_SUCCESS || map_chunks(unit) != CUDA_SUCCESS) {
     return_chunks(state, &unit->chunks);
     unit->retired = true;
-    arena_.give_back(*address, bytes);
     return nullptr;
   }
   // Chunks freed by an offload still in flight: the first user waits for it.
@@ -884,16 +898,62 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
       unit = carve_from_slabs(state, size, &offset);
     }
     address = unit->address + offset;
+  } else if (options_.piece_bytes != 0 && bytes > options_.piece_bytes) {
+    unit = new_pieces(device, round_up(bytes, kChunkBytes), bytes);
+    if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    address = unit->address;
   } else {
     unit = new_unit(device, round_up(bytes, kChunkBytes), false);
     if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
     address = unit->address;
     unit->requested = bytes;
   }
-  ++unit->live;
+  if (unit->first_piece == nullptr) ++unit->live;  // each piece holds its one allocation already
   allocations_[address] = AllocationInfo{unit, bytes, false, next_serial_++};
   *out = address;
   return CUDA_SUCCESS;
+}
+
+// Each piece is made resident while the ones before it are pinned, so the
+// allocation is refused here, as a whole one would be, when it cannot be
+// resident at once (a kernel needs every piece together), and a piece made
+// later never offloads an earlier one. Linked only once all are made: the
+// index lookups that follow the links see whole chains.
+Unit* Pager::new_pieces(int device, std::uint64_t rounded, std::uint64_t requested) {
+  if (!admits(device, rounded)) {
+    VGPUMEM_LOG_INFO("paged allocation of {} refused: the cap and VGPUMEM_HOST_LIMIT hold {} already",
+                     format_bytes(rounded), format_bytes(stored_bytes_));
+    ooms_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  const std::optional<std::uint64_t> address = arena_.take(rounded);
+  if (!address) return nullptr;
+  std::vector<Unit*> pieces;
+  for (std::uint64_t offset = 0; offset < rounded; offset += options_.piece_bytes) {
+    const std::uint64_t bytes = std::min(options_.piece_bytes, rounded - offset);
+    Unit* piece = new_unit_at(device, *address + offset, bytes, false);
+    if (piece == nullptr) break;
+    piece->requested = std::min(bytes, requested - offset);
+    piece->live = 1;
+    ++piece->pins;
+    pieces.push_back(piece);
+  }
+  for (Unit* piece : pieces) --piece->pins;
+  const bool made = !pieces.empty() && pieces.back()->address + pieces.back()->bytes == *address + rounded;
+  if (!made) {
+    for (Unit* piece : pieces) {
+      release_unit(piece);  // gives its range back
+    }
+    const std::uint64_t made_bytes = pieces.empty() ? 0 : pieces.back()->address + pieces.back()->bytes - *address;
+    arena_.give_back(*address + made_bytes, rounded - made_bytes);
+    return nullptr;
+  }
+  ++allocations_in_pieces_;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    pieces[i]->first_piece = pieces.front();
+    pieces[i]->next_piece = i + 1 < pieces.size() ? pieces[i + 1] : nullptr;
+  }
+  return pieces.front();
 }
 
 void Pager::release_unit(Unit* unit) {
@@ -987,10 +1047,21 @@ void Pager::release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator
   const std::uint64_t size = round_up(it->second.bytes, kAllocationAlignment);
   tables_.overwritten(it->first, size);  // tables in it name nothing now
   allocations_.erase(it);
-  if (--unit->live == 0) {
+  if (unit->first_piece != nullptr) {
+    release_pieces(unit);
+  } else if (--unit->live == 0) {
     release_unit(unit);
   } else if (unit->slab) {
     return_to_slab(device_state(unit->device), unit, offset, size);
+  }
+}
+
+void Pager::release_pieces(Unit* first) {
+  for (Unit* piece = first; piece != nullptr;) {
+    Unit* next = piece->next_piece;
+    piece->live = 0;
+    release_unit(piece);
+    piece = next;
   }
 }
 
@@ -1111,9 +1182,24 @@ bool Pager::pin(std::uint64_t address, CUresult* result) {
   if (unit == nullptr) return false;
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
-  // Whoever uses pinned memory is not seen: it must be there now.
-  *result = make_resident_now(unit);
-  if (*result == CUDA_SUCCESS) ++unit->pins;
+  // Whoever uses pinned memory is not seen: it must be there now, all of it.
+  // Each piece is pinned as it comes, so the next cannot push it out.
+  *result = CUDA_SUCCESS;
+  std::size_t pinned = 0;
+  for_each_piece(unit, [&](Unit* piece) {
+    if ((*result = make_resident_now(piece)) != CUDA_SUCCESS) return false;
+    ++piece->pins;
+    ++pinned;
+    return true;
+  });
+  if (*result != CUDA_SUCCESS) {
+    for_each_piece(unit, [&](Unit* piece) {
+      if (pinned == 0) return false;
+      --piece->pins;
+      --pinned;
+      return true;
+    });
+  }
   return true;
 }
 
@@ -1121,7 +1207,10 @@ bool Pager::unpin(std::uint64_t address) {
   Unit* unit = index_.lookup(address);
   if (unit == nullptr) return false;
   std::lock_guard lock(mutex_);
-  if (unit->pins > 0) --unit->pins;
+  for_each_piece(unit, [](Unit* piece) {
+    if (piece->pins > 0) --piece->pins;
+    return true;
+  });
   return true;
 }
 
@@ -1416,6 +1505,7 @@ nlohmann::json Pager::summary() const {
           {"pointer_tables", tables_.summary()},
           {"slow_path_ns", slow_path_ns_.load()},
           {"paged_allocations", allocations_.size()},
+          {"pieces", {{"piece_bytes", options_.piece_bytes}, {"allocations_made", allocations_in_pieces_}}},
           {"program_handles", {{"live", handles_.size()},
                                {"materialized", handles_materialized_},
                                {"neighbour_pins", adjacent_pinned_}}},

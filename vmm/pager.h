@@ -60,6 +60,11 @@ struct PagerOptions {
   std::size_t spare_chunks = 8;  // free chunks the reclaimer keeps ready while the cap has room
   CheckMode check = CheckMode::fast;
   std::uint32_t grace_operations = 8;  // VGPUMEM_GRACE_LAUNCHES: K of LaunchGrace; 0 turns it off
+  // VGPUMEM_PIECE_BYTES: an allocation larger than this is made of pieces of
+  // this size (a multiple of 2 MiB), each a unit that moves on its own, so a
+  // plan can move part of a large buffer (Unit::first_piece). 0: every
+  // allocation is one unit.
+  std::uint64_t piece_bytes = 0;
 };
 
 class Pager final : public PagerControl {
@@ -95,9 +100,16 @@ class Pager final : public PagerControl {
   // when it cannot all be, and then nothing is enqueued on `stream`.
   CUresult prepare(const std::uint64_t* words, std::size_t count, CUstream stream, bool per_thread, Access& access,
                    const Operation& op = {});
-  // The same for one operand range of a copy or memset.
+  // What a range names: the units it crosses (`exact`: a copy or memset,
+  // which touches those bytes and no others), or every piece of each
+  // allocation it crosses (`whole`: a kernel, or whatever no hook follows,
+  // may read all of an allocation it has a pointer into). The two differ
+  // only for an allocation made in pieces (PagerOptions::piece_bytes).
+  enum class Extent : bool { exact, whole };
+  // The same for one operand range of a copy or memset (`exact`), or a range
+  // a kernel reaches (a tensor map's: `whole`).
   CUresult prepare_range(std::uint64_t address, std::uint64_t bytes, CUstream stream, bool per_thread,
-                         Access& access, const Operation& op = {});
+                         Access& access, const Operation& op = {}, Extent extent = Extent::exact);
   // A library call on this thread is about to overwrite the ranges in
   // `scope` whole before it reads them (vmm/library_call_scope.h): until
   // end_library_call, what they cover is not copied in when a unit comes back.
@@ -317,7 +329,10 @@ class Pager final : public PagerControl {
   CUresult pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why);
   CUresult pin_held_for_life(Access& access, LifetimePin why);
   void add_named_by_words(const std::uint64_t* words, std::size_t count, Access& access);
-  void add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access);
+  void add_named_by_range(std::uint64_t address, std::uint64_t bytes, Access& access, Extent extent);
+  // `unit`, or every piece of its allocation if it is one; returns whether
+  // any of them holds a pointer table.
+  static bool add_whole(Unit* unit, Access& access);
   bool capturing(CUstream stream) const;
   CUresult make_resident_now(Unit* unit);
   CUcontext device_context(int device) const;
@@ -384,6 +399,12 @@ class Pager final : public PagerControl {
   void note_saved_pieces(DeviceState& state);
   void order_after_fetch(DeviceState& state, std::uint64_t serial);
   Unit* new_unit(int device, std::uint64_t bytes, bool slab);
+  Unit* new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab);
+  // An allocation of `bytes` (rounded to chunks) as pieces of
+  // options_.piece_bytes, back to back: its first piece, or nullptr (and
+  // nothing made) when not all of them can be resident at once.
+  Unit* new_pieces(int device, std::uint64_t rounded, std::uint64_t requested);
+  void release_pieces(Unit* first);
   bool admits(int device, std::uint64_t bytes) const;
   void release_unit(Unit* unit);
   bool unmap_chunks(const Unit* unit, std::size_t count);
@@ -464,6 +485,7 @@ class Pager final : public PagerControl {
   std::mutex graph_frees_mutex_;  // never the pager's: a callback must not wait for a lock held across a sync
   std::vector<std::pair<std::uint64_t, std::uint64_t>> graph_frees_reached_;  // (address, serial)
   std::uint64_t stored_bytes_ = 0;                       // all live units, resident or not
+  std::uint64_t allocations_in_pieces_ = 0;               // made in pieces so far (PagerOptions::piece_bytes)
   std::uint64_t largest_unit_ = 0;
 
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};

@@ -55,9 +55,19 @@ struct Unit {
   std::uint32_t ordinal = 0;  // its place in its device's table: stable while the program reuses its buffers
   bool slab = false;
   // A unit of one allocation of the pager's: the bytes the program asked for
-  // (the rest up to `bytes` is rounding nobody reads). 0 for a slab or a
-  // handle of the program's.
+  // that lie in it (the rest up to `bytes` is rounding nobody reads). 0 for
+  // a slab or a handle of the program's.
   std::uint64_t requested = 0;
+  // An allocation made in pieces (PagerOptions::piece_bytes): each piece is
+  // a unit of its own, back to back in the arena, moving on its own; but a
+  // kernel given a pointer into any of them may read all of them, so
+  // whatever names the allocation by a pointer names every piece
+  // (Pager::add_whole). `first_piece` leads to the first, `next_piece`
+  // chains them in address order. Both null for a unit that is a whole
+  // allocation, a slab or a handle. Set before the unit is published in the
+  // index; read by the launch path without the lock, as `address` is.
+  Unit* first_piece = nullptr;
+  Unit* next_piece = nullptr;
 
   std::atomic<Residency> state{Residency::resident};
   std::atomic<std::uint32_t> launching{0};  // launches between check and enqueue
@@ -100,5 +110,17 @@ struct Unit {
   std::uint64_t seen_at() const { return aliases.empty() ? address : aliases.front().address; }
   std::uint64_t span_at = 0;  // the address its open residency span was traced at (seen_at() at the offload)
 };
+
+// Calls `each` with every unit of `unit`'s allocation: its pieces in
+// address order, or `unit` alone if it is not one; stops at the first call
+// that returns false, and returns false then.
+template <typename Each>
+bool for_each_piece(Unit* unit, Each&& each) {
+  if (unit->first_piece == nullptr) return each(unit);
+  for (Unit* piece = unit->first_piece; piece != nullptr; piece = piece->next_piece) {
+    if (!each(piece)) return false;
+  }
+  return true;
+}
 
 }  // namespace vgpumem::vmm

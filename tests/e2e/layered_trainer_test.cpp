@@ -66,6 +66,41 @@ TEST(PagingLayered, SmallCnnAtHalfItsPeakUnderLruIsBitIdentical) {
   EXPECT_EQ(paging["ooms"].get<int>(), 0);
 }
 
+// Allocations in pieces (VGPUMEM_PIECE_BYTES): the small CNN at a 16th of
+// its sizes, whose activations (up to 8 MiB) are up to four pieces of 2 MiB,
+// each moving on its own. Under auto and lru at half its peak (a cap much
+// lower is below one kernel's operands: a batch norm's backward names 32
+// MiB, two fifths of the peak), every bit as uncapped, under the cap; and
+// under torture, where
+// everything an operation does not name is offloaded and unmapped before it
+// runs, no kernel reads a piece its launch left out (the simulator counts
+// any such read as an illegal access).
+TEST(PagingLayered, SmallCnnInPiecesIsBitIdenticalUnderAutoLruAndTorture) {
+  const std::vector<std::string> args{"--model", "cnn-small", "--scale", "16", "--steps", "8"};
+  const Result baseline = uncapped(args);
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  const std::uint64_t wanted = baseline.wanted;
+  const std::vector<std::pair<std::uint64_t, std::map<std::string, std::string>>> cases{
+      {wanted / 2, {{"VGPUMEM_POLICY", "auto"}}},
+      {wanted / 2, {{"VGPUMEM_POLICY", "lru"}}},
+      {wanted / 2, {{"VGPUMEM_POLICY", "lru"}, {"VGPUMEM_CHECK", "torture"}}},
+  };
+  for (const auto& [cap, given] : cases) {
+    const std::string name = given.at("VGPUMEM_POLICY") + (given.count("VGPUMEM_CHECK") != 0 ? "-torture" : "") +
+                             "-" + std::to_string(cap * 100 / wanted);
+    SCOPED_TRACE(name);
+    std::map<std::string, std::string> environment = given;
+    environment["VGPUMEM_PIECE_BYTES"] = "2MiB";
+    const PagedRun run = run_paged("pieces-" + name, trainer(args), std::to_string(cap), environment);
+    ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
+    EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+    const nlohmann::json& paging = run.trace["vgpumem"]["paging"];
+    EXPECT_GT(paging["pieces"]["allocations_made"].get<int>(), 0) << paging["pieces"].dump();
+    EXPECT_GT(paging["offloads"].get<int>(), 0);
+    EXPECT_EQ(paging["ooms"].get<int>(), 0);
+  }
+}
+
 // Every launch and copy of a step names paged memory, so the period the
 // access log finds is the step's operation count: --describe's launches
 // plus the three copies (batch, labels, loss).

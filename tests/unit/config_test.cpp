@@ -155,6 +155,7 @@ TEST(ParseConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(config.policy, Policy::off);
   EXPECT_FALSE(config.host_limit);
   EXPECT_EQ(config.grace_operations, 8u);
+  EXPECT_EQ(config.piece_bytes, 0u);
   EXPECT_EQ(config.cupti, CuptiUse::automatic);
   EXPECT_TRUE(config.library_hooks);
 }
@@ -171,6 +172,7 @@ TEST(ParseConfig, ReadsEveryVariable) {
                                   {"VGPUMEM_POLICY", "off"},
                                   {"VGPUMEM_HOST_LIMIT", "64G"},
                                   {"VGPUMEM_GRACE_LAUNCHES", "0"},
+                                  {"VGPUMEM_PIECE_BYTES", "6MiB"},
                                   {"VGPUMEM_CUPTI", "off"},
                                   {"VGPUMEM_VICTIMS", "Next-Use"},
                                   {"VGPUMEM_LIBRARY_HOOKS", "OFF"}});
@@ -187,6 +189,7 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.policy, Policy::off);  // given explicitly, despite the caps
   EXPECT_EQ(config.host_limit, 64 * GiB);
   EXPECT_EQ(config.grace_operations, 0u);
+  EXPECT_EQ(config.piece_bytes, 6 * MiB);
   EXPECT_EQ(config.cupti, CuptiUse::off);
   EXPECT_EQ(config.victims, VictimOrder::next_use);
   EXPECT_FALSE(config.library_hooks);
@@ -261,6 +264,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_HOST_LIMIT", "0"}, BadCase{"VGPUMEM_POLICY", "fastest"},
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", "65537"}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "-1"},
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", ""}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "2.5"},
+                      BadCase{"VGPUMEM_PIECE_BYTES", "3MiB"}, BadCase{"VGPUMEM_PIECE_BYTES", "1K"},
+                      BadCase{"VGPUMEM_PIECE_BYTES", "0"}, BadCase{"VGPUMEM_PIECE_BYTES", ""},
                       BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_CUPTI", "on"},
                       BadCase{"VGPUMEM_LIBRARY_HOOKS", "auto"}, BadCase{"VGPUMEM_LIBRARY_HOOKS", ""},
                       BadCase{"VGPUMEM_CUPTI", ""}, BadCase{"VGPUMEM_VICTIMS", "belady"},
