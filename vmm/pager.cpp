@@ -798,8 +798,10 @@ Unit* Pager::new_unit_at(int device, std::uint64_t address, std::uint64_t bytes,
   unit->device = device;
   unit->slab = slab;
   unit->requested = 0;
-  unit->first_piece = nullptr;
-  unit->next_piece = nullptr;
+  // Written only where it changes: the launch path reads these unlocked,
+  // and a unit that never was a piece is never written.
+  if (unit->first_piece != nullptr) unit->first_piece = nullptr;
+  if (unit->next_piece != nullptr) unit->next_piece = nullptr;
   unit->pins = 0;
   unit->lifetime_pins.store(0);
   unit->live = 0;

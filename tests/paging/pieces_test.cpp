@@ -7,7 +7,9 @@
 // when the "kernel" (a driver copy with no pager in between) reads it.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -274,6 +276,108 @@ TEST_F(PiecesTest, APinByAddressKeepsEveryPiece) {
   EXPECT_TRUE(holds(r, kPiece, 33));
   EXPECT_TRUE(holds(p, kWhole, 31)) << "unpinned, it may move, and comes back whole";
   free_all({p, q, r});
+}
+
+// Pieces moved by a plan at any moment, between asynchronous writes of
+// whole buffers (named by a word, as a kernel names them) and of single
+// pieces (a copy, which names only that piece), with the reclaimer running:
+// every piece of every buffer keeps the last version written to it.
+TEST_F(PiecesTest, PiecesMovedAtAnyMomentBetweenAsynchronousWritesLoseNothing) {
+  constexpr unsigned kBuffers = 8, kPieces = 3;  // 24 pieces under a cap of 6
+  constexpr std::uint64_t kBytes = kPieces * kPiece;
+  make_pager(6 * kPiece, std::nullopt, [](vmm::PagerOptions& options) { options.piece_bytes = kPiece; });
+  std::array<CUdeviceptr, kBuffers> buffers{};
+  std::array<std::array<vmm::Unit*, kPieces>, kBuffers> units{};
+  std::array<std::array<unsigned, kPieces>, kBuffers> version{};
+  for (unsigned i = 0; i < kBuffers; ++i) {
+    ASSERT_EQ(pager_->allocate(0, kBytes, &buffers[i]), CUDA_SUCCESS);
+    write(buffers[i], kBytes, i);
+    for (unsigned k = 0; k < kPieces; ++k) {
+      units[i][k] = unit_at(buffers[i] + k * kPiece);
+      ASSERT_NE(units[i][k], nullptr);
+      version[i][k] = i;
+    }
+  }
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  constexpr unsigned kSources = 6;  // pinned, reused once the stream has drained
+  std::array<unsigned char*, kSources> sources{};
+  for (auto& source : sources) {
+    void* p = nullptr;
+    ASSERT_EQ(cuMemAllocHost(&p, kBytes), CUDA_SUCCESS);
+    source = static_cast<unsigned char*>(p);
+  }
+  // Byte b of a piece at version v: the fixture's pattern, offset in the buffer.
+  const auto fill = [](unsigned char* out, std::uint64_t offset, std::uint64_t bytes, unsigned v) {
+    for (std::uint64_t b = 0; b < bytes; ++b) out[b] = static_cast<unsigned char>((offset + b) * 31 + v);
+  };
+  std::mt19937 random(2027);
+  unsigned next_source = 0, writes = 0, moves = 0, checks = 0;
+  const auto take_source = [&]() {
+    if (next_source == kSources) {
+      EXPECT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+      next_source = 0;
+    }
+    return sources[next_source++];
+  };
+  for (int step = 0; step < 300; ++step) {
+    const unsigned i = random() % kBuffers, k = random() % kPieces;
+    switch (random() % 5) {
+      case 0: {  // a kernel writes all of it: named by a word into piece k
+        unsigned char* source = take_source();
+        const unsigned v = version[i][0] + kBuffers * (step + 1);
+        fill(source, 0, kBytes, v);
+        const std::uint64_t word = buffers[i] + k * kPiece + 8;
+        vmm::Access access;
+        ASSERT_EQ(pager_->prepare(&word, 1, stream, false, access), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyHtoDAsync(buffers[i], source, kBytes, stream), CUDA_SUCCESS);
+        version[i].fill(v);
+        ++writes;
+        break;
+      }
+      case 1: {  // a copy writes piece k alone
+        unsigned char* source = take_source();
+        const unsigned v = version[i][k] + kBuffers * (step + 1);
+        fill(source, k * kPiece, kPiece, v);
+        vmm::Access access;
+        ASSERT_EQ(pager_->prepare_range(buffers[i] + k * kPiece, kPiece, stream, false, access), CUDA_SUCCESS);
+        ASSERT_EQ(access.size(), 1u);
+        ASSERT_EQ(cuMemcpyHtoDAsync(buffers[i] + k * kPiece, source, kPiece, stream), CUDA_SUCCESS);
+        version[i][k] = v;
+        ++writes;
+        break;
+      }
+      case 2:
+        moves += pager_->offload_unit(units[i][k], false) ? 1 : 0;
+        break;
+      case 3:
+        moves += pager_->prefetch_unit(units[i][k]) ? 1 : 0;
+        break;
+      default: {  // the program reads it all, as a kernel would
+        ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+        next_source = 0;
+        const std::uint64_t word = buffers[i] + k * kPiece;
+        vmm::Access access;
+        ASSERT_EQ(pager_->prepare(&word, 1, nullptr, false, access), CUDA_SUCCESS);
+        std::vector<unsigned char> seen(kBytes), expected(kBytes);
+        ASSERT_EQ(cuMemcpyDtoH(seen.data(), buffers[i], kBytes), CUDA_SUCCESS);
+        for (unsigned piece = 0; piece < kPieces; ++piece) {
+          fill(expected.data() + piece * kPiece, piece * kPiece, kPiece, version[i][piece]);
+        }
+        ASSERT_EQ(std::memcmp(seen.data(), expected.data(), kBytes), 0) << "buffer " << i << " at step " << step;
+        ++checks;
+        break;
+      }
+    }
+    ASSERT_LE(physical_bytes_now() - baseline_, cap_) << "the simulator's own count, step " << step;
+  }
+  ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+  EXPECT_GT(writes, 60u);
+  EXPECT_GT(moves, 40u) << "the moves must happen for this test to mean anything";
+  EXPECT_GT(checks, 30u);
+  for (auto* source : sources) cuMemFreeHost(source);
+  cuStreamDestroy(stream);
+  for (CUdeviceptr p : buffers) free_all({p});
 }
 
 }  // namespace
