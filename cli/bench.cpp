@@ -59,7 +59,10 @@ struct Options {
   // both (VGPUMEM_LIBRARY_HOOKS; "off" rows are the policy without hints).
   bool libraries = false;
   std::vector<std::string> library_hooks{"on"};
-  // VGPUMEM_PIECE_BYTES for every capped run (empty: the shim's default, off).
+  // VGPUMEM_PIECE_BYTES for every capped run. Empty: the shim's default
+  // scaled with the sizes (its 32 MiB under auto are 4 MiB at --scale 8,
+  // never under one 2 MiB chunk), so the runs see what a program at full
+  // size would; off under the other policies, as in the shim.
   std::string piece_bytes;
 };
 
@@ -116,6 +119,16 @@ bool parse(const std::vector<std::string>& args, Options* options) {
     }
   }
   return true;
+}
+
+// VGPUMEM_PIECE_BYTES for a run of `policy` (Options::piece_bytes).
+std::string pieces_for(const Options& options, const std::string& policy) {
+  if (!options.piece_bytes.empty()) return options.piece_bytes;
+  if (policy != "auto") return "off";
+  constexpr std::uint64_t kChunkMiB = 2, kDefaultMiB = 32;  // the shim's (shim/config.h)
+  const std::uint64_t chunks = std::max<std::uint64_t>(1, (kDefaultMiB / static_cast<std::uint64_t>(options.scale) +
+                                                           kChunkMiB / 2) / kChunkMiB);
+  return std::to_string(chunks * kChunkMiB) + "MiB";
 }
 
 std::uint64_t number(const std::string& text) { return text.empty() ? 0 : std::stoull(text); }
@@ -197,6 +210,9 @@ int run_bench(const std::vector<std::string>& args) {
   std::cout << "vgpumem bench: layered workloads on the simulated driver, sizes / " << options.scale << ", link "
             << link << " GB/s (" << fixed(options.link_gbps, 1) << " / " << options.scale << "), " << options.steps
             << " steps each" << (options.libraries ? "; convolutions and GEMMs as cuDNN and cuBLAS calls" : "")
+            << "; VGPUMEM_PIECE_BYTES "
+            << (options.piece_bytes.empty() ? pieces_for(options, "auto") + " under auto (the default scaled)"
+                                            : options.piece_bytes)
             << "\n\n";
   const std::string header =
       "| workload | cap | policy | step | floor | step / floor | step / uncapped | out / step | in / step | "
@@ -247,7 +263,7 @@ int run_bench(const std::vector<std::string>& args) {
           request.limit = std::to_string(cap);
           request.policy = policy;
           request.extra_environment["VGPUMEM_LIBRARY_HOOKS"] = hooks;
-          if (!options.piece_bytes.empty()) request.extra_environment["VGPUMEM_PIECE_BYTES"] = options.piece_bytes;
+          request.extra_environment["VGPUMEM_PIECE_BYTES"] = pieces_for(options, policy);
           request.name = model + "-" + cap_text + "-" + policy + (hooks == "off" ? "-hooks-off" : "");
           const SimRun run = run_simulated(request);
           Cell cell;

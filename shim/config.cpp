@@ -518,7 +518,7 @@ ConfigResult parse_config(const std::function<const char*(const char*)>& getenv_
   }
 
   Config config;
-  bool policy_given = false;
+  bool policy_given = false, pieces_given = false;
   for (const Variable& variable : kVariables) {
     const char* value = getenv_fn(std::string(variable.name).c_str());
     if (value == nullptr) continue;
@@ -526,6 +526,7 @@ ConfigResult parse_config(const std::function<const char*(const char*)>& getenv_
       return fail(invalid(variable.name, value, variable.accepted, std::move(*problem)));
     }
     policy_given |= variable.name == "VGPUMEM_POLICY";
+    pieces_given |= variable.name == "VGPUMEM_PIECE_BYTES";
   }
 
   for (const auto& [device, name] : device_limit_names) {
@@ -536,6 +537,7 @@ ConfigResult parse_config(const std::function<const char*(const char*)>& getenv_
   }
 
   if (!policy_given) config.policy = config.any_limit() ? Policy::automatic : Policy::off;
+  if (!pieces_given) config.piece_bytes = config.policy == Policy::automatic ? Config::kDefaultPieceBytes : 0;
   return ConfigResult{std::move(config), std::nullopt};
 }
 

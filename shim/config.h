@@ -63,7 +63,10 @@ struct Config {
   std::optional<std::uint64_t> host_limit; // VGPUMEM_HOST_LIMIT: pinned host bytes; unset = no cap
   vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
   std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)
-  std::uint64_t piece_bytes = 0;                // VGPUMEM_PIECE_BYTES (vmm/pager.h); 0 = off
+  // VGPUMEM_PIECE_BYTES (vmm/pager.h); 0 = off. Unset: kDefaultPieceBytes
+  // under auto, whose plans move part of a large buffer; off otherwise.
+  std::uint64_t piece_bytes = 0;
+  static constexpr std::uint64_t kDefaultPieceBytes = std::uint64_t{32} << 20;
   CuptiUse cupti = CuptiUse::automatic;         // VGPUMEM_CUPTI
   VictimOrder victims = VictimOrder::automatic; // VGPUMEM_VICTIMS
   // VGPUMEM_LIBRARY_HOOKS: whether the cuBLAS/cuDNN hooks tell the pager and

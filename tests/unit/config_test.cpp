@@ -195,6 +195,20 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_FALSE(config.library_hooks);
 }
 
+// Pieces by default under auto alone (whose plans can move part of a large
+// buffer), of 32 MiB; off under the other policies; as given when given.
+TEST(ParseConfig, PiecesByDefaultOnlyUnderAuto) {
+  const auto pieces = [](std::map<std::string, std::string> env) { return parse_ok(env).piece_bytes; };
+  EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}}), 32 * MiB) << "auto, the default with a cap";
+  EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_POLICY", "auto"}}), 32 * MiB);
+  EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_POLICY", "lru"}}), 0u);
+  EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_POLICY", "vdnn-all"}}), 0u);
+  EXPECT_EQ(pieces({}), 0u) << "no cap, no paging";
+  EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_PIECE_BYTES", "off"}}), 0u);
+  EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_PIECE_BYTES", "8M"}}), 8 * MiB);
+  EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_POLICY", "lru"}, {"VGPUMEM_PIECE_BYTES", "4MiB"}}), 4 * MiB);
+}
+
 // By next use where a step is learned and asked for (by default under auto
 // alone: the vDNN baselines keep the order they had); never without one.
 TEST(ParseConfig, VictimsGoByNextUseOnlyUnderALearnedStep) {
