@@ -30,20 +30,25 @@ namespace vgpumem::vmm {
 
 struct LibraryCallScope {
   static constexpr std::size_t kRanges = 4;
-  static constexpr std::size_t kKept = 8;  // units one call may skip bytes of; more are copied in whole
+  // Units one call may skip bytes of; more are copied in whole. An output
+  // in pieces (PagerOptions::piece_bytes) is a unit a piece: 64 covers 2 GiB
+  // in the default 32 MiB pieces.
+  static constexpr std::size_t kKept = 64;
 
   struct Range {
     std::uint64_t address = 0, bytes = 0;
     std::uint64_t end() const { return address + bytes; }
   };
   // A unit that came back without some of its bytes, and the host copy that
-  // still holds them.
+  // still holds them. No member initializers: `kept` is left uninitialized
+  // (3 KiB a hooked call would otherwise clear), and only its first
+  // `kept_count` entries, each written whole, are ever read.
   struct Kept {
-    Unit* unit = nullptr;
-    void* host = nullptr;
-    std::uint64_t host_bytes = 0;  // the buffer's size (the unit's when it was taken)
-    std::uint64_t offset = 0, bytes = 0;  // the skipped bytes, from the unit's start
-    std::uint64_t read = 0;  // the copy-in stream's read of the parts copied (CopyMarks; 0: none)
+    Unit* unit;
+    void* host;
+    std::uint64_t host_bytes;  // the buffer's size (the unit's when it was taken)
+    std::uint64_t offset, bytes;  // the skipped bytes, from the unit's start
+    std::uint64_t read;  // the copy-in stream's read of the parts copied (CopyMarks; 0: none)
   };
 
   LibraryOp op = LibraryOp::none;
@@ -52,7 +57,7 @@ struct LibraryCallScope {
   bool per_thread = false;
   std::array<Range, kRanges> ranges{};
   std::size_t range_count = 0;
-  std::array<Kept, kKept> kept{};
+  std::array<Kept, kKept> kept;  // [0, kept_count) written; the rest never read
   std::size_t kept_count = 0;
 
   // Adds a range the call overwrites whole; false when the scope is full

@@ -213,6 +213,32 @@ INSTANTIATE_TEST_SUITE_P(CallEnds, PiecesOverwriteTest, ::testing::Bool(),
                            return test.param ? "Completed" : "Failed";
                          });
 
+// A library call that overwrites a large allocation whole skips the copy of
+// every piece, not only the first few: a 1 GiB output in 32 MiB pieces is 32
+// of them (here 24 pieces of 2 MiB).
+TEST_F(PiecesTest, ACallThatOverwritesManyPiecesCopiesNoneOfThemIn) {
+  constexpr std::uint64_t kLarge = 24 * kPiece;
+  make_pager(128 * kMiB, std::nullopt, in_pieces(vmm::CheckMode::torture));
+  CUdeviceptr p = 0, other = 0;
+  ASSERT_EQ(pager_->allocate(0, kLarge, &p), CUDA_SUCCESS);
+  write(p, kLarge, 41);
+  ASSERT_EQ(pager_->allocate(0, kPiece, &other), CUDA_SUCCESS);
+  write(other, kPiece, 42);  // p on the host
+  const std::uint64_t copied_before = counter("bytes_prefetched");
+  vmm::LibraryCallScope scope;
+  ASSERT_TRUE(scope.add(p, kLarge));
+  ASSERT_TRUE(pager_->begin_library_call(scope));
+  {
+    const std::uint64_t word = p;
+    vmm::Access access;
+    ASSERT_EQ(pager_->prepare(&word, 1, nullptr, false, access), CUDA_SUCCESS);
+  }
+  pager_->end_library_call(scope, true);
+  EXPECT_EQ(counter("bytes_not_fetched"), kLarge);
+  EXPECT_EQ(counter("bytes_prefetched"), copied_before) << "nothing of it crossed the link";
+  free_all({p, other});
+}
+
 // Freed while one piece is on its way in and another on its way out: both
 // copies are waited for, every chunk and host buffer comes back, and the
 // next owner of the chunks sees only its own bytes.
