@@ -266,10 +266,20 @@ TEST(Recorder, ResetAfterForkWithTheLockHeldElsewhere) {
   // A thread that is inside record_lookup at fork time leaves its lock held in
   // the child; the reset must not wait for it.
   Recorder recorder(100);
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, warm{false};
   std::thread busy([&] {
-    while (!stop.load()) recorder.record_lookup(LookupPath::dlsym, "cuInit", 0, 0, true);
+    while (!stop.load()) {
+      recorder.record_lookup(LookupPath::dlsym, "cuInit", 0, 0, true);
+      warm.store(true);
+    }
   });
+  // Forked only once the thread's first call has made its entry (and the
+  // thread's start its own allocations): from then on it takes and drops the
+  // recorder's lock without allocating. A thread inside malloc at the fork
+  // would leave the child the allocator's lock, which glibc's malloc takes
+  // back at fork but the sanitizers' allocators do not (the child hung there
+  // under AddressSanitizer, 2026-11-27): a hang of the test's own making.
+  while (!warm.load()) std::this_thread::yield();
   const pid_t child = ::fork();
   if (child == 0) {
     recorder.reset_after_fork();
