@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -208,5 +209,11 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
 // unrolled, about steps / (steps + 2) of the exact least. 0 where nothing
 // need move, or no schedule fits.
 double least_bytes_moved(const IterationProfile& profile, std::uint64_t budget, std::size_t steps = 64);
+// The same for schedules that keep each unit on the device through the
+// `kept` operations after each of its last uses (a plan's offload_delay:
+// 1 + the launch grace it keeps, as the scheduler counts); least_bytes_moved
+// is kept = 0. std::nullopt where no such schedule fits the budget.
+std::optional<double> least_bytes_keeping(const IterationProfile& profile, std::uint64_t budget, std::size_t kept,
+                                          std::size_t steps = 64);
 
 }  // namespace vgpumem::scheduler

@@ -52,6 +52,13 @@ TEST(SimulateCommand, PredictsTheRecordedRunsOwnStep) {
   EXPECT_TRUE(predicted["fits"].get<bool>());
   const double step = predicted["step_ns"].get<double>();
   EXPECT_GE(step, predicted["floor_ns"].get<double>());
+  // The least under the plan's own grace bounds the plan, and is no lower
+  // than the floor, which keeps no unit past its last use.
+  ASSERT_TRUE(predicted["least_bytes_under_grace"].is_number()) << simulated.out;
+  EXPECT_LE(predicted["least_bytes_under_grace"].get<double>(),
+            predicted["bytes_to_host"].get<double>() * 1.000001);
+  EXPECT_GE(predicted["floor_under_grace_ns"].get<double>(), predicted["floor_ns"].get<double>());
+  EXPECT_LE(predicted["floor_under_grace_ns"].get<double>(), step * 1.000001);
   // Within 7 %: on the bench's cells the model predicts at or above the
   // measured step by 0.5-6.8 % (docs/benchmarks.md, "The table,
   // 2026-11-26": it over-counts the copy-out engine's queue on the

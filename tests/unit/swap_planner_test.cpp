@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -365,6 +366,30 @@ TEST(LeastBytes, IsTheLeastCoverOfTheExcessOnStepsSolvedByHand) {
   EXPECT_PRED2(near, least_bytes_moved(profile, 10 * kMiB), 10.0 * kMiB);
 }
 
+// Kept past each last use (the pager's launch grace), a unit is away for
+// less of each gap, and any schedule keeping it so moves more, or none
+// fits. Three 10 MiB units used in turn twice a step (a b c a b c), room
+// for two: one away at every operation. Away from the operation after a
+// last use, each gap covers the two operations before its next use: three
+// gaps, 30 MiB. Kept one operation, each gap covers one: all six, 60 MiB.
+// Kept two, no gap covers any operation.
+TEST(LeastBytes, KeepingUnitsPastTheirLastUseMovesMoreOrLeavesNoScheduleThatFits) {
+  SyntheticStep step(3);
+  step.bytes = {10 * kMiB, 10 * kMiB, 10 * kMiB};
+  for (std::uint32_t round = 0; round < 2; ++round) {
+    for (std::uint32_t u = 0; u < 3; ++u) step.op(1'000, {u});
+  }
+  const IterationProfile profile = step.profile(1);
+  const auto near = [](std::optional<double> bytes, double exact) {
+    return bytes.has_value() && *bytes <= exact && *bytes >= exact * 64 / 66;
+  };
+  EXPECT_PRED2(near, least_bytes_keeping(profile, 20 * kMiB, 0), 30.0 * kMiB);
+  EXPECT_EQ(least_bytes_keeping(profile, 20 * kMiB, 0), least_bytes_moved(profile, 20 * kMiB));
+  EXPECT_PRED2(near, least_bytes_keeping(profile, 20 * kMiB, 1), 60.0 * kMiB);
+  EXPECT_EQ(least_bytes_keeping(profile, 20 * kMiB, 2), std::nullopt) << "kept through the next use";
+  EXPECT_EQ(least_bytes_keeping(profile, 30 * kMiB, 2), 0.0) << "nothing need move";
+}
+
 // Where units leave more than once a step, two cuts see each unit away
 // once or twice, and the least bytes are the floor. Four 64 MiB units each
 // used three times a step (u at u, u + 4 and u + 8), room for one: all
@@ -539,6 +564,7 @@ TEST(SwapPlanner, WhereNoGraceFitsThePartialPlanLeavingOnDemandLessIsKept) {
 TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
   std::mt19937 random(14);
   const LinkModel link;
+  int kept_moves_more = 0;  // plans whose grace raises the least they could move
   for (int trial = 0; trial < 60; ++trial) {
     SyntheticStep step = random_step(random, 4, 24, 10, 80, 2'000'000);
     const IterationProfile profile = step.profile(1 + random() % 9);
@@ -551,6 +577,13 @@ TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
       const double least = least_bytes_moved(profile, budget);
       EXPECT_GE(static_cast<double>(timing.bytes_to_host), least * 0.999999) << "trial " << trial;
       EXPECT_GE(static_cast<double>(timing.bytes_to_device), least * 0.999999) << "trial " << trial;
+      // And no fewer than the least under the grace it keeps each unit for.
+      const std::optional<double> kept = least_bytes_keeping(profile, budget, profile.offload_delay);
+      ASSERT_TRUE(kept.has_value()) << "a plan fits keeping units so: trial " << trial;
+      EXPECT_GE(static_cast<double>(timing.bytes_to_host), *kept * 0.999999) << "trial " << trial;
+      EXPECT_GE(static_cast<double>(timing.bytes_to_device), *kept * 0.999999) << "trial " << trial;
+      EXPECT_GE(*kept, least * 0.999999) << "trial " << trial;
+      kept_moves_more += *kept > least * 1.01;
       const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
       EXPECT_LE(*std::max_element(curve.begin(), curve.end()), plan.target) << "trial " << trial;
     }
@@ -561,6 +594,7 @@ TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
     EXPECT_EQ(table.offload_begin.back(), plan.swaps.size());
     EXPECT_EQ(table.prefetch_begin.back(), plan.swaps.size());
   }
+  EXPECT_GT(kept_moves_more, 5) << "steps where the grace, not the floor's least, bounds what a plan moves";
 }
 
 // plan_auto runs two greedy orders and the model keeps the faster: never
