@@ -27,6 +27,7 @@
 #include "common/format_bytes.h"
 #include "scheduler/profile_json.h"
 #include "scheduler/swap_plan.h"
+#include "shim/config.h"
 
 namespace vgpumem::cli {
 namespace {
@@ -125,7 +126,8 @@ bool parse(const std::vector<std::string>& args, Options* options) {
 std::string pieces_for(const Options& options, const std::string& policy) {
   if (!options.piece_bytes.empty()) return options.piece_bytes;
   if (policy != "auto") return "off";
-  constexpr std::uint64_t kChunkMiB = 2, kDefaultMiB = 32;  // the shim's (shim/config.h)
+  constexpr std::uint64_t kChunkMiB = 2;  // vmm/chunk_pool.h
+  constexpr std::uint64_t kDefaultMiB = Config::kDefaultPieceBytes >> 20;
   const std::uint64_t chunks = std::max<std::uint64_t>(1, (kDefaultMiB / static_cast<std::uint64_t>(options.scale) +
                                                            kChunkMiB / 2) / kChunkMiB);
   return std::to_string(chunks * kChunkMiB) + "MiB";

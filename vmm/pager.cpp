@@ -763,13 +763,17 @@ bool Pager::admits(int device, std::uint64_t bytes) const {
   return stored_bytes_ + bytes + std::max(largest_unit_, bytes) <= room;
 }
 
+// admits(), or false with the refusal logged and counted as out of memory.
+bool Pager::admit_or_refuse(int device, std::uint64_t bytes) {
+  if (admits(device, bytes)) return true;
+  VGPUMEM_LOG_INFO("paged allocation of {} refused: the cap and VGPUMEM_HOST_LIMIT hold {} already",
+                   format_bytes(bytes), format_bytes(stored_bytes_));
+  ooms_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
-  if (!admits(device, bytes)) {
-    VGPUMEM_LOG_INFO("paged allocation of {} refused: the cap and VGPUMEM_HOST_LIMIT hold {} already",
-                     format_bytes(bytes), format_bytes(stored_bytes_));
-    ooms_.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
+  if (!admit_or_refuse(device, bytes)) return nullptr;
   const std::optional<std::uint64_t> address = arena_.take(bytes);
   if (!address) return nullptr;
   Unit* unit = new_unit_at(device, *address, bytes, slab);
@@ -922,12 +926,7 @@ CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
 // later never offloads an earlier one. Linked only once all are made: the
 // index lookups that follow the links see whole chains.
 Unit* Pager::new_pieces(int device, std::uint64_t rounded, std::uint64_t requested) {
-  if (!admits(device, rounded)) {
-    VGPUMEM_LOG_INFO("paged allocation of {} refused: the cap and VGPUMEM_HOST_LIMIT hold {} already",
-                     format_bytes(rounded), format_bytes(stored_bytes_));
-    ooms_.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
+  if (!admit_or_refuse(device, rounded)) return nullptr;
   const std::optional<std::uint64_t> address = arena_.take(rounded);
   if (!address) return nullptr;
   std::vector<Unit*> pieces;

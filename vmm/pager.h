@@ -406,6 +406,7 @@ class Pager final : public PagerControl {
   Unit* new_pieces(int device, std::uint64_t rounded, std::uint64_t requested);
   void release_pieces(Unit* first);
   bool admits(int device, std::uint64_t bytes) const;
+  bool admit_or_refuse(int device, std::uint64_t bytes);  // admits(), or logs and counts the refusal
   void release_unit(Unit* unit);
   bool unmap_chunks(const Unit* unit, std::size_t count);
   bool unmap_chunk_run(std::uint64_t address, std::size_t count);

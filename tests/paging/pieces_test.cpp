@@ -56,6 +56,17 @@ class PiecesTest : public PagerTest {
     pager_->set_access_feed(nullptr);
     return catcher.last;
   }
+  // A new allocation of `bytes` at *p holding pattern `seed`, then one piece
+  // more at *other holding `other_seed`: under the torture order, writing
+  // the second sends every piece of the first to the host. Call through
+  // ASSERT_NO_FATAL_FAILURE.
+  void allocate_sent_to_host(std::uint64_t bytes, unsigned seed, CUdeviceptr* p, unsigned other_seed,
+                             CUdeviceptr* other) {
+    ASSERT_EQ(pager_->allocate(0, bytes, p), CUDA_SUCCESS);
+    write(*p, bytes, seed);
+    ASSERT_EQ(pager_->allocate(0, kPiece, other), CUDA_SUCCESS);
+    write(*other, kPiece, other_seed);
+  }
   std::uint64_t counter(const char* name) const { return pager_->summary()[name].get<std::uint64_t>(); }
   void free_all(std::initializer_list<CUdeviceptr> buffers) {
     for (CUdeviceptr p : buffers) {
@@ -97,10 +108,7 @@ TEST_F(PiecesTest, AnAllocationAbovePieceSizeIsMadeOfPiecesBackToBack) {
 TEST_F(PiecesTest, AWordIntoOnePieceMakesEveryPieceResident) {
   make_pager(64 * kMiB, std::nullopt, in_pieces(vmm::CheckMode::torture));
   CUdeviceptr p = 0, other = 0;
-  ASSERT_EQ(pager_->allocate(0, kWhole, &p), CUDA_SUCCESS);
-  write(p, kWhole, 7);
-  ASSERT_EQ(pager_->allocate(0, kPiece, &other), CUDA_SUCCESS);
-  write(other, kPiece, 9);  // torture: every piece of p is on the host now
+  ASSERT_NO_FATAL_FAILURE(allocate_sent_to_host(kWhole, 7, &p, 9, &other));  // every piece of p on the host
   ASSERT_FALSE(mapped_now(p + 3 * kPiece, kPiece));
   {
     const std::uint64_t word = p + 100;  // into piece 0
@@ -155,10 +163,7 @@ TEST_F(PiecesTest, ATableThatStartsInAnotherPieceIsStillFollowed) {
 TEST_F(PiecesTest, ACopyBringsBackOnlyThePiecesItTouches) {
   make_pager(64 * kMiB, std::nullopt, in_pieces(vmm::CheckMode::torture));
   CUdeviceptr p = 0, other = 0;
-  ASSERT_EQ(pager_->allocate(0, kWhole, &p), CUDA_SUCCESS);
-  write(p, kWhole, 5);
-  ASSERT_EQ(pager_->allocate(0, kPiece, &other), CUDA_SUCCESS);
-  write(other, kPiece, 6);
+  ASSERT_NO_FATAL_FAILURE(allocate_sent_to_host(kWhole, 5, &p, 6, &other));
   const std::uint64_t before = counter("bytes_prefetched");
   {
     vmm::Access access;
@@ -182,10 +187,7 @@ TEST_P(PiecesOverwriteTest, WhatTheCallDoesNotCoverComesBackInEveryPiece) {
   const bool completed = GetParam();
   make_pager(64 * kMiB, std::nullopt, in_pieces(vmm::CheckMode::torture));
   CUdeviceptr p = 0, other = 0;
-  ASSERT_EQ(pager_->allocate(0, kWhole, &p), CUDA_SUCCESS);
-  write(p, kWhole, 11);
-  ASSERT_EQ(pager_->allocate(0, kPiece, &other), CUDA_SUCCESS);
-  write(other, kPiece, 12);  // p on the host
+  ASSERT_NO_FATAL_FAILURE(allocate_sent_to_host(kWhole, 11, &p, 12, &other));  // p on the host
   vmm::LibraryCallScope scope;
   ASSERT_TRUE(scope.add(p + 1 * kMiB, 6 * kMiB));
   ASSERT_TRUE(pager_->begin_library_call(scope));
@@ -220,10 +222,7 @@ TEST_F(PiecesTest, ACallThatOverwritesManyPiecesCopiesNoneOfThemIn) {
   constexpr std::uint64_t kLarge = 24 * kPiece;
   make_pager(128 * kMiB, std::nullopt, in_pieces(vmm::CheckMode::torture));
   CUdeviceptr p = 0, other = 0;
-  ASSERT_EQ(pager_->allocate(0, kLarge, &p), CUDA_SUCCESS);
-  write(p, kLarge, 41);
-  ASSERT_EQ(pager_->allocate(0, kPiece, &other), CUDA_SUCCESS);
-  write(other, kPiece, 42);  // p on the host
+  ASSERT_NO_FATAL_FAILURE(allocate_sent_to_host(kLarge, 41, &p, 42, &other));  // p on the host
   const std::uint64_t copied_before = counter("bytes_prefetched");
   vmm::LibraryCallScope scope;
   ASSERT_TRUE(scope.add(p, kLarge));
