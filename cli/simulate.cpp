@@ -259,6 +259,7 @@ int run_simulate(const std::vector<std::string>& args) {
     // What the launch grace alone costs: the least any schedule keeping
     // units as this plan does moves, over the slower direction's link.
     const std::optional<double> least_kept = scheduler::least_bytes_keeping(profile, budget, planned.offload_delay);
+    const double least_any = scheduler::least_bytes_moved(profile, budget);
     const double slower_link = std::min(link.to_host_bytes_per_ns, link.to_device_bytes_per_ns);
     const double grace_floor = least_kept ? std::max(floor, *least_kept / slower_link) : 0.0;
     if (options->json) {
@@ -274,6 +275,7 @@ int run_simulate(const std::vector<std::string>& args) {
                                   {"peak_after", plan.peak_after},
                                   {"fits", plan.fits},
                                   {"grace_operations", grace},
+                                  {"least_bytes", least_any},
                                   {"least_bytes_under_grace", least_kept ? nlohmann::json(*least_kept) : nullptr},
                                   {"floor_under_grace_ns", least_kept ? nlohmann::json(grace_floor) : nullptr},
                                   {"piece_bytes", options->piece_bytes.value_or(0)}}
@@ -293,9 +295,10 @@ int run_simulate(const std::vector<std::string>& args) {
       std::printf("    no schedule keeping each unit %zu operations past its last use fits this cap\n",
                   planned.offload_delay);
     } else if (grace_floor > floor * 1.0005) {
-      std::printf("    under this grace: any schedule moves at least %s each way, %s a step (%.3f of the floor; this "
-                  "plan %.3f of that)\n",
-                  mib(static_cast<std::uint64_t>(*least_kept)).c_str(), ms(grace_floor).c_str(), grace_floor / floor,
+      std::printf("    under this grace: any schedule moves at least %s each way (%s with none), %s a step (%.3f of the "
+                  "floor; this plan %.3f of that)\n",
+                  mib(static_cast<std::uint64_t>(*least_kept)).c_str(),
+                  mib(static_cast<std::uint64_t>(least_any)).c_str(), ms(grace_floor).c_str(), grace_floor / floor,
                   timing.step_ns / grace_floor);
     }
     if (options->late) print_late(planned, plan, timing, names);

@@ -57,6 +57,7 @@ TEST(SimulateCommand, PredictsTheRecordedRunsOwnStep) {
   ASSERT_TRUE(predicted["least_bytes_under_grace"].is_number()) << simulated.out;
   EXPECT_LE(predicted["least_bytes_under_grace"].get<double>(),
             predicted["bytes_to_host"].get<double>() * 1.000001);
+  EXPECT_GE(predicted["least_bytes_under_grace"].get<double>(), predicted["least_bytes"].get<double>() * 0.999999);
   EXPECT_GE(predicted["floor_under_grace_ns"].get<double>(), predicted["floor_ns"].get<double>());
   EXPECT_LE(predicted["floor_under_grace_ns"].get<double>(), step * 1.000001);
   // Within 7 %: on the bench's cells the model predicts at or above the
