@@ -231,6 +231,7 @@ int run_simulate(const std::vector<std::string>& args) {
   }
 
   const double floor = scheduler::step_floor(profile, budget, link);
+  const double least_any = scheduler::least_bytes_moved(profile, budget);  // the floor's: no grace
   const std::vector<std::string> names = operation_names(*profiled, profile.period());
   if (!options->json) {
     std::printf("step: %zu operations, %zu units, %s, %s of compute (uncapped)\n", profile.period(),
@@ -259,7 +260,6 @@ int run_simulate(const std::vector<std::string>& args) {
     // What the launch grace alone costs: the least any schedule keeping
     // units as this plan does moves, over the slower direction's link.
     const std::optional<double> least_kept = scheduler::least_bytes_keeping(profile, budget, planned.offload_delay);
-    const double least_any = scheduler::least_bytes_moved(profile, budget);
     const double slower_link = std::min(link.to_host_bytes_per_ns, link.to_device_bytes_per_ns);
     const double grace_floor = least_kept ? std::max(floor, *least_kept / slower_link) : 0.0;
     if (options->json) {

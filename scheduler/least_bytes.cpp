@@ -72,12 +72,13 @@ std::optional<double> least_bytes_keeping(const IterationProfile& profile, std::
       const std::size_t next_use = unit.uses[next_index] + (next_index == 0 ? period : 0);
       // Kept through the `kept` operations after the last use, the unit can
       // be away from the one after those to the one before its next use.
-      if (next_use <= last_use + 1 + kept) continue;  // never away between
+      const std::size_t away_from = last_use + 1 + kept;
+      if (next_use <= away_from) continue;  // never away between
       const bool free = unit.overwritten_at(next_index);
       // Copies starting one step before the line (a gap wraps into it) to its end.
       for (std::size_t copy = 0; copy <= steps + 1; ++copy) {
         const std::size_t shift = copy * period;  // the line starts `period` into the unrolled steps
-        const std::size_t first = last_use + 1 + kept + shift, last = next_use - 1 + shift;
+        const std::size_t first = away_from + shift, last = next_use - 1 + shift;
         if (last < period || first >= length + period) continue;
         Interval gap{std::max(first, period) - period, std::min(last - period, length - 1),
                      static_cast<double>(unit.bytes)};
