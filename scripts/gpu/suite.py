@@ -1,0 +1,338 @@
+"""The real-GPU suite: unmodified PyTorch training under vgpumem, against the
+same runs without it, in one device call that fits its time limit.
+
+    python3 scripts/gpu/suite.py OUT BUILD [--budget S] [--parts a,b,...]
+
+BUILD is the folder scripts/gpu/build.sh made (lib/libvgpumem.so,
+gpu-probes/). OUT receives:
+
+    results.json   every step: label, command, environment, rc, seconds, the
+                   program's RESULT line and the shim's trace summary, condensed
+    summary.md     the tables (step times, bytes moved, stalls, peaks, bitwise
+                   comparisons against the run without the shim)
+    traces.tar.xz  the shim's traces (schedule.profile is the access log of a
+                   real training step: `vgpumem simulate` replays it)
+    log.txt        stderr of every step
+
+Parts run in the order given (default: all, in priority order); a part whose
+steps would pass the budget is cut short and says so, so a later call can run
+the rest with --parts. Caps are fractions of the uncapped run's peak
+(torch.cuda.max_memory_reserved of the run without the shim), so the part
+that measures a workload without the shim runs first.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = sys.executable
+
+
+class Suite:
+    def __init__(self, out, build, budget):
+        self.out, self.build, self.deadline = out, build, time.time() + budget
+        self.shim = os.path.join(build, "lib", "libvgpumem.so")
+        self.probes = os.path.join(build, "gpu-probes")
+        self.work = tempfile.mkdtemp(prefix="vgpumem-suite.")
+        self.results = {}
+        self.log = open(os.path.join(out, "log.txt"), "a")
+        self.base_env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1")
+
+    def left(self):
+        return self.deadline - time.time()
+
+    def trace_path(self, label):
+        return os.path.join(self.work, f"trace-{label}.json")
+
+    def start(self, label, argv, env_extra, timeout, shim=False, trace=False):
+        """Starts a step; returns a handle for finish(), or None if out of budget."""
+        timeout = min(timeout, self.left() - 5)
+        if timeout < 20:
+            self.results[label] = {"label": label, "skipped": "time budget"}
+            print(f"  {label:<40} skipped (time budget)", flush=True)
+            return None
+        env = dict(self.base_env)
+        env.update(env_extra)
+        if shim:
+            env["LD_PRELOAD"] = self.shim
+            if trace:
+                env["VGPUMEM_TRACE"] = self.trace_path(label)
+                env.setdefault("VGPUMEM_TRACE_MAX_EVENTS", "20000")
+        shown = {k: v for k, v in env.items() if k.startswith(("VGPUMEM_", "PYTORCH_", "LD_PRELOAD"))}
+        self.log.write(f"== {label} ({time.strftime('%H:%M:%S')}, limit {timeout:.0f}s): {shown} {' '.join(argv)}\n")
+        self.log.flush()
+        proc = subprocess.Popen(["timeout", "-k", "5", str(int(timeout))] + argv, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        return (label, argv, shown, proc, time.time())
+
+    def finish(self, handle):
+        if handle is None:
+            return None
+        label, argv, shown, proc, t0 = handle
+        stdout, stderr = proc.communicate()
+        seconds = round(time.time() - t0, 1)
+        self.log.write(f"-- {label}: rc={proc.returncode} {seconds}s\n{stderr[-6000:]}\n")
+        self.log.flush()
+        entry = {"label": label, "argv": argv, "env": shown, "rc": proc.returncode, "seconds": seconds}
+        for line in stdout.splitlines():
+            if line.startswith("RESULT "):
+                try:
+                    entry["result"] = json.loads(line[7:])
+                except ValueError:
+                    entry["result_unparsed"] = line[:2000]
+            elif line.startswith("ERROR"):
+                entry["error_line"] = line[:500]
+        if "result" not in entry:
+            entry["stdout_tail"] = stdout[-1500:]
+            entry["stderr_tail"] = stderr[-1500:]
+        entry["vgpumem_stderr"] = [l for l in stderr.splitlines() if "vgpumem" in l][:40]
+        trace = self.trace_path(label)
+        if os.path.exists(trace):
+            try:
+                with open(trace) as f:
+                    entry["trace"] = condense(json.load(f).get("vgpumem", {}))
+            except (OSError, ValueError) as e:
+                entry["trace_error"] = str(e)[:300]
+        self.results[label] = entry
+        res = entry.get("result", {})
+        brief = res.get("median_step_ms_second_half", res.get("digest", ""))
+        print(f"  {label:<40} rc={proc.returncode:<4} {seconds:6.1f}s  {brief}  {res.get('error', '')[:120]}", flush=True)
+        self.save()
+        return entry
+
+    def run(self, *args, **kwargs):
+        return self.finish(self.start(*args, **kwargs))
+
+    def run_parallel(self, specs):
+        handles = [self.start(*a, **k) for a, k in specs]
+        return [self.finish(h) for h in handles]
+
+    def save(self):
+        with open(os.path.join(self.out, "results.json"), "w") as f:
+            json.dump({"meta": self.meta, "steps": self.results}, f, indent=1)
+
+
+def condense(s):
+    """The parts of a trace summary that the report reads."""
+    p = s.get("paging", {}) or {}
+    sched = s.get("schedule", {}) or {}
+    plan = sched.get("plan", {}) or {}
+    keep = {
+        "launches": s.get("launches"),
+        "peak_counted_bytes": s.get("peak_counted_bytes"),
+        "ooms_returned": s.get("ooms_returned"),
+        "devices": s.get("devices"),
+        "host_bytes_peak": s.get("host_bytes_peak"),
+        "events_dropped": s.get("events_dropped"),
+        "cupti": {k: (s.get("cupti") or {}).get(k) for k in ("state", "absent_reason", "kernel_records")},
+        "paging": {k: p.get(k) for k in (
+            "policy", "check", "offloads", "prefetches", "bytes_offloaded", "bytes_prefetched", "revived", "bytes_revived",
+            "stalled_operations", "stall_ns", "slow_path_ns", "context_synchronizations", "ooms", "grace",
+            "capture_pinned_bytes", "graph_node_pinned_bytes", "pointer_tables", "pieces", "program_handles",
+            "host_pinned_bytes_peak", "devices")},
+        "launch_audit_unscannable": {k: v for k, v in (p.get("launch_audit") or {}).items()
+                                     if isinstance(v, dict) and v.get("unscannable_launches")},
+    }
+    if sched:
+        keep["schedule"] = {k: sched.get(k) for k in (
+            "period", "iterations", "locked", "iterations_followed", "locks", "breaks", "plans", "operations_followed",
+            "operations_strayed", "scheduled_offloads", "scheduled_prefetches", "scheduled_refused", "timing_source",
+            "trial")}
+        keep["schedule"]["plan"] = {k: plan.get(k) for k in (
+            "period", "compute_ns", "recorded_stall_ns", "step_bytes", "budget", "target", "swaps", "peak_after", "fits",
+            "grace_operations", "predicted_step_ns", "predicted_stall_ns", "floor_ns", "link_to_host_gbps",
+            "link_to_device_gbps")}
+    return keep
+
+
+def meta_info(build):
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout.strip()
+        except Exception as e:
+            return f"error: {e}"
+    return {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "nvidia_smi": sh("nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader"),
+            "torch": sh(f"{PY} -c 'import torch; from importlib.metadata import version as v; print(torch.__version__, "
+                        "torch.version.cuda, torch.backends.cudnn.version(), v(\"torchvision\"), v(\"transformers\"))'"),
+            "git": sh(f"git -C {HERE} log -1 --format=%h 2>/dev/null") + sh(f"git -C {HERE} diff --quiet || echo +dirty"),
+            "shim_bytes": os.path.getsize(os.path.join(build, "lib", "libvgpumem.so"))
+            if os.path.exists(os.path.join(build, "lib", "libvgpumem.so")) else None}
+
+
+# ---- parts -------------------------------------------------------------------
+
+TRAIN = os.path.join(HERE, "train_workload.py")
+STEPS = {"resnet50": 16, "gpt2": 16, "bert": 16, "vgg16": 16}
+BATCH = {"resnet50": 64, "gpt2": 4, "bert": 8, "vgg16": 32}
+
+
+def train_argv(workload, label, steps=None, batch=None):
+    return [PY, TRAIN, workload, label, str(steps or STEPS[workload]), str(batch or BATCH[workload])]
+
+
+def peak_of(suite, workload, suffix=""):
+    r = suite.results.get(f"{workload}{suffix}-noshim", {}).get("result", {})
+    return r.get("max_memory_reserved") if r.get("ok") else None
+
+
+def cap_env(suite, workload, fraction, suffix=""):
+    peak = peak_of(suite, workload, suffix)
+    if not peak:
+        return None
+    return {"VGPUMEM_LIMIT": str(int(peak * fraction) // (2 << 20) * (2 << 20))}
+
+
+def part_learned(suite, workloads=("resnet50", "gpt2"), suffix="", alloc_env=None):
+    """Issue 14's GPU check: lru and auto at half the peak against uncapped, timed, one at a time."""
+    alloc_env = alloc_env or {}
+    for w in workloads:
+        suite.run(f"{w}{suffix}-noshim", train_argv(w, "noshim"), dict(alloc_env), 150)
+        for policy in ("auto", "lru"):
+            env = cap_env(suite, w, 0.5, suffix)
+            if env is None:
+                suite.results[f"{w}{suffix}-{policy}50"] = {"skipped": "no uncapped peak"}
+                continue
+            env.update(alloc_env, VGPUMEM_POLICY=policy)
+            suite.run(f"{w}{suffix}-{policy}50", train_argv(w, f"{policy}50"), env, 180, shim=True, trace=True)
+
+
+def probe_specs(suite):
+    """The driver-API paging probe: bit-identical digests under a cap, strict and torture; memcheck."""
+    probe = os.path.join(suite.probes, "probe_paging")
+    return [
+        (("probe-noshim", [probe, "3072", "64", "3"], {}, 60), {}),
+        (("probe-cap1g", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB"}, 90), {"shim": True, "trace": True}),
+        (("probe-cap1g-torture", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB", "VGPUMEM_CHECK": "torture"}, 150),
+         {"shim": True, "trace": True}),
+        (("probe-sanitizer-noshim", ["compute-sanitizer", "--tool", "memcheck", probe, "768", "32", "2"], {}, 150), {}),
+        (("probe-sanitizer-cap256m-torture", ["compute-sanitizer", "--tool", "memcheck", probe, "768", "32", "2"],
+          {"VGPUMEM_LIMIT": "256MiB", "VGPUMEM_CHECK": "torture"}, 200), {"shim": True}),
+    ]
+
+
+def part_probe(suite):
+    suite.run_parallel(probe_specs(suite))
+
+
+def part_checks(suite):
+    """Correctness, not timing (all side by side): the probe, torture on real training, a second uncapped
+    sample (does the shim change a bit?), a third of the peak."""
+    specs = probe_specs(suite)
+    for w in ("resnet50", "gpt2"):
+        specs.append(((f"{w}-shim-nocap", train_argv(w, "shim_nocap"), {}, 150), {"shim": True, "trace": True}))
+        env33 = cap_env(suite, w, 1 / 3)
+        if env33:
+            specs.append(((f"{w}-auto33", train_argv(w, "auto33"), dict(env33, VGPUMEM_POLICY="auto"), 240),
+                          {"shim": True, "trace": True}))
+        env50 = cap_env(suite, w, 0.5)
+        if env50:
+            specs.append(((f"{w}-torture50", train_argv(w, "torture50", steps=3),
+                           dict(env50, VGPUMEM_POLICY="lru", VGPUMEM_CHECK="torture"), 240), {"shim": True, "trace": True}))
+    suite.run_parallel(specs)
+
+
+def part_async(suite):
+    part_learned(suite, ("resnet50",), "-async", {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+
+
+def part_more(suite):
+    for w in ("bert", "vgg16"):
+        suite.run(f"{w}-noshim", train_argv(w, "noshim"), {}, 150)
+        env = cap_env(suite, w, 1 / 3)
+        if env:
+            suite.run(f"{w}-auto33", train_argv(w, "auto33"), dict(env, VGPUMEM_POLICY="auto"), 240, shim=True, trace=True)
+
+
+PARTS = {"learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
+
+
+# ---- report --------------------------------------------------------------------
+
+def report(suite):
+    rows = ["| step | rc | ok | step ms (median, 2nd half) | vs uncapped | losses = uncapped | params = uncapped | "
+            "offloaded GiB | prefetched GiB | stalls | stall ms | plan: predicted / floor ms | period / locked | "
+            "peak resident MiB (shim) | peak charged MiB (shim) | NVML peak MiB | max reserved MiB |",
+            "|" + "---|" * 17]
+    for label, e in suite.results.items():
+        r = e.get("result", {})
+        if not r or "workload" not in r:
+            continue
+        w = r["workload"] + ("-async" if "-async" in label else "")
+        base = suite.results.get(f"{w}-noshim", {}).get("result", {})
+        t = e.get("trace", {})
+        p = t.get("paging", {}) or {}
+        sch = t.get("schedule", {}) or {}
+        plan = sch.get("plan", {}) or {}
+        n = min(len(r.get("losses", [])), len(base.get("losses", [])))
+        same_losses = (r.get("losses", [])[:n] == base.get("losses", [])[:n]) if n else None
+        same_params = (r.get("params") == base.get("params")) if r.get("steps") == base.get("steps") else "n/a"
+        ms, bms = r.get("median_step_ms_second_half"), base.get("median_step_ms_second_half")
+        devs = (p.get("devices") or {})
+        res_peak = None
+        if isinstance(devs, dict) and devs:
+            d0 = next(iter(devs.values()))
+            res_peak = d0.get("resident_bytes_peak") if isinstance(d0, dict) else None
+        elif isinstance(devs, list) and devs:
+            res_peak = devs[0].get("resident_bytes_peak")
+        charged = t.get("devices") or []
+        charged_peak = charged[0].get("peak") if isinstance(charged, list) and charged and isinstance(charged[0], dict) else None
+        gib = lambda b: f"{b / 2**30:.2f}" if isinstance(b, (int, float)) else "-"
+        mib = lambda b: f"{b / 2**20:.0f}" if isinstance(b, (int, float)) else "-"
+        f_ms = lambda ns: f"{ns / 1e6:.1f}" if isinstance(ns, (int, float)) else "-"
+        rows.append("| " + " | ".join(str(x) for x in [
+            label, e.get("rc"), r.get("ok"), ms, f"{ms / bms:.2f}" if ms and bms else "-",
+            f"{same_losses} ({n})", same_params, gib(p.get("bytes_offloaded")), gib(p.get("bytes_prefetched")),
+            p.get("stalled_operations", "-"), f_ms(p.get("stall_ns")),
+            f"{f_ms(plan.get('predicted_step_ns'))} / {f_ms(plan.get('floor_ns'))}",
+            f"{sch.get('period', '-')} / {sch.get('locked', '-')}", mib(res_peak), mib(charged_peak), mib(r.get("nvml_process_peak")),
+            mib(r.get("max_memory_reserved"))]) + " |")
+    others = []
+    for label, e in suite.results.items():
+        r = e.get("result", {})
+        if r and "workload" in r:
+            continue
+        others.append(f"- {label}: rc={e.get('rc')} {json.dumps(r)[:300] if r else e.get('skipped') or e.get('error_line') or ''}")
+    with open(os.path.join(suite.out, "summary.md"), "w") as f:
+        f.write(f"# vgpumem GPU suite {suite.meta['date_utc']}\n\n{json.dumps(suite.meta)}\n\n" + "\n".join(rows) +
+                "\n\n" + "\n".join(others) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("build")
+    ap.add_argument("--budget", type=float, default=480)
+    ap.add_argument("--parts", default="learned,checks,async,more")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    suite = Suite(os.path.abspath(a.out), os.path.abspath(a.build), a.budget)
+    suite.meta = meta_info(suite.build)
+    print(json.dumps(suite.meta), flush=True)
+    for name in a.parts.split(","):
+        if name not in PARTS:
+            raise SystemExit(f"unknown part {name!r}: expected some of {', '.join(PARTS)}")
+        print(f"part {name} ({suite.left():.0f}s left)", flush=True)
+        try:
+            PARTS[name](suite)
+        except Exception as e:  # a broken part must not lose the others
+            suite.results[f"part-{name}-error"] = {"error_line": f"{type(e).__name__}: {e}"[:500]}
+    suite.save()
+    report(suite)
+    traces = [os.path.join(suite.work, f) for f in os.listdir(suite.work) if f.startswith("trace-")]
+    if traces:
+        with tarfile.open(os.path.join(suite.out, "traces.tar.xz"), "w:xz") as tar:
+            for t in sorted(traces):
+                tar.add(t, arcname=os.path.basename(t))
+    shutil.rmtree(suite.work, ignore_errors=True)
+    print(open(os.path.join(suite.out, "summary.md")).read()[:9000])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""One unmodified-style training run of a standard workload, for comparing
+runs with and without vgpumem bit for bit.
+
+    train_workload.py WORKLOAD LABEL [STEPS] [BATCH]
+
+WORKLOAD: resnet50, vgg16 (torchvision), bert (a BERT-large-style encoder),
+gpt2 (a GPT-2-medium-style decoder), both from `transformers` with random
+weights. Synthetic data, fixed seeds, bf16 autocast, AdamW (PyTorch's default
+foreach kernels, whose pointer tables the shim must follow), deterministic
+algorithms where PyTorch offers them (warn_only: ResNet's 1x1 adaptive
+average pool has no deterministic backward, but each input gets exactly one
+atomic add onto zero, so it is deterministic anyway; the comparison of two
+runs without the shim is what proves it). Attention is `eager` so that its
+backward has no atomics.
+
+Nothing here knows about vgpumem: the launcher sets LD_PRELOAD, VGPUMEM_*,
+PYTORCH_CUDA_ALLOC_CONF. Prints one line, RESULT {json}: the loss of every
+step (exact, float.hex), a SHA-256 of every parameter after the last step,
+step times, PyTorch's and NVML's view of device memory.
+"""
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+
+
+def nvml_peak_sampler():
+    """Samples this process's device memory as NVML sees it (the physical
+    bytes, whatever the shim reports to PyTorch) every 5 ms in a thread."""
+    state = {"peak": None, "error": None, "samples": 0}
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        pid = os.getpid()
+    except Exception as e:  # recorded, never fatal
+        state["error"] = f"{type(e).__name__}: {e}"[:200]
+        return state, lambda: None
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            try:
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    if p.pid == pid and p.usedGpuMemory is not None:
+                        state["peak"] = max(state["peak"] or 0, p.usedGpuMemory)
+                state["samples"] += 1
+            except Exception as e:
+                state["error"] = f"{type(e).__name__}: {e}"[:200]
+                return
+            stop.wait(0.005)
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    return state, lambda: (stop.set(), t.join(1.0))
+
+
+def build(workload, batch, torch, dev):
+    """The model, a function (model) -> loss on fixed synthetic data."""
+    g = torch.Generator().manual_seed(1)
+    if workload in ("resnet50", "vgg16"):
+        import torchvision
+        model = getattr(torchvision.models, workload)(weights=None, num_classes=1000)
+        x = torch.randn(batch, 3, 224, 224, generator=g).to(dev)
+        y = torch.randint(0, 1000, (batch,), generator=g).to(dev)
+        return model, lambda m: torch.nn.functional.cross_entropy(m(x), y)
+    import transformers
+    transformers.logging.set_verbosity_error()
+    seq = 512 if workload == "bert" else 1024
+
+    def eager_config(cls, **kw):
+        try:
+            return cls(attn_implementation="eager", **kw)
+        except TypeError:  # a transformers that takes no such argument
+            cfg = cls(**kw)
+            cfg._attn_implementation = "eager"
+            return cfg
+    if workload == "bert":
+        cfg = eager_config(transformers.BertConfig, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                           intermediate_size=4096, max_position_embeddings=512)
+        model = transformers.BertForMaskedLM(cfg)
+    elif workload == "gpt2":
+        cfg = eager_config(transformers.GPT2Config, n_embd=1024, n_layer=24, n_head=16, n_positions=1024)
+        model = transformers.GPT2LMHeadModel(cfg)
+    else:
+        raise SystemExit(f"unknown workload {workload!r}: expected resnet50, vgg16, bert or gpt2")
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g).to(dev)
+    return model, lambda m: m(input_ids=ids, labels=ids).loss
+
+
+def main():
+    workload, label = sys.argv[1], sys.argv[2]
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 12
+    default_batch = {"resnet50": 64, "vgg16": 32, "bert": 8, "gpt2": 8}
+    batch = int(sys.argv[4]) if len(sys.argv) > 4 else default_batch.get(workload, 8)
+    result = {"workload": workload, "label": label, "steps": steps, "batch": batch,
+              "limit": os.environ.get("VGPUMEM_LIMIT"), "policy": os.environ.get("VGPUMEM_POLICY"),
+              "check": os.environ.get("VGPUMEM_CHECK"), "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+              "shim": "vgpumem" in os.environ.get("LD_PRELOAD", "")}
+    t_start = time.perf_counter()
+    import torch
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda")
+    result["mem_get_info"] = list(torch.cuda.mem_get_info())
+    nvml, stop_nvml = nvml_peak_sampler()
+    torch.manual_seed(0)
+    times, losses = [], []
+    try:
+        model, loss_of = build(workload, batch, torch, dev)
+        model = model.to(dev).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        result["parameters"] = sum(p.numel() for p in model.parameters())
+        result["attention"] = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        for _ in range(steps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = loss_of(model)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item().hex())  # synchronises
+            times.append(time.perf_counter() - t0)
+        h = hashlib.sha256()
+        for p in model.parameters():
+            h.update(p.detach().float().cpu().numpy().tobytes())
+        tail = sorted(times[len(times) // 2:])
+        result.update({"ok": True, "params": h.hexdigest()[:16], "final_loss": losses[-1]})
+        result["median_step_ms_second_half"] = round(tail[len(tail) // 2] * 1e3, 3)
+    except Exception as e:  # an OOM or anything else: recorded, not hidden
+        result.update({"ok": False, "error": f"{type(e).__name__}: {str(e)[:600]}"})
+    stop_nvml()
+    result.update({"losses": losses, "step_ms": [round(t * 1e3, 3) for t in times],
+                   "max_memory_reserved": torch.cuda.max_memory_reserved(),
+                   "max_memory_allocated": torch.cuda.max_memory_allocated(),
+                   "nvml_process_peak": nvml["peak"], "nvml_samples": nvml["samples"], "nvml_error": nvml["error"],
+                   "wall_s": round(time.perf_counter() - t_start, 2)})
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
