@@ -193,14 +193,14 @@ def part_learned(suite, workloads=("resnet50", "gpt2"), suffix="", alloc_env=Non
     """Issue 14's GPU check: lru and auto at half the peak against uncapped, timed, one at a time."""
     alloc_env = alloc_env or {}
     for w in workloads:
-        suite.run(f"{w}{suffix}-noshim", train_argv(w, "noshim"), dict(alloc_env), 150)
+        suite.run(f"{w}{suffix}-noshim", train_argv(w, "noshim"), dict(alloc_env), 90)
         for policy in ("auto", "lru"):
             env = cap_env(suite, w, 0.5, suffix)
             if env is None:
                 suite.results[f"{w}{suffix}-{policy}50"] = {"skipped": "no uncapped peak"}
                 continue
             env.update(alloc_env, VGPUMEM_POLICY=policy)
-            suite.run(f"{w}{suffix}-{policy}50", train_argv(w, f"{policy}50"), env, 180, shim=True, trace=True)
+            suite.run(f"{w}{suffix}-{policy}50", train_argv(w, f"{policy}50"), env, 120, shim=True, trace=True)
 
 
 def probe_specs(suite):
