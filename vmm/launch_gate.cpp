@@ -172,6 +172,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   if (slow) {
     const std::uint64_t started = monotonic_ns();
     std::lock_guard lock(mutex_);
+    phases_.add(PagerPhase::lock_wait, monotonic_ns() - started);
     RelaxedCaptureMode relaxed(driver_, capture_open());
     const CUresult result = make_held_resident(access, from, named, bit, op);
     slow_path_ns_.fetch_add(monotonic_ns() - started, std::memory_order_relaxed);
@@ -200,12 +201,16 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
 // the operation's stream is made to wait for what is still arriving.
 CUresult Pager::make_held_resident(Access& access, std::size_t from, CUstream stream, std::uint64_t bit,
                                    const Operation& op) {
-  reap_saved_units(false);
+  {
+    PhaseTimer timer(phases_, PagerPhase::reap);
+    reap_saved_units(false);
+  }
   if (const CUresult result = refuse_unfit(access, op); result != CUDA_SUCCESS) return result;
   if (options_.check == CheckMode::torture) offload_all_unheld();
   for (std::size_t i = 0; i < access.size(); ++i) {
     if (const CUresult result = bring_in(access.at(i), op); result != CUDA_SUCCESS) return result;
   }
+  PhaseTimer timer(phases_, PagerPhase::order);
   for (std::size_t i = from; i < access.size(); ++i) {
     if (const CUresult result = order_stream(access.at(i), stream, bit); result != CUDA_SUCCESS) return result;
   }

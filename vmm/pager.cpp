@@ -200,6 +200,7 @@ CUresult Pager::record_on_stream(CUstream stream, CUevent* event) {
 // everything each stream that used the unit has enqueued so far: an event is
 // recorded on each, in that stream's own context.
 CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
+  PhaseTimer timer(phases_, PagerPhase::wait_users);
   const std::uint64_t users = unit->used_by.load(std::memory_order_acquire);
   bool synchronise = (users & StreamRegistry::kUnnamedBit) != 0;
   for (unsigned bit = 0; bit < StreamRegistry::kNamed && !synchronise; ++bit) {
@@ -313,7 +314,11 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   CUresult result = CUDA_SUCCESS;
   state.fetch_marks.poll(driver_);
   std::uint64_t read = 0;  // the read on the copy-in stream that may still use the buffer
-  void* host = host_.take(unit->bytes, unit->device, &result, state.fetch_marks.done(), &read);
+  void* host = nullptr;
+  {
+    PhaseTimer timer(phases_, PagerPhase::pin_host);
+    host = host_.take(unit->bytes, unit->device, &result, state.fetch_marks.done(), &read);
+  }
   // Copy out only what has arrived, into a buffer no fetch still reads.
   if (host != nullptr && read != 0) order_after_fetch(state, read);
   if (host != nullptr && unit->ready != nullptr &&
@@ -403,6 +408,7 @@ CUresult Pager::copy_out_in_pieces(DeviceState& state, const Unit* unit, void* h
 }
 
 bool Pager::offload_victim(DeviceState& state, const Unit* keep) {
+  PhaseTimer timer(phases_, PagerPhase::evict);
   // In the policy's order (victim_policy.h); a unit a launch is holding is
   // skipped, and one in its grace (LaunchGrace) goes only after every other.
   // The first candidate almost always goes, so a heap: linear to build, and
@@ -466,7 +472,10 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
   DeviceState& state = device_state(unit->device);
   ContextScope in(driver_, state.context);
   if (unit->saved != nullptr) {
-    if (wait) driver_.event_synchronize(unit->saved);
+    if (wait) {
+      PhaseTimer timer(phases_, PagerPhase::wait_save);
+      driver_.event_synchronize(unit->saved);
+    }
     driver_.event_destroy(unit->saved);
     unit->saved = nullptr;
   }
@@ -580,6 +589,7 @@ CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* k
 }
 
 CUresult Pager::map_chunks(Unit* unit) {
+  PhaseTimer timer(phases_, PagerPhase::map);
   std::size_t mapped = 0;
   CUresult result = CUDA_SUCCESS;
   for (; mapped < unit->chunks.size(); ++mapped) {
@@ -630,6 +640,7 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
     // unmap_now): the chunks' last contents are saved before they are
     // overwritten. Nothing copied in: the unit's `ready` still waits for them all.
     if (skip.bytes == unit->bytes) order_after_save(state, after_save);
+    PhaseTimer timer(phases_, PagerPhase::copy_in);
     result = copy_in_except(state, unit, skip, chunk_saves);
     if (result == CUDA_SUCCESS && skip.bytes < unit->bytes) read = state.fetch_marks.mark(driver_, state.to_device_stream);
   }
@@ -1371,6 +1382,7 @@ void Pager::unmap_finished_offloads() {
     driver_.event_synchronize(mark);  // a blocking-sync event: the thread sleeps, it does not spin
   }
   std::lock_guard lock(mutex_);
+  PhaseTimer timer(phases_, PagerPhase::reclaimer_locked);
   const std::size_t before = saved_units_.size();
   reap_saved_units(false);
   reclaimer_unmaps_.fetch_add(before - saved_units_.size(), std::memory_order_relaxed);
@@ -1462,6 +1474,14 @@ std::uint64_t Pager::idle_chunk_bytes(int device) const {
 
 // No driver call here: the summary is written at exit, when the driver (and
 // the calling thread's own state in it) may already be torn down.
+nlohmann::json Pager::host_time_summary() const {
+  nlohmann::json parts = nlohmann::json::object();
+  for (std::size_t i = 0; i < kPagerPhaseNames.size(); ++i) {
+    parts[std::string(kPagerPhaseNames[i])] = phases_.ns(static_cast<PagerPhase>(i));
+  }
+  return parts;
+}
+
 nlohmann::json Pager::summary() const {
   std::lock_guard lock(mutex_);
   nlohmann::json devices = nlohmann::json::array();
@@ -1505,6 +1525,7 @@ nlohmann::json Pager::summary() const {
           {"dma_buf_pinned_bytes", lifetime_pinned_bytes_[5].load()},
           {"pointer_tables", tables_.summary()},
           {"slow_path_ns", slow_path_ns_.load()},
+          {"host_time_ns", host_time_summary()},
           {"paged_allocations", allocations_.size()},
           {"pieces", {{"piece_bytes", options_.piece_bytes}, {"allocations_made", allocations_in_pieces_}}},
           {"program_handles", {{"live", handles_.size()},

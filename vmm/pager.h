@@ -44,6 +44,7 @@
 #include "vmm/memory_observer.h"
 #include "vmm/library_call_scope.h"
 #include "vmm/pager_control.h"
+#include "vmm/pager_phases.h"
 #include "vmm/pointer_tables.h"
 #include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
@@ -268,6 +269,8 @@ class Pager final : public PagerControl {
   // {"offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
   //  "resident_bytes", "paged_allocations", "host_pinned_bytes", ...}
   nlohmann::json summary() const;
+  // Host time in each part of the pager's moves (pager_phases.h), by name.
+  nlohmann::json host_time_summary() const;
   std::uint64_t resident_bytes(int device) const;
   // Chunks held in the pool, charged to the cap but holding nothing: room
   // a new allocation gets without offloading anything.
@@ -512,6 +515,7 @@ class Pager final : public PagerControl {
   std::atomic<std::size_t> stalls_being_read_{0};
   std::atomic<std::uint64_t> stall_ns_{0};
   std::atomic<std::uint64_t> slow_path_ns_{0};  // host time spent making units resident
+  PagerPhases phases_;                          // and where the pager's host time goes
   std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0}, reclaimer_passes_{0};
   bool pin_ahead_ = true;  // the reclaimer's own: false after the host refused a buffer
   bool whole_range_unmap_ = true;  // under the lock: one cuMemUnmap over a unit's chunks (unmap_chunks)

@@ -92,6 +92,12 @@ class Suite:
             entry["stdout_tail"] = stdout[-1500:]
             entry["stderr_tail"] = stderr[-1500:]
         entry["vgpumem_stderr"] = [l for l in stderr.splitlines() if "vgpumem" in l][:40]
+        verdicts = [l.strip() for l in (stdout + stderr).splitlines() if "ERROR SUMMARY" in l]
+        if verdicts:
+            entry["sanitizer"] = verdicts
+        lines = [l for l in stdout.splitlines() if l.startswith("{")]
+        if lines and "result" not in entry:
+            entry["json_lines"] = [json.loads(l) for l in lines if l.rstrip().endswith("}")]
         trace = self.trace_path(label)
         if os.path.exists(trace):
             try:
@@ -135,7 +141,7 @@ def condense(s):
             "policy", "check", "offloads", "prefetches", "bytes_offloaded", "bytes_prefetched", "revived", "bytes_revived",
             "stalled_operations", "stall_ns", "slow_path_ns", "context_synchronizations", "ooms", "grace",
             "capture_pinned_bytes", "graph_node_pinned_bytes", "pointer_tables", "pieces", "program_handles",
-            "host_pinned_bytes_peak", "devices")},
+            "host_pinned_bytes_peak", "host_time_ns", "reclaimer", "devices")},
         "launch_audit_unscannable": {k: v for k, v in (p.get("launch_audit") or {}).items()
                                      if isinstance(v, dict) and v.get("unscannable_launches")},
     }
@@ -211,8 +217,10 @@ def probe_specs(suite):
         (("probe-cap1g", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB"}, 90), {"shim": True, "trace": True}),
         (("probe-cap1g-torture", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB", "VGPUMEM_CHECK": "torture"}, 150),
          {"shim": True, "trace": True}),
-        (("probe-sanitizer-noshim", ["compute-sanitizer", "--tool", "memcheck", probe, "768", "32", "2"], {}, 150), {}),
-        (("probe-sanitizer-cap256m-torture", ["compute-sanitizer", "--tool", "memcheck", probe, "768", "32", "2"],
+        (("probe-sanitizer-noshim", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe, "768",
+                                     "32", "2"], {}, 150), {}),
+        (("probe-sanitizer-cap256m-torture", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe,
+                                              "768", "32", "2"],
           {"VGPUMEM_LIMIT": "256MiB", "VGPUMEM_CHECK": "torture"}, 200), {"shim": True}),
     ]
 
@@ -250,7 +258,22 @@ def part_more(suite):
             suite.run(f"{w}-auto33", train_argv(w, "auto33"), dict(env, VGPUMEM_POLICY="auto"), 240, shim=True, trace=True)
 
 
-PARTS = {"learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
+def part_diag(suite):
+    """Why the slow path is slow and whether CUPTI names our launches: the CUPTI probe and memcheck side by
+    side, then ResNet-50 at half its peak under lru and auto with the pager's host time by part."""
+    probe = os.path.join(suite.probes, "probe_paging")
+    suite.run_parallel([
+        (("probe-cupti", [os.path.join(suite.probes, "probe_cupti")], {}, 60), {}),
+        (("probe-sanitizer-noshim", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe, "768",
+                                     "32", "2"], {}, 90), {}),
+        (("probe-sanitizer-cap256m-torture", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe,
+                                              "768", "32", "2"], {"VGPUMEM_LIMIT": "256MiB", "VGPUMEM_CHECK": "torture"},
+          120), {"shim": True}),
+    ])
+    part_learned(suite, ("resnet50",))
+
+
+PARTS = {"diag": part_diag, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
 
 
 # ---- report --------------------------------------------------------------------
