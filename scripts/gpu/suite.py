@@ -195,18 +195,18 @@ def cap_env(suite, workload, fraction, suffix=""):
     return {"VGPUMEM_LIMIT": str(int(peak * fraction) // (2 << 20) * (2 << 20))}
 
 
-def part_learned(suite, workloads=("resnet50", "gpt2"), suffix="", alloc_env=None):
+def part_learned(suite, workloads=("resnet50", "gpt2"), suffix="", alloc_env=None, steps=None):
     """Issue 14's GPU check: lru and auto at half the peak against uncapped, timed, one at a time."""
     alloc_env = alloc_env or {}
     for w in workloads:
-        suite.run(f"{w}{suffix}-noshim", train_argv(w, "noshim"), dict(alloc_env), 90)
+        suite.run(f"{w}{suffix}-noshim", train_argv(w, "noshim", steps=steps), dict(alloc_env), 90)
         for policy in ("auto", "lru"):
             env = cap_env(suite, w, 0.5, suffix)
             if env is None:
                 suite.results[f"{w}{suffix}-{policy}50"] = {"skipped": "no uncapped peak"}
                 continue
             env.update(alloc_env, VGPUMEM_POLICY=policy)
-            suite.run(f"{w}{suffix}-{policy}50", train_argv(w, f"{policy}50"), env, 120, shim=True, trace=True)
+            suite.run(f"{w}{suffix}-{policy}50", train_argv(w, f"{policy}50", steps=steps), env, 120, shim=True, trace=True)
 
 
 def probe_specs(suite):
@@ -271,6 +271,7 @@ def part_diag(suite):
           120), {"shim": True}),
     ])
     part_learned(suite, ("resnet50",))
+    part_learned(suite, ("gpt2",), steps=8)
 
 
 PARTS = {"diag": part_diag, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
