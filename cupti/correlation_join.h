@@ -1,6 +1,7 @@
-// Joins CUPTI's two halves of a timed launch: the external-correlation
-// record (our launch id, made when the launch was issued) and the kernel
-// record (start and end, made when it ran), by CUPTI's correlation id.
+// Joins CUPTI's two halves of a timed launch: our launch id, paired with
+// CUPTI's correlation id by the driver's launch callback when the launch was
+// issued, and the kernel record (start and end, made when it ran), by that
+// correlation id.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,8 @@ class CorrelationJoin {
   // drains must not grow without end. Beyond this, kernels are counted only.
   static constexpr std::size_t kMaxReady = 1 << 18;
 
-  // Call with every external-correlation record of a buffer before its
-  // kernel records: CUPTI makes the first when the launch is issued.
+  // A timed launch's id and CUPTI's correlation id for it, from its launch
+  // callback: always before its kernel record arrives.
   void add_external(std::uint32_t correlation_id, std::uint64_t external_id);
   // A kernel record: joined into ready() when its launch was timed,
   // counted as unattributed when not (launched before timing began, or by a

@@ -20,8 +20,7 @@ bool find_all(void* handle, SymbolLookup lookup, CuptiLibrary* l) {
          find(handle, lookup, "cuptiActivityFlushAll", &l->flush_all) &&
          find(handle, lookup, "cuptiActivityGetNextRecord", &l->next_record) &&
          find(handle, lookup, "cuptiActivityGetNumDroppedRecords", &l->dropped_records) &&
-         find(handle, lookup, "cuptiActivityPushExternalCorrelationId", &l->push_external_id) &&
-         find(handle, lookup, "cuptiActivityPopExternalCorrelationId", &l->pop_external_id);
+         find(handle, lookup, "cuptiEnableCallback", &l->enable_callback);
 }
 
 }  // namespace

@@ -24,8 +24,7 @@ struct CuptiLibrary {
   CUptiResult (*flush_all)(uint32_t) = nullptr;
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*dropped_records)(CUcontext, uint32_t, size_t*) = nullptr;
-  CUptiResult (*push_external_id)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
-  CUptiResult (*pop_external_id)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) = nullptr;
 };
 
 // The libraries tried, in order: `override_path` when not empty, then (if

@@ -7,18 +7,19 @@
 namespace vgpumem::cupti {
 namespace {
 
-// Our launch ids ride on a kind of their own, so a profiler that starts while
-// a launch is between begin() and end() never pops ours, nor we theirs.
-constexpr CUpti_ExternalCorrelationKind kOurKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
-
 // CUPTI's buffer callbacks carry no user pointer: they reach the one
 // instance that holds CUPTI through this.
 std::atomic<KernelTimes*> g_holder{nullptr};
 
-// External ids this thread pushed and has not popped yet.
-thread_local int t_pushed = 0;
+// The launch id begin() noted on this thread, until end(); 0: none.
+thread_local std::uint64_t t_launch_id = 0;
 
-void subscriber_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+// Every driver entry point that launches a kernel (the shim forwards each).
+constexpr CUpti_CallbackId kLaunchCallbacks[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+};
 
 }  // namespace
 
@@ -53,7 +54,7 @@ TimerState KernelTimes::start() {
   }
   KernelTimes* nobody = nullptr;
   const CUptiResult subscribed = g_holder.load() == nullptr
-                                     ? cupti_.subscribe(&subscriber_, &subscriber_callback, nullptr)
+                                     ? cupti_.subscribe(&subscriber_, &KernelTimes::on_launch, this)
                                      : CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   if (subscribed != CUPTI_SUCCESS || !g_holder.compare_exchange_strong(nobody, this)) {
     if (subscribed == CUPTI_SUCCESS) cupti_.unsubscribe(subscriber_);
@@ -65,7 +66,7 @@ TimerState KernelTimes::start() {
   }
   buffers_ = std::make_unique<ActivityBuffers>(options_.buffer_count, options_.buffer_bytes);
   const bool enabled = cupti_.register_callbacks(&buffer_requested, &buffer_completed) == CUPTI_SUCCESS &&
-                       cupti_.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) == CUPTI_SUCCESS &&
+                       enable_launch_callbacks(true) &&
                        cupti_.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
   if (!enabled) {
     stop_collecting();
@@ -79,15 +80,32 @@ TimerState KernelTimes::start() {
   return TimerState::active;
 }
 
-void KernelTimes::begin(std::uint64_t external_id) noexcept {
-  if (state() != TimerState::active) return;
-  if (cupti_.push_external_id(kOurKind, external_id) == CUPTI_SUCCESS) ++t_pushed;
+bool KernelTimes::enable_launch_callbacks(bool on) {
+  bool all = true;
+  for (CUpti_CallbackId id : kLaunchCallbacks) {
+    all = cupti_.enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS && all;
+  }
+  return all;
 }
 
-void KernelTimes::end() noexcept {
-  if (t_pushed == 0) return;
-  --t_pushed;
-  cupti_.pop_external_id(kOurKind, nullptr);
+void KernelTimes::begin(std::uint64_t external_id) noexcept {
+  if (state() == TimerState::active) t_launch_id = external_id;
+}
+
+void KernelTimes::end() noexcept { t_launch_id = 0; }
+
+// On the launching thread, inside the driver's launch: a launch begin()
+// named is paired with the correlation id its kernel record will carry.
+// Every other launch returns at once.
+void CUPTIAPI KernelTimes::on_launch(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+  const std::uint64_t launch_id = t_launch_id;
+  if (launch_id == 0 || domain != CUPTI_CB_DOMAIN_DRIVER_API || user == nullptr || data == nullptr) return;
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (call->callbackSite != CUPTI_API_ENTER) return;
+  t_launch_id = 0;  // one kernel per launch: a nested launch is not ours
+  auto* self = static_cast<KernelTimes*>(user);
+  std::lock_guard lock(self->join_mutex_);
+  self->join_.add_external(call->correlationId, launch_id);
 }
 
 void KernelTimes::flush() {
@@ -128,7 +146,7 @@ void KernelTimes::step_aside() {
 // completes meanwhile still finds us (g_holder).
 void KernelTimes::stop_collecting() {
   cupti_.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  cupti_.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  enable_launch_callbacks(false);
   size_t dropped = 0;
   if (cupti_.dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS) {
     dropped_records_.store(dropped, std::memory_order_relaxed);
@@ -151,17 +169,11 @@ void KernelTimes::buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t,
   self->buffers_->give_back(buffer);
 }
 
-// External-correlation records first: in a buffer, a launch's kernel record
-// may come before its external-correlation record.
+// Kernel records, joined with the launch ids the launch callbacks paired
+// with their correlation ids (always earlier: at the launch).
 void KernelTimes::read_buffer(uint8_t* buffer, size_t valid) {
   std::lock_guard lock(join_mutex_);
   CUpti_Activity* record = nullptr;
-  while (cupti_.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
-    if (record->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) continue;
-    const auto* external = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
-    if (external->externalKind == kOurKind) join_.add_external(external->correlationId, external->externalId);
-  }
-  record = nullptr;
   std::uint64_t kernels = 0;
   while (cupti_.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;

@@ -4,11 +4,21 @@
 // CUPTI has one subscriber per process and one set of activity buffer
 // callbacks. We take it only when it is free, and hand it back for good the
 // moment the program's own profiler (Nsight Systems, torch.profiler) starts:
-//   start()       loads libcupti at run time, subscribes, enables kernel and
-//                 external-correlation records with a pool of buffers;
+//   start()       loads libcupti at run time, subscribes, enables kernel
+//                 records with a pool of buffers and the driver-API
+//                 callbacks of kernel launches;
 //                 absent or taken -> the caller times launches with events;
-//   begin()/end() around a launch: the launch's id rides on CUPTI's
-//                 external-correlation stack (no lock, no allocation);
+//   begin()/end() around a launch: the launch's id waits in a thread-local;
+//                 the driver's launch callback, on this thread inside the
+//                 launch, pairs it with CUPTI's correlation id for the call,
+//                 the one the kernel's record will carry.
+//
+// Not external correlation ids: on the H200 (scripts/gpu/probe_cupti.cu) an
+// id pushed around the launch reached no kernel record unless CUPTI also
+// made API records (DRIVER or RUNTIME: one per call of the whole program),
+// and a runtime launch (PyTorch's cudaLaunchKernel) carries the runtime
+// call's correlation id, not that of the driver call the shim forwards; the
+// driver callback's id matched the kernel record in every case.
 //   flush()/drain() deliver (launch id, start, end) of completed kernels;
 //   step_aside()  flushes, disables, unsubscribes and stops for good.
 #pragma once
@@ -56,7 +66,7 @@ class KernelTimes {
   TimerState state() const { return state_.load(std::memory_order_acquire); }
 
   // Around one launch, on the launching thread. begin() is a no-op unless
-  // active; end() pops only what this thread's begin() pushed.
+  // active; end() forgets what this thread's begin() noted.
   void begin(std::uint64_t external_id) noexcept;
   void end() noexcept;
 
@@ -76,6 +86,8 @@ class KernelTimes {
   const std::string& absent_reason() const { return absent_reason_; }
 
  private:
+  static void CUPTIAPI on_launch(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data);
+  bool enable_launch_callbacks(bool on);
   static void buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records);
   static void buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size, size_t valid);
   void read_buffer(uint8_t* buffer, size_t valid);
@@ -89,7 +101,7 @@ class KernelTimes {
   std::unique_ptr<ActivityBuffers> buffers_;
   std::string absent_reason_;
 
-  mutable std::mutex join_mutex_;  // join_, from the buffer-completed callback and drain
+  mutable std::mutex join_mutex_;  // join_, from the launch callback, the buffer-completed callback and drain
   CorrelationJoin join_;
   std::atomic<std::uint64_t> kernel_records_{0};
   std::atomic<std::uint64_t> dropped_records_{0};

@@ -230,9 +230,12 @@ CUresult Pager::refuse_unfit(Access& access, const Operation& op) {
   }
   for (std::size_t i = 0; i < access.size(); ++i) access.at(i)->marked = false;
   for (int device = 0; device < kDevices; ++device) {
-    const std::uint64_t cap = ledger_.cap(device);
+    // Only a device the operation names is asked for its cap: asking
+    // resolves it, and the trace lists every device whose cap was resolved.
     const std::uint64_t bytes = needed[static_cast<std::size_t>(device)];
-    if (bytes == 0 || cap == kUncapped || bytes <= cap) continue;
+    if (bytes == 0) continue;
+    const std::uint64_t cap = ledger_.cap(device);
+    if (cap == kUncapped || bytes <= cap) continue;
     ooms_.fetch_add(1, std::memory_order_relaxed);
     VGPUMEM_LOG_ERROR("{} needs {} of paged memory resident at once on device {}, more than its cap of {}: "
                       "CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",

@@ -25,6 +25,10 @@ for p in vmm fault bandwidth capture lookup shim paging context; do
   "$NVCC" -x c++ -O2 -std=c++17 -cudart none -Xcompiler=-static-libstdc++,-static-libgcc -I"$gen" -I"$here" "$here/probe_$p.cu" -o "$out/probe_$p" \
     -L"$CUDA/lib64/stubs" -lcuda -ldl -lpthread &
 done
+# probe_cupti uses the runtime (its launches go through cudaLaunchKernel, as PyTorch's do) and CUPTI.
+cupti_lib=$(dirname "$(ls "$CUDA"/lib/libcupti.so "$CUDA"/lib64/libcupti.so "$CUDA"/extras/CUPTI/lib64/libcupti.so 2>/dev/null | head -1)")
+"$NVCC" -arch=sm_90 -O2 -std=c++17 -Xcompiler=-static-libstdc++,-static-libgcc "$here/probe_cupti.cu" -o "$out/probe_cupti" \
+  -L"$cupti_lib" -L"$CUDA/lib64/stubs" -lcupti -lcuda &
 wait_all() { local rc=0; for j in $(jobs -p); do wait "$j" || rc=1; done; return $rc; }
 wait_all || { echo "build.sh: a probe failed to compile" >&2; exit 1; }
 strip "$out"/probe_*

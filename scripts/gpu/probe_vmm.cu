@@ -11,6 +11,15 @@
 //                           memory for comparison (docs/gpu-facts.md, paging rows)
 //   double_mapping          one handle mapped at two addresses and at an offset: the
 //                           same bytes everywhere; export of a POSIX-FD handle
+//   map_like_the_pager      what bringing a 32 MiB unit back costs, as the pager does it
+//                           (16 cuMemMap of 2 MiB chunks, one cuMemSetAccess, later one
+//                           cuMemUnmap), idle; under a kernel on every SM; with copies
+//                           running both ways as well; with the chunks still mapped at
+//                           another address (fast mode's handover); with another thread
+//                           mapping and unmapping meanwhile (the reclaimer); and as one
+//                           32 MiB handle. Under PyTorch on an H200 the pager's map took
+//                           77-109 us per 2 MiB chunk (docs/results.md): per call, per
+//                           byte, or contention?
 //   unmap_while_kernel_reads (last, own process) does cuMemUnmap(A) wait for a running
 //                           kernel that reads A; does that kernel then fault?
 // Prints one JSON object. `probe_vmm PART` runs only that part.
@@ -272,6 +281,56 @@ static void double_mapping() {
   emit_r("address_free", cuMemAddressFree(va, 8 * chunk));
 }
 
+static void map_like_the_pager() {
+  Cuda c; if (!c.init()) return;
+  constexpr size_t kChunk = 2u << 20, kUnit = 32u << 20, kChunks = kUnit / kChunk;
+  CUmemAllocationProp p = prop_dev(); CUmemAccessDesc acc = access_rw();
+  CUstream spin, out, in;
+  if (!TRY("streams", cuStreamCreate(&spin, CU_STREAM_NON_BLOCKING)) || !TRY("streams", cuStreamCreate(&out, CU_STREAM_NON_BLOCKING)) ||
+      !TRY("streams", cuStreamCreate(&in, CU_STREAM_NON_BLOCKING))) return;
+  std::vector<CUmemGenericAllocationHandle> chunks(kChunks), other(kChunks);
+  for (size_t i = 0; i < kChunks; ++i)
+    if (!TRY("create", cuMemCreate(&chunks[i], kChunk, &p, 0)) || !TRY("create", cuMemCreate(&other[i], kChunk, &p, 0))) return;
+  CUmemGenericAllocationHandle whole = 0; if (!TRY("create_whole", cuMemCreate(&whole, kUnit, &p, 0))) return;
+  CUdeviceptr a = 0, b = 0, r = 0, spin_buf = 0, copy_dev = 0; void* copy_host = nullptr; const size_t copy_bytes = 64u << 20;
+  if (!TRY("reserve", cuMemAddressReserve(&a, kUnit, 0, 0, 0)) || !TRY("reserve", cuMemAddressReserve(&b, kUnit, 0, 0, 0)) ||
+      !TRY("reserve", cuMemAddressReserve(&r, kUnit, 0, 0, 0)) || !TRY("alloc", cuMemAlloc(&spin_buf, 16u << 20)) ||
+      !TRY("alloc", cuMemAlloc(&copy_dev, 2 * copy_bytes)) || !TRY("hostalloc", cuMemHostAlloc(&copy_host, 2 * copy_bytes, 0))) return;
+  // modes: 0 idle, 1 kernel on all SMs, 2 + copies both ways, 3 + chunks also mapped at b, 4 + a thread mapping/unmapping other chunks, 5 one 32 MiB handle under 2
+  const char* names[] = {"idle", "kernel", "kernel_copies", "kernel_copies_double_mapped", "kernel_copies_other_thread", "one_handle_kernel_copies"};
+  for (int mode = 0; mode < 6; ++mode) {
+    Stat maps, set_access, unmap, per_map; bool ok = true;
+    if (mode >= 1 && !TRY("spin", launch_spin(c, spin, spin_buf, 4 << 20, 400.0, (unsigned)c.sms))) return;
+    if (mode >= 2) for (int i = 0; i < 100; ++i) {
+      cuMemcpyAsync((CUdeviceptr)copy_host, copy_dev, copy_bytes, out);
+      cuMemcpyAsync(copy_dev + copy_bytes, (CUdeviceptr)((char*)copy_host + copy_bytes), copy_bytes, in);
+    }
+    if (mode == 3) for (size_t i = 0; i < kChunks; ++i) ok = ok && TRY("map_b", cuMemMap(b + i * kChunk, kChunk, 0, chunks[i], 0));
+    std::atomic<bool> stop{false}; std::atomic<long> churn{0}; std::thread th;
+    if (mode == 4) th = std::thread([&] {
+      cuCtxSetCurrent(c.ctx);
+      while (!stop.load()) {
+        for (size_t i = 0; i < kChunks; ++i) cuMemMap(r + i * kChunk, kChunk, 0, other[i], 0);
+        cuMemSetAccess(r, kUnit, &acc, 1); cuMemUnmap(r, kUnit); churn++; } });
+    usleep(5000);
+    for (int rep = 0; rep < 20 && ok; ++rep) {
+      double t = now_us();
+      if (mode == 5) { ok = TRY("map_whole", cuMemMap(a, kUnit, 0, whole, 0)); per_map.add(now_us() - t); }
+      else for (size_t i = 0; i < kChunks && ok; ++i) { double m = now_us(); ok = TRY("map", cuMemMap(a + i * kChunk, kChunk, 0, chunks[i], 0)); per_map.add(now_us() - m); }
+      maps.add(now_us() - t); t = now_us();
+      ok = ok && TRY("set_access", cuMemSetAccess(a, kUnit, &acc, 1)); set_access.add(now_us() - t); t = now_us();
+      ok = ok && TRY("unmap", cuMemUnmap(a, kUnit)); unmap.add(now_us() - t);
+    }
+    stop = true; if (th.joinable()) th.join();
+    const int running = cuStreamQuery(spin) == CUDA_ERROR_NOT_READY;
+    if (mode == 3) TRY("unmap_b", cuMemUnmap(b, kUnit));
+    TRY("sync", cuCtxSynchronize());
+    emit(names[mode], "{\"maps_total\":" + maps.json() + ",\"per_map\":" + per_map.json() + ",\"set_access\":" + set_access.json() +
+                      ",\"unmap\":" + unmap.json() + fmt(",\"kernel_running_at_end\":%d,\"other_thread_cycles\":%ld}", running, churn.load()));
+  }
+  emit("unit", q("microseconds, 20 reps of bringing one 32 MiB unit back (16 chunks of 2 MiB, or one handle)"));
+}
+
 // probe_vmm [PART]: every part, or only the one named.
 int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
@@ -285,6 +344,7 @@ int main(int argc, char** argv) {
   part("interference", 60, interference);
   part("pointer_queries", 30, pointer_queries);
   part("double_mapping", 30, double_mapping);
+  part("map_like_the_pager", 60, map_like_the_pager);
   part("unmap_while_kernel_reads", 30, unmap_while_kernel_reads);
   P.print();
   return 0;

@@ -95,6 +95,9 @@ class Suite:
         verdicts = [l.strip() for l in (stdout + stderr).splitlines() if "ERROR SUMMARY" in l]
         if verdicts:
             entry["sanitizer"] = verdicts
+            # Every report, not only the count: what each error was is the point.
+            entry["sanitizer_reports"] = [l.rstrip() for l in (stdout + stderr).splitlines()
+                                          if l.startswith("=========")][:300]
         lines = [l for l in stdout.splitlines() if l.startswith("{")]
         if lines and "result" not in entry:
             entry["json_lines"] = [json.loads(l) for l in lines if l.rstrip().endswith("}")]
@@ -259,9 +262,11 @@ def part_more(suite):
 
 
 def part_diag(suite):
-    """Why the slow path is slow and whether CUPTI names our launches: the CUPTI probe and memcheck side by
-    side, then ResNet-50 at half its peak under lru and auto with the pager's host time by part."""
+    """Why the slow path is slow and whether CUPTI names our launches: what mapping a unit back costs and
+    why (probe_vmm map_like_the_pager, alone), the CUPTI probe and memcheck side by side, then ResNet-50
+    and GPT-2 at half their peak under lru and auto with the pager's host time by part."""
     probe = os.path.join(suite.probes, "probe_paging")
+    suite.run("probe-vmm-map", [os.path.join(suite.probes, "probe_vmm"), "map_like_the_pager"], {}, 90)
     suite.run_parallel([
         (("probe-cupti", [os.path.join(suite.probes, "probe_cupti")], {}, 60), {}),
         (("probe-sanitizer-noshim", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe, "768",

@@ -84,6 +84,12 @@ nlohmann::json expect_identical_under(const Workload& workload, double oversubsc
   EXPECT_GT(paging["offloads"].get<int>(), 0) << "the cap was never reached: the test proves nothing";
   EXPECT_GT(paging["prefetches"].get<int>(), 0);
   EXPECT_EQ(paging["ooms"].get<int>(), 0);
+  // One device, the one the trainer used: on an H200 the summary listed 64,
+  // every index whose cap a check had resolved.
+  EXPECT_EQ(paged.trace["vgpumem"]["devices"].size(), 1u) << paged.trace["vgpumem"]["devices"].dump();
+  // Where the host time went: every prefetch maps its chunks.
+  EXPECT_GT(paging["host_time_ns"]["map"].get<std::uint64_t>(), 0u) << paging["host_time_ns"].dump();
+  EXPECT_LE(paging["host_time_ns"]["lock_wait"].get<std::uint64_t>(), paging["slow_path_ns"].get<std::uint64_t>());
   // The trace: one "on host" span per offload, and a resident-bytes counter
   // that never passes the cap.
   int spans_begun = 0, spans_ended = 0, counters = 0;

@@ -121,6 +121,7 @@ TEST_F(SimulatedCupti, RecordsNameTheStreamAndTheExternalIdPushedAtLaunch) {
   ASSERT_EQ(cuStreamCreate(&second, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL), CUPTI_SUCCESS);
   ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), CUPTI_SUCCESS);  // external records come with API records
   ASSERT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 71), CUPTI_SUCCESS);
   launch(f, first);
   std::uint64_t popped = 0;
@@ -153,6 +154,68 @@ TEST_F(SimulatedCupti, RecordsNameTheStreamAndTheExternalIdPushedAtLaunch) {
   EXPECT_EQ(g_external.at(c.correlation), 72u);
   cuStreamDestroy(first);
   cuStreamDestroy(second);
+}
+
+// On the H200 (scripts/gpu/probe_cupti.cu, 2026-11-27) an external id pushed
+// around a driver launch reached no kernel record while only kernel and
+// external-correlation records were enabled: CUPTI makes the external record
+// beside the launch's API record. With DRIVER records it names the kernel.
+TEST_F(SimulatedCupti, ExternalIdsNeedTheLaunchsApiRecordAsOnTheH200) {
+  CUfunction f = register_kernel("cupti_external_alone", 100);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, 5), CUPTI_SUCCESS);
+  launch(f, nullptr);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), CUPTI_SUCCESS);
+  launch(f, nullptr);
+  ASSERT_EQ(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, nullptr), CUPTI_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  ASSERT_EQ(g_kernels.size(), 2u);
+  EXPECT_EQ(g_external.count(g_kernels[0].correlation), 0u) << "no API record, no external record";
+  ASSERT_EQ(g_external.count(g_kernels[1].correlation), 1u);
+  EXPECT_EQ(g_external.at(g_kernels[1].correlation), 5u);
+}
+
+// What a subscriber's driver-API callback sees of a launch, on the launching thread.
+struct LaunchCallbacks {
+  std::vector<std::uint32_t> entered, exited;
+  std::vector<CUpti_CallbackId> ids;
+};
+void CUPTIAPI note_launch(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  auto* seen = static_cast<LaunchCallbacks*>(user);
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  (call->callbackSite == CUPTI_API_ENTER ? seen->entered : seen->exited).push_back(call->correlationId);
+  seen->ids.push_back(id);
+}
+
+// On the H200 the correlation id a launch's driver callback sees on entry is
+// the one its kernel record carries, whether the launch came from the
+// runtime or the driver API: 64 of 64 each way (probe_cupti).
+TEST_F(SimulatedCupti, ALaunchsDriverCallbackSeesItsKernelRecordsCorrelationId) {
+  CUfunction f = register_kernel("cupti_callbacks", 100);
+  LaunchCallbacks seen;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  ASSERT_EQ(cuptiSubscribe(&subscriber, &note_launch, &seen), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  launch(f, nullptr);  // no callback enabled yet
+  ASSERT_EQ(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
+            CUPTI_SUCCESS);
+  launch(f, nullptr);
+  launch(f, nullptr);
+  ASSERT_EQ(cuptiEnableCallback(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel),
+            CUPTI_SUCCESS);
+  launch(f, nullptr);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+  ASSERT_EQ(g_kernels.size(), 4u);
+  ASSERT_EQ(seen.entered.size(), 2u);
+  EXPECT_EQ(seen.exited, seen.entered);
+  EXPECT_EQ(seen.entered[0], g_kernels[1].correlation);
+  EXPECT_EQ(seen.entered[1], g_kernels[2].correlation);
+  EXPECT_EQ(seen.ids.front(), CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  ASSERT_EQ(cuptiUnsubscribe(subscriber), CUPTI_SUCCESS);
 }
 
 TEST_F(SimulatedCupti, OneSubscriberAtATime) {

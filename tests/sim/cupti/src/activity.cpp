@@ -8,6 +8,12 @@
 // EXTERNAL_CORRELATION make records; DRIVER, RUNTIME, MEMCPY, MEMSET,
 // SYNCHRONIZATION and OVERHEAD are accepted and make none (a profiler that
 // asks for them still starts); every other kind is CUPTI_ERROR_NOT_SUPPORTED.
+// As on the H200 (scripts/gpu/probe_cupti.cu, docs/gpu-facts.md), an
+// external-correlation record is made for a launch only while DRIVER records
+// are enabled: CUPTI makes one beside an API record, and with kernel records
+// alone there is none. A subscriber's driver-API callback for the launch is
+// called on the launching thread, at API_ENTER and then API_EXIT, with the
+// correlation id the kernel's record will carry.
 #include <array>
 #include <cstring>
 #include <mutex>
@@ -30,14 +36,41 @@ bool kernel_kind_enabled(const State& state) {
   return state.concurrent_kernel.load(std::memory_order_relaxed) || state.kernel.load(std::memory_order_relaxed);
 }
 
-// On the launching thread: the correlation id, and an external-correlation
-// record for each kind whose stack is not empty, as the real CUPTI makes one
-// for the launch's API call.
+bool launch_callbacks_enabled(const State& state) {
+  return state.driver_domain.load(std::memory_order_relaxed) || state.launch_callbacks.load(std::memory_order_relaxed) != 0;
+}
+
+// The subscriber's driver-API callback for a launch, at both sites, outside the lock.
+void call_back_for_launch(State& state, std::uint32_t correlation) {
+  CUpti_CallbackFunc callback = nullptr;
+  void* user = nullptr;
+  {
+    std::lock_guard lock(state.mutex);
+    if (!state.subscribed) return;
+    callback = state.callback;
+    user = state.callback_user;
+  }
+  if (callback == nullptr) return;
+  CUpti_CallbackData data{};
+  data.functionName = "cuLaunchKernel";
+  data.correlationId = correlation;
+  data.callbackSite = CUPTI_API_ENTER;
+  callback(user, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  data.callbackSite = CUPTI_API_EXIT;
+  callback(user, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+}
+
+// On the launching thread: the correlation id, the subscriber's launch
+// callbacks, and an external-correlation record for each kind whose stack
+// is not empty, where the real CUPTI makes one: beside the launch's API
+// record, so only while DRIVER records are enabled.
 unsigned int on_launching(void*) {
   State& state = State::get();
-  if (!kernel_kind_enabled(state)) return 0;
+  const bool callbacks = launch_callbacks_enabled(state);
+  if (!kernel_kind_enabled(state) && !callbacks) return 0;
   const std::uint32_t correlation = state.next_correlation.fetch_add(1, std::memory_order_relaxed);
-  if (state.external_correlation.load(std::memory_order_relaxed)) {
+  if (callbacks) call_back_for_launch(state, correlation);
+  if (state.external_correlation.load(std::memory_order_relaxed) && state.driver_records.load(std::memory_order_relaxed)) {
     std::lock_guard lock(state.mutex);
     for (std::size_t kind = 1; kind < kExternalKinds; ++kind) {
       if (t_external_ids[kind].empty()) continue;
@@ -87,6 +120,8 @@ CUptiResult set_kind(CUpti_ActivityKind kind, bool on) {
       state.external_correlation.store(on);
       return CUPTI_SUCCESS;
     case CUPTI_ACTIVITY_KIND_DRIVER:
+      state.driver_records.store(on);
+      return CUPTI_SUCCESS;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_MEMCPY:
     case CUPTI_ACTIVITY_KIND_MEMSET:
@@ -109,6 +144,18 @@ State& State::get() {
   return *state;
 }
 
+std::uint32_t launch_callback_bit(CUpti_CallbackId id) {
+  switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: return 1u << 0;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: return 1u << 1;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: return 1u << 2;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: return 1u << 3;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: return 1u << 4;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: return 1u << 5;
+    default: return 0;
+  }
+}
+
 std::size_t record_size(CUpti_ActivityKind kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -128,6 +175,9 @@ void reset(State& state) {
   state.concurrent_kernel.store(false);
   state.kernel.store(false);
   state.external_correlation.store(false);
+  state.driver_records.store(false);
+  state.launch_callbacks.store(0);
+  state.driver_domain.store(false);
   state.subscribed = false;
   state.callback = nullptr;
   state.callback_user = nullptr;

@@ -31,10 +31,19 @@ struct State {
   std::uint64_t dropped = 0;
 
   // Read on the launch path (the kernel observer), without the mutex.
-  std::atomic<bool> concurrent_kernel{false}, kernel{false}, external_correlation{false};
+  // `driver_records`: DRIVER activity is enabled. The simulator records no
+  // API calls, but as on the H200 an external-correlation record is made
+  // only for a call whose API record is being made.
+  std::atomic<bool> concurrent_kernel{false}, kernel{false}, external_correlation{false}, driver_records{false};
+  // Driver-API callbacks for launches (cuLaunchKernel and its kin), enabled
+  // one callback id at a time or with the whole driver domain.
+  std::atomic<std::uint32_t> launch_callbacks{0};  // a bit per launch callback id (launch_callback_bit)
+  std::atomic<bool> driver_domain{false};
   std::atomic<std::uint32_t> next_correlation{1};
 };
 
+// The bit of a launch's driver callback id in State::launch_callbacks; 0 for any other id.
+std::uint32_t launch_callback_bit(CUpti_CallbackId id);
 // Size of a record of `kind` in a buffer (0: a kind this CUPTI never writes).
 std::size_t record_size(CUpti_ActivityKind kind);
 // Records start 8-byte aligned, as the real CUPTI's do.

@@ -1,7 +1,8 @@
 // The callback API's subset: one subscriber at a time, as the real CUPTI
 // (a second cuptiSubscribe is refused with
-// CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). Callbacks are accepted and
-// never called: the simulated CUPTI produces activity records only.
+// CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). Of the callbacks, only the
+// driver domain's for kernel launches are ever called (activity.cpp, at each
+// launch); enabling any other is accepted and calls nothing.
 #include "cupti_state.h"
 #include "vgpusim.h"
 
@@ -42,16 +43,34 @@ CUPTI_SIM_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
   state.subscribed = false;
   state.callback = nullptr;
   state.callback_user = nullptr;
+  state.launch_callbacks.store(0);  // a subscriber's callbacks go with it
+  state.driver_domain.store(false);
   return CUPTI_SUCCESS;
 }
 
-CUPTI_SIM_EXPORT CUptiResult cuptiEnableCallback(uint32_t, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain,
-                                                 CUpti_CallbackId) {
-  return subscriber == handle() ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+CUPTI_SIM_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                                 CUpti_CallbackDomain domain, CUpti_CallbackId id) {
+  if (subscriber != handle()) return CUPTI_ERROR_INVALID_PARAMETER;
+  const std::uint32_t bit = domain == CUPTI_CB_DOMAIN_DRIVER_API ? vgpusim::cupti::launch_callback_bit(id) : 0;
+  if (bit == 0) return CUPTI_SUCCESS;
+  State& state = State::get();
+  if (enable != 0) {
+    state.launch_callbacks.fetch_or(bit);
+    vgpusim::cupti::attach_kernel_observer();
+  } else {
+    state.launch_callbacks.fetch_and(~bit);
+  }
+  return CUPTI_SUCCESS;
 }
 
-CUPTI_SIM_EXPORT CUptiResult cuptiEnableDomain(uint32_t, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain) {
-  return subscriber == handle() ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+CUPTI_SIM_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                               CUpti_CallbackDomain domain) {
+  if (subscriber != handle()) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return CUPTI_SUCCESS;
+  State& state = State::get();
+  state.driver_domain.store(enable != 0);
+  if (enable != 0) vgpusim::cupti::attach_kernel_observer();
+  return CUPTI_SUCCESS;
 }
 
 // The calling thread's simulated clock: the clock kernel records are on.
