@@ -8,7 +8,11 @@ void* HostStore::take(std::uint64_t bytes, int device, CUresult* error, std::uin
                       std::uint64_t* read) {
   *error = CUDA_SUCCESS;
   if (read != nullptr) *read = 0;
-  const auto [first, last] = free_.equal_range(bytes);
+  // The free buffers of the smallest size that serves: its own, else the
+  // next up to kLargerServes times it.
+  auto first = free_.lower_bound(bytes);
+  if (first != free_.end() && first->first > bytes * kLargerServes) first = free_.end();
+  const auto last = first == free_.end() ? first : free_.upper_bound(first->first);
   // Free to write at once: idle, or last read on this device by a read
   // known done (or by none: only this device's copy-out stream may still
   // write it, and the caller's copy runs after that). Else the one read on
@@ -50,6 +54,7 @@ void* HostStore::take(std::uint64_t bytes, int device, CUresult* error, std::uin
   pinned_ += bytes;
   peak_ = std::max(peak_, pinned_);
   last_on_demand_ = bytes;
+  pinned_size_[buffer] = bytes;
   return buffer;
 }
 
@@ -68,6 +73,7 @@ void HostStore::add_spare(void* buffer, std::uint64_t bytes) {
   }
   pinned_ += bytes;
   peak_ = std::max(peak_, pinned_);
+  pinned_size_[buffer] = bytes;
   ++pinned_ahead_;
   free_.emplace(bytes, Free{buffer, kIdle, 0});
 }
@@ -89,6 +95,7 @@ bool HostStore::release_one_free() {
   auto largest = std::prev(free_.end());
   drain(largest->second.read_by);  // never unpinned under a copy
   driver_.host_free(largest->second.buffer);
+  pinned_size_.erase(largest->second.buffer);
   pinned_ -= largest->first;
   free_.erase(largest);
   return true;

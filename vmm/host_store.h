@@ -1,6 +1,10 @@
 // Pinned host memory that holds offloaded units, bounded by
 // VGPUMEM_HOST_LIMIT. Buffers are kept by size and reused: pinning memory is
-// slow, and the same sizes come back every training iteration. One free
+// slow, and the same sizes come back every training iteration. A request
+// with no free buffer of its own size takes the smallest free one up to
+// twice its size before it pins: under PyTorch on an H200 the launch thread
+// spent a fifth of its paging time pinning on demand (docs/results.md),
+// with more than twice the bytes pinned that were ever out at once. One free
 // buffer of the size last pinned on demand is kept ready: the reclaimer pins
 // it ahead (spare_wanted, then add_spare), so a run of offloads of one size
 // pins on the launch path once. Guarded by the pager's lock; the pinning
@@ -43,10 +47,15 @@ class HostStore {
              std::uint64_t* read = nullptr);
   // `read_by`: the device whose copy stream may still read or write it, or
   // kIdle; `read`: the number of the read on its copy-in stream (0: none,
-  // only its copy-out stream, whose copies run in turn).
+  // only its copy-out stream, whose copies run in turn). `bytes` is what the
+  // caller took; the buffer goes back under the size it was pinned with.
   void give_back(void* buffer, std::uint64_t bytes, int read_by = kIdle, std::uint64_t read = 0) {
-    free_.emplace(bytes, Free{buffer, read_by, read_by == kIdle ? 0 : read});
+    const auto pinned = pinned_size_.find(buffer);
+    free_.emplace(pinned != pinned_size_.end() ? pinned->second : bytes,
+                  Free{buffer, read_by, read_by == kIdle ? 0 : read});
   }
+  // A free buffer up to this many times a request's size may serve it.
+  static constexpr std::uint64_t kLargerServes = 2;
 
   // The size of a buffer worth pinning ahead, if any: the size last pinned
   // on demand, when none of it is free and the limit has room for two.
@@ -72,6 +81,7 @@ class HostStore {
   std::optional<std::uint64_t> limit_;
   std::function<void(int)> drain_;
   std::multimap<std::uint64_t, Free> free_;  // bytes -> buffer
+  std::map<void*, std::uint64_t> pinned_size_;  // every buffer pinned and not unpinned -> its size
   std::uint64_t pinned_ = 0, peak_ = 0;
   std::uint64_t last_on_demand_ = 0;  // size of the last buffer take() had to pin
   std::uint64_t pinned_ahead_ = 0;    // buffers add_spare kept, counted
