@@ -69,6 +69,12 @@ void configure(Simulator& sim) {
     *rate = std::strtod(v, &end);
     if (*v == '\0' || *end != '\0' || !(*rate > 0)) bad_setting(variable, v, "a positive number of GB/s");
   }
+  if (const char* v = std::getenv("VGPUSIM_MAP_BUSY_US")) {
+    char* end = nullptr;
+    const double us = std::strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !(us >= 0)) bad_setting("VGPUSIM_MAP_BUSY_US", v, "microseconds, 0 or more");
+    sim.map_busy_ns = us * 1000.0;
+  }
   if (const char* v = std::getenv("VGPUSIM_FAULTS")) {
     // "operation:n" fails the n-th call; "operation:n+" the n-th and every later one.
     std::string text = v;

@@ -336,6 +336,12 @@ class Simulator {
   // Measured on the H100 (docs/gpu-facts.md): 55 GB/s per direction from
   // pinned memory, 7.3-9 GB/s from pageable memory (the driver stages it).
   double link_gbps = 55, pageable_gbps = 8, device_copy_gbps = 1000;
+  // VGPUSIM_MAP_BUSY_US: what a cuMemMap costs the calling thread while its
+  // device has work queued or running, when more than the idle cost (0: the
+  // idle cost always). Under PyTorch on an H200 the pager's maps cost 77-109
+  // µs per 2 MiB handle during training (docs/results.md), against ≈ 1 µs
+  // idle on the H100: mapping waits on the GPU, per handle mapped.
+  double map_busy_ns = 0;
 
   // Count a call by its exported name (for the report). Takes its own lock:
   // entry points count before (or while) holding `mutex`.

@@ -3,6 +3,7 @@
 // per-thread default streams are per thread, engines overlap as the H100's,
 // and an illegal access surfaces at synchronisation.
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "sim_test_support.h"
@@ -305,7 +306,39 @@ TEST(TimelineProcess, UnmapUnderARunningKernelFaultsAtSynchronisation) {
   EXPECT_EQ(run_child("unmap_under_kernel"), 0);
 }
 
+// VGPUSIM_MAP_BUSY_US: a map while the device works costs what the H200
+// showed under training (per handle), an idle map what the H100 took idle.
+TEST(TimelineProcess, MappingWhileTheDeviceWorksCostsWhatItIsSetTo) {
+  EXPECT_EQ(run_child("map_while_busy", {"VGPUSIM_MAP_BUSY_US=90"}), 0);
+}
+
 // ---- child scenarios (exit 0 on success) -------------------------------------------------
+int child_map_while_busy() {
+  CUcontext ctx = nullptr;
+  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
+  CUfunction spin = register_kernel("child_spin_10ms", add_body, {8, 4}, 10'000'000);
+  const CUmemAllocationProp prop = device_memory();
+  CUdeviceptr va = 0, data = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  if (cuMemAddressReserve(&va, 2 * kMiB, 0, 0, 0) || cuMemCreate(&handle, 2 * kMiB, &prop, 0) ||
+      cuMemAlloc(&data, 4096)) {
+    return 11;
+  }
+  const auto map_costs_us = [&] {
+    const unsigned long long before = vgpusimHostTimeNs();
+    if (cuMemMap(va, 2 * kMiB, 0, handle, 0) != CUDA_SUCCESS) return -1.0;
+    const double us = static_cast<double>(vgpusimHostTimeNs() - before) / 1000.0;
+    return cuMemUnmap(va, 2 * kMiB) == CUDA_SUCCESS ? us : -1.0;
+  };
+  if (std::abs(map_costs_us() - 1.0) > 0.01) return 12;  // idle: the H100's median
+  int one = 1;
+  if (launch(spin, nullptr, {&data, &one})) return 13;
+  if (std::abs(map_costs_us() - 90.0) > 0.01) return 14;  // while the kernel runs
+  if (cuCtxSynchronize() != CUDA_SUCCESS) return 15;
+  if (std::abs(map_costs_us() - 1.0) > 0.01) return 16;  // idle again
+  return 0;
+}
+
 int child_unmap_under_kernel() {
   CUcontext ctx = nullptr;
   if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
@@ -337,6 +370,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--child") {
     const std::string name = argv[2];
     if (name == "unmap_under_kernel") return child_unmap_under_kernel();
+    if (name == "map_while_busy") return child_map_while_busy();
     return 99;
   }
   setenv("VGPUSIM_DEVICE_MEMORY", "1GiB", 1);
