@@ -99,6 +99,10 @@ std::optional<Allocation> Accounting::find(AllocationKind kind, std::uint64_t ke
 nlohmann::json Accounting::summary() const {
   auto& ledger = const_cast<CapLedger&>(ledger_);
   nlohmann::json devices = nlohmann::json::array();
+  // The ledger's own peaks: the recorder's are read off its counter events,
+  // which the pager's chunks (charged to the ledger directly) never make,
+  // so under paging they came out empty (an H200 trace showed {}).
+  nlohmann::json peaks = nlohmann::json::object();
   for (int device = 0; device < kMaxDevices; ++device) {
     if (!ledger.seen(device)) continue;
     const DeviceUsage u = ledger.usage(device);
@@ -106,8 +110,10 @@ nlohmann::json Accounting::summary() const {
                        {"cap", u.cap == kUncapped ? nlohmann::json(nullptr) : nlohmann::json(u.cap)},
                        {"counted_at_exit", u.counted},
                        {"peak", u.peak}});
+    if (u.peak != 0) peaks[std::to_string(device)] = u.peak;
   }
   return {{"devices", devices},
+          {"peak_counted_bytes", peaks},
           {"ooms_returned", ooms_.load(std::memory_order_relaxed)},
           {"host_bytes_peak", host_bytes_peak_.load(std::memory_order_relaxed)},
           {"live_allocations_at_exit", registry_.size()}};

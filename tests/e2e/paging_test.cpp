@@ -87,6 +87,9 @@ nlohmann::json expect_identical_under(const Workload& workload, double oversubsc
   // One device, the one the trainer used: on an H200 the summary listed 64,
   // every index whose cap a check had resolved.
   EXPECT_EQ(paged.trace["vgpumem"]["devices"].size(), 1u) << paged.trace["vgpumem"]["devices"].dump();
+  // The peak charged to the cap, the same in both places the summary says it.
+  EXPECT_EQ(paged.trace["vgpumem"]["peak_counted_bytes"].value("0", std::uint64_t{0}),
+            paged.trace["vgpumem"]["devices"][0]["peak"].get<std::uint64_t>());
   // Where the host time went: every prefetch maps its chunks.
   EXPECT_GT(paging["host_time_ns"]["map"].get<std::uint64_t>(), 0u) << paging["host_time_ns"].dump();
   EXPECT_LE(paging["host_time_ns"]["lock_wait"].get<std::uint64_t>(), paging["slow_path_ns"].get<std::uint64_t>());
