@@ -432,6 +432,10 @@ void write_timeline(Simulator& sim, const char* path);
 enum class VmmCall { create, map, set_access, unmap, release, reserve, address_free };
 double vmm_call_ns(VmmCall call, std::uint64_t bytes);
 void spend_vmm_time(Simulator& sim, VmmCall call, std::uint64_t bytes);
+// A cuMemMap of `bytes` on `device`: the idle cost, or VGPUSIM_MAP_BUSY_US
+// (Simulator::map_busy_ns) where that is more and the device has work queued
+// or running.
+void spend_map_time(Simulator& sim, int device, std::uint64_t bytes);
 // Simulated time by which everything issued to the context so far is done.
 double context_tail(Simulator& sim, const Context& context);
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture invalidated) if a

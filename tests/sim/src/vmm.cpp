@@ -5,7 +5,6 @@
 // (mprotect). Like the H100's, cuMemUnmap does not wait for work that still
 // uses the range (docs/gpu-facts.md §8.6c). Each call advances the host's
 // clock by what it cost on the H100 (vmm_costs.cpp).
-#include <algorithm>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,15 +138,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
   if (++phys->second.mappings == 1 && !phys->second.host_location) {
     sim.mapping_changed(phys->second.device, phys->second.size, true);
   }
-  spend_vmm_time(sim, VmmCall::map, size);
-  if (sim.map_busy_ns > 0) {  // mapping while the device works waits on it (VGPUSIM_MAP_BUSY_US)
-    const Device& device = sim.devices[static_cast<std::size_t>(phys->second.device)];
-    const double now = host_now(sim);
-    const bool busy = std::any_of(std::begin(device.engine_free_ns), std::end(device.engine_free_ns),
-                                  [now](double free_at) { return free_at > now; });
-    const double idle = vmm_call_ns(VmmCall::map, size);
-    if (busy && sim.map_busy_ns > idle) advance_host(sim, now + sim.map_busy_ns - idle);
-  }
+  spend_map_time(sim, phys->second.device, size);
   return CUDA_SUCCESS;
 }
 
