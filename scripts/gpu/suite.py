@@ -212,6 +212,17 @@ def part_learned(suite, workloads=("resnet50", "gpt2"), suffix="", alloc_env=Non
             suite.run(f"{w}{suffix}-{policy}50", train_argv(w, f"{policy}50", steps=steps), env, 120, shim=True, trace=True)
 
 
+def memcheck_specs(suite, timeout, shim_timeout):
+    """compute-sanitizer memcheck on a 768 MiB paging probe, without the shim and under it (256 MiB cap, torture)."""
+    memcheck = ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99",
+                os.path.join(suite.probes, "probe_paging"), "768", "32", "2"]
+    return [
+        (("probe-sanitizer-noshim", memcheck, {}, timeout), {}),
+        (("probe-sanitizer-cap256m-torture", memcheck, {"VGPUMEM_LIMIT": "256MiB", "VGPUMEM_CHECK": "torture"},
+          shim_timeout), {"shim": True}),
+    ]
+
+
 def probe_specs(suite):
     """The driver-API paging probe: bit-identical digests under a cap, strict and torture; memcheck."""
     probe = os.path.join(suite.probes, "probe_paging")
@@ -220,12 +231,7 @@ def probe_specs(suite):
         (("probe-cap1g", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB"}, 90), {"shim": True, "trace": True}),
         (("probe-cap1g-torture", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB", "VGPUMEM_CHECK": "torture"}, 150),
          {"shim": True, "trace": True}),
-        (("probe-sanitizer-noshim", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe, "768",
-                                     "32", "2"], {}, 150), {}),
-        (("probe-sanitizer-cap256m-torture", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe,
-                                              "768", "32", "2"],
-          {"VGPUMEM_LIMIT": "256MiB", "VGPUMEM_CHECK": "torture"}, 200), {"shim": True}),
-    ]
+    ] + memcheck_specs(suite, 150, 200)
 
 
 def part_probe(suite):
@@ -265,16 +271,9 @@ def part_diag(suite):
     """Why the slow path is slow and whether CUPTI names our launches: what mapping a unit back costs and
     why (probe_vmm map_like_the_pager, alone), the CUPTI probe and memcheck side by side, then ResNet-50
     and GPT-2 at half their peak under lru and auto with the pager's host time by part."""
-    probe = os.path.join(suite.probes, "probe_paging")
     suite.run("probe-vmm-map", [os.path.join(suite.probes, "probe_vmm"), "map_like_the_pager"], {}, 90)
-    suite.run_parallel([
-        (("probe-cupti", [os.path.join(suite.probes, "probe_cupti")], {}, 60), {}),
-        (("probe-sanitizer-noshim", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe, "768",
-                                     "32", "2"], {}, 90), {}),
-        (("probe-sanitizer-cap256m-torture", ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", probe,
-                                              "768", "32", "2"], {"VGPUMEM_LIMIT": "256MiB", "VGPUMEM_CHECK": "torture"},
-          120), {"shim": True}),
-    ])
+    suite.run_parallel([(("probe-cupti", [os.path.join(suite.probes, "probe_cupti")], {}, 60), {})] +
+                       memcheck_specs(suite, 90, 120))
     part_learned(suite, ("resnet50",))
     part_learned(suite, ("gpt2",), steps=8)
 
