@@ -44,6 +44,9 @@ constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g.
 constexpr std::string_view kPieceForms =
     "off, or a size that is a multiple of 2 MiB with an optional unit K/M/G/T (powers of 1024), e.g. 4MiB";
 constexpr std::uint64_t kPieceGranularity = std::uint64_t{2} << 20;  // the pager's chunk
+constexpr std::string_view kBlockForms =
+    "auto, or a size from 2 MiB to 64 MiB that is a multiple of 2 MiB, with an optional unit K/M/G/T (powers of "
+    "1024), e.g. 32MiB";
 constexpr std::uint64_t kMaxGraceOperations = 65536;
 
 // ---------------------------------------------------------------------------
@@ -309,6 +312,19 @@ constexpr Variable kVariables[] = {
        if (Verdict problem = store(check_nonzero_byte_size(v), bytes)) return problem;
        if (bytes % kPieceGranularity != 0) return "not a multiple of 2 MiB, the size of the chunks pieces are made of";
        c.piece_bytes = bytes;
+       return kAccepted;
+     }},
+    {"VGPUMEM_BLOCK_BYTES", kBlockForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       if (equals_ignoring_case(v, "auto")) {
+         c.block_bytes = 0;
+         return kAccepted;
+       }
+       std::uint64_t bytes = 0;
+       if (Verdict problem = store(check_nonzero_byte_size(v), bytes)) return problem;
+       if (bytes % kPieceGranularity != 0) return "not a multiple of 2 MiB, the size of the chunks blocks are cut into";
+       if (bytes > Config::kMaxBlockBytes) return "larger than 64 MiB, the largest block the pager makes";
+       c.block_bytes = bytes;
        return kAccepted;
      }},
     {"VGPUMEM_HOST_LIMIT", kSizeForms,

@@ -67,6 +67,10 @@ struct Config {
   // under auto, whose plans move part of a large buffer; off otherwise.
   std::uint64_t piece_bytes = 0;
   static constexpr std::uint64_t kDefaultPieceBytes = std::uint64_t{32} << 20;
+  // VGPUMEM_BLOCK_BYTES (vmm/chunk_pool.h): the largest physical allocation
+  // the pager makes; 0 = auto, a sixteenth of the cap.
+  std::uint64_t block_bytes = 0;
+  static constexpr std::uint64_t kMaxBlockBytes = std::uint64_t{64} << 20;
   CuptiUse cupti = CuptiUse::automatic;         // VGPUMEM_CUPTI
   VictimOrder victims = VictimOrder::automatic; // VGPUMEM_VICTIMS
   // VGPUMEM_LIBRARY_HOOKS: whether the cuBLAS/cuDNN hooks tell the pager and

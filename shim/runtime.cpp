@@ -116,6 +116,7 @@ vmm::Pager* Runtime::create_pager() {
     options.check = config_.check;
     options.grace_operations = config_.grace_operations;
     options.piece_bytes = config_.piece_bytes;
+    options.block_chunks = config_.block_bytes / vmm::kChunkBytes;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
     auto* pager = new vmm::Pager(*driver, accounting_.ledger(), recorder_, options);
     if (config_.policy != Policy::lru) {

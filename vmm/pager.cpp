@@ -56,7 +56,7 @@ void Pager::abandon_reclaimer_after_fork() {
 
 Pager::DeviceState& Pager::device_state(int device) {
   auto& slot = devices_[device];
-  if (!slot) slot = std::make_unique<DeviceState>(device, driver_, ledger_);
+  if (!slot) slot = std::make_unique<DeviceState>(device, driver_, ledger_, options_.block_chunks);
   return *slot;
 }
 
@@ -443,28 +443,56 @@ bool Pager::offload_victim(DeviceState& state, const Unit* keep) {
   return false;
 }
 
-// Unmaps the first `count` chunks of the unit's range (each mapped on its own).
-bool Pager::unmap_chunks(const Unit* unit, std::size_t count) { return unmap_chunk_run(unit->address, count); }
+// Maps `count` chunks at `address`, one mapping per run of chunks that
+// follow one another in a block (a map costs per call, not per byte:
+// gpu-facts §8.6), and appends each mapping's length in chunks to `runs`,
+// so that what was mapped can be unmapped mapping by mapping. On an error,
+// `runs` holds what was mapped before it.
+CUresult Pager::map_runs(std::uint64_t address, const Chunk* chunks, std::size_t count,
+                         std::vector<std::uint32_t>* runs) {
+  for (std::size_t first = 0; first < count;) {
+    std::size_t length = 1;
+    while (first + length < count && chunks[first + length].follows(chunks[first + length - 1])) ++length;
+    const CUresult result = driver_.map(address + first * kChunkBytes, length * kChunkBytes, chunks[first].offset,
+                                        chunks[first].handle, 0);
+    if (result != CUDA_SUCCESS) return result;
+    runs->push_back(static_cast<std::uint32_t>(length));
+    first += length;
+  }
+  return CUDA_SUCCESS;
+}
 
-// Unmaps `count` chunks mapped one after another from `address`. The whole
-// run in one call where the driver takes it: an unmap costs about the same
-// for 2 MiB as for 64 MiB (gpu-facts §8.6), and the reclaimer does this
-// under the pager's lock. Chunk by chunk otherwise.
-bool Pager::unmap_chunk_run(std::uint64_t address, std::size_t count) {
-  if (count > 1 && whole_range_unmap_) {
-    if (driver_.unmap(address, count * kChunkBytes) == CUDA_SUCCESS) return true;
-    whole_range_unmap_ = false;  // this driver wants one call per mapping
-    VGPUMEM_LOG_DEBUG("the driver refused one unmap over {} mappings; unmapping chunk by chunk from now on", count);
-  }
+// Unmaps the mappings `runs` lists from `address`, and forgets them when all
+// went. All in one call where the driver takes it: an unmap costs about the
+// same for 2 MiB as for 64 MiB (gpu-facts §8.6), and the reclaimer does this
+// under the pager's lock. Mapping by mapping otherwise: the driver unmaps
+// whole mappings only.
+bool Pager::unmap_runs(std::uint64_t address, std::vector<std::uint32_t>* runs) {
+  std::uint64_t chunks = 0;
+  for (const std::uint32_t length : *runs) chunks += length;
   bool unmapped = true;
-  for (std::size_t i = 0; i < count; ++i) {
-    unmapped = driver_.unmap(address + i * kChunkBytes, kChunkBytes) == CUDA_SUCCESS && unmapped;
+  if (runs->size() > 1 && whole_range_unmap_ && driver_.unmap(address, chunks * kChunkBytes) == CUDA_SUCCESS) {
+    runs->clear();
+    return true;
   }
+  if (runs->size() > 1 && whole_range_unmap_) {
+    whole_range_unmap_ = false;  // this driver wants one call per mapping
+    VGPUMEM_LOG_DEBUG("the driver refused one unmap over {} mappings; unmapping mapping by mapping from now on",
+                      runs->size());
+  }
+  std::uint64_t at = address;
+  for (const std::uint32_t length : *runs) {
+    unmapped = driver_.unmap(at, length * kChunkBytes) == CUDA_SUCCESS && unmapped;
+    at += length * kChunkBytes;
+  }
+  if (unmapped) runs->clear();
   return unmapped;
 }
 
-void Pager::return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t save) {
-  for (CUmemGenericAllocationHandle chunk : *chunks) state.pool.give_back(chunk, save);
+bool Pager::unmap_home(Unit* unit) { return unmap_runs(unit->address, &unit->home_runs); }
+
+void Pager::return_chunks(DeviceState& state, std::vector<Chunk>* chunks, std::uint64_t save) {
+  for (const Chunk& chunk : *chunks) state.pool.give_back(chunk, save);
   chunks->clear();
 }
 
@@ -484,7 +512,7 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
   state.saves_done = std::max(state.saves_done, unit->save_serial);
   unit->unmap_pending = false;
   unit->given_back.clear();
-  const bool home = unmap_chunks(unit, unit->bytes / kChunkBytes);
+  const bool home = unmap_home(unit);
   if (!(unmap_aliases(unit) && home)) {
     // Still mapped somewhere: its next fetch unmaps again before it maps
     // (repair_stale_mapping). Its bytes are safe on the host meanwhile, and
@@ -497,14 +525,16 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
   return_chunks(device_state(unit->device), &unit->chunks);  // kept until now in strict mode
 }
 
-// An unmap the driver refused after an offload, tried again chunk by chunk
-// (a chunk it did unmap the first time refuses now, harmlessly): mapping the
-// range anew shows whether it is free.
+// An unmap the driver refused after an offload, tried again (a mapping it
+// did unmap the first time refuses now, harmlessly): mapping the range anew
+// shows whether it is free.
 void Pager::repair_stale_mapping(DeviceState& state, Unit* unit) {
   ContextScope in(driver_, state.context);
-  unmap_chunk_run(unit->address, unit->bytes / kChunkBytes);
+  unmap_home(unit);
+  unit->home_runs.clear();
   for (Alias& alias : unit->aliases) {
-    if (alias.mapped) unmap_chunk_run(alias.address, alias.bytes / kChunkBytes);
+    if (alias.mapped) unmap_runs(alias.address, &alias.runs);
+    alias.runs.clear();
     alias.mapped = false;
   }
   unit->stale_mapping = false;
@@ -557,45 +587,38 @@ void Pager::reap_saved_units(bool wait) {
   saved_units_.erase(std::remove_if(saved_units_.begin(), saved_units_.end(), done), saved_units_.end());
 }
 
-CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
-                            std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save,
-                            std::vector<std::uint64_t>* chunk_saves) {
+CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* keep, std::vector<Chunk>* chunks,
+                            std::uint64_t* after_save, std::vector<std::uint64_t>* chunk_saves) {
   note_saved_pieces(state);
-  std::uint64_t latest = 0;
   std::vector<std::uint64_t> saves;  // each taken chunk's, to give them back as they came
-  while (chunks->size() < count) {
-    CUresult error = CUDA_SUCCESS;
-    std::uint64_t save = 0;
-    if (auto chunk = state.pool.take(&error, state.saves_done, &save)) {
-      chunks->push_back(*chunk);
-      saves.push_back(save);
-      latest = std::max(latest, save);
-      continue;
-    }
-    if (error == CUDA_ERROR_OUT_OF_MEMORY && unmap_oldest_save(state)) continue;  // strict: its chunks come back
-    if (error != CUDA_ERROR_OUT_OF_MEMORY || !offload_victim(state, keep)) {
-      for (std::size_t i = 0; i < chunks->size(); ++i) state.pool.give_back((*chunks)[i], i < saves.size() ? saves[i] : 0);
+  // Taken all at once when the pool has them, so that they come in runs that
+  // map as one; else what there is, and more as offloads free it.
+  // New blocks are made a whole block at a time while spares are wanted,
+  // exactly as large as needed once the program's unpaged memory wanted room.
+  while (state.pool.take(count - chunks->size(), state.saves_done, chunks, &saves, state.spares_wanted) !=
+         CUDA_SUCCESS) {
+    if (unmap_oldest_save(state)) continue;  // strict: its chunks come back
+    if (!offload_victim(state, keep)) {
+      for (std::size_t i = 0; i < chunks->size(); ++i) state.pool.give_back((*chunks)[i], saves[i]);
       chunks->clear();
       ooms_.fetch_add(1, std::memory_order_relaxed);
-      return error == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : error;
+      return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
   if (state.pool.free_chunks() < options_.spare_chunks) wake_reclaimer();
   // A caller that asks for no serial orders itself after the whole
   // copy-out stream (a new unit's `ready`, a synchronous copy there).
-  if (after_save != nullptr) *after_save = latest;
+  if (after_save != nullptr) *after_save = saves.empty() ? 0 : *std::max_element(saves.begin(), saves.end());
   if (chunk_saves != nullptr) chunk_saves->swap(saves);
   return CUDA_SUCCESS;
 }
 
 CUresult Pager::map_chunks(Unit* unit) {
   PhaseTimer timer(phases_, PagerPhase::map);
-  std::size_t mapped = 0;
-  CUresult result = CUDA_SUCCESS;
-  for (; mapped < unit->chunks.size(); ++mapped) {
-    result = driver_.map(unit->address + mapped * kChunkBytes, kChunkBytes, 0, unit->chunks[mapped], 0);
-    if (result != CUDA_SUCCESS) break;
-  }
+  unit->home_runs.clear();
+  CUresult result = map_runs(unit->address, unit->chunks.data(), unit->chunks.size(), &unit->home_runs);
+  home_mappings_.fetch_add(unit->home_runs.size(), std::memory_order_relaxed);
+  if (result == CUDA_SUCCESS) chunks_mapped_.fetch_add(unit->chunks.size(), std::memory_order_relaxed);
   if (result == CUDA_SUCCESS) {
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -605,7 +628,7 @@ CUresult Pager::map_chunks(Unit* unit) {
   }
   if (result == CUDA_SUCCESS) result = map_aliases(unit);  // the program's own mappings of its handle
   if (result != CUDA_SUCCESS) {
-    unmap_chunks(unit, mapped);
+    unmap_home(unit);
     unmap_aliases(unit);
   }
   return result;
@@ -618,7 +641,7 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
   if (revive(state, unit)) return CUDA_SUCCESS;
   unmap_now(unit);  // wanted back before its offload was reaped: its range must be free first
   if (unit->stale_mapping) repair_stale_mapping(state, unit);
-  std::vector<CUmemGenericAllocationHandle> chunks;
+  std::vector<Chunk> chunks;
   std::uint64_t after_save = 0;
   std::vector<std::uint64_t> chunk_saves;
   if (const CUresult result = take_chunks(state, unit->bytes / kChunkBytes, unit, &chunks, &after_save, &chunk_saves);
@@ -653,7 +676,7 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
                      format_bytes(unit->bytes), unit->seen_at(), static_cast<int>(result));
     if (mapped) {
       drain_copy_stream(state);  // nothing may still be copying into the chunks
-      unmap_chunks(unit, unit->chunks.size());
+      unmap_home(unit);
       unmap_aliases(unit);
     }
     return_chunks(state, &unit->chunks);
@@ -983,7 +1006,7 @@ void Pager::release_unit(Unit* unit) {
     state.resident_bytes -= unit->bytes;
     trace_resident(unit->device, state);
   } else if (unit->state.load() == Residency::resident) {
-    unmap_chunks(unit, unit->chunks.size());
+    unmap_home(unit);
     unmap_aliases(unit);
     return_chunks(state, &unit->chunks);
     state.resident_bytes -= unit->bytes;
@@ -1409,18 +1432,18 @@ void Pager::create_chunks_ahead() {
       }
       CUresult error = CUDA_SUCCESS;
       bool cap_full = false;
-      const std::optional<CUmemGenericAllocationHandle> chunk = state->pool.create(&error, &cap_full);
-      if (!chunk) {  // the cap is full (the usual case) or the driver said no: on demand, then
+      // A whole block, so that the spares map in runs.
+      const std::size_t created = state->pool.grow(kBlockChunks, &error, &cap_full);
+      if (created == 0) {  // the cap is full (the usual case) or the driver said no: on demand, then
         if (!cap_full) {
           state->spares_wanted = false;  // the device is short of memory; do not ask again and again
-          VGPUMEM_LOG_WARN("cannot create a 2 MiB chunk ahead on device {}: error {}; chunks are created on "
+          VGPUMEM_LOG_WARN("cannot create a 2 MiB block ahead on device {}: error {}; blocks are created on "
                            "demand from now on",
                            state->pool.device(), static_cast<int>(error));
         }
         break;
       }
-      state->pool.give_back(*chunk);
-      chunks_created_ahead_.fetch_add(1, std::memory_order_relaxed);
+      chunks_created_ahead_.fetch_add(created, std::memory_order_relaxed);
     }
   }
 }
@@ -1490,6 +1513,7 @@ nlohmann::json Pager::summary() const {
                        {"resident_bytes", state->resident_bytes},
                        {"resident_bytes_peak", state->resident_peak},
                        {"chunk_bytes", state->pool.created_bytes()},
+                       {"blocks", state->pool.blocks()},
                        {"free_chunk_bytes", state->pool.free_bytes()}});
   }
   return {{"policy", "lru"},
@@ -1510,6 +1534,7 @@ nlohmann::json Pager::summary() const {
           {"bytes_offloaded", bytes_offloaded_.load()},
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},
+          {"mappings", {{"made", home_mappings_.load()}, {"chunks", chunks_mapped_.load()}}},
           {"grace",
            {{"operations", grace_.operations()},
             {"evictions_inside", grace_evictions_.load()},

@@ -66,6 +66,9 @@ struct PagerOptions {
   // plan can move part of a large buffer (Unit::first_piece). 0: every
   // allocation is one unit.
   std::uint64_t piece_bytes = 0;
+  // VGPUMEM_BLOCK_BYTES in chunks: the largest physical allocation the chunk
+  // pool makes (ChunkPool). 0: automatic, a sixteenth of the cap.
+  std::size_t block_chunks = 0;
 };
 
 class Pager final : public PagerControl {
@@ -373,9 +376,8 @@ class Pager final : public PagerControl {
   // `after_save`, if given: the latest save (serial) a taken chunk may still
   // be read by, 0 if none; the caller orders its writes after it.
   // `chunk_saves`, if given: that serial for each chunk taken, in order.
-  CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep,
-                       std::vector<CUmemGenericAllocationHandle>* chunks, std::uint64_t* after_save = nullptr,
-                       std::vector<std::uint64_t>* chunk_saves = nullptr);
+  CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep, std::vector<Chunk>* chunks,
+                       std::uint64_t* after_save = nullptr, std::vector<std::uint64_t>* chunk_saves = nullptr);
   CUresult map_chunks(Unit* unit);
   bool offload_victim(DeviceState& state, const Unit* keep);
   CUresult offload(DeviceState& state, Unit* unit);
@@ -411,8 +413,9 @@ class Pager final : public PagerControl {
   bool admits(int device, std::uint64_t bytes) const;
   bool admit_or_refuse(int device, std::uint64_t bytes);  // admits(), or logs and counts the refusal
   void release_unit(Unit* unit);
-  bool unmap_chunks(const Unit* unit, std::size_t count);
-  bool unmap_chunk_run(std::uint64_t address, std::size_t count);
+  CUresult map_runs(std::uint64_t address, const Chunk* chunks, std::size_t count, std::vector<std::uint32_t>* runs);
+  bool unmap_runs(std::uint64_t address, std::vector<std::uint32_t>* runs);
+  bool unmap_home(Unit* unit);
   void repair_stale_mapping(DeviceState& state, Unit* unit);
   CUresult map_aliases(Unit* unit);
   bool unmap_aliases(Unit* unit);
@@ -431,8 +434,7 @@ class Pager final : public PagerControl {
   void unpin_neighbours(Unit* unit, const Alias& alias);
   void forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes);
   void release_handle_if_unused(CUmemGenericAllocationHandle handle);
-  static void return_chunks(DeviceState& state, std::vector<CUmemGenericAllocationHandle>* chunks,
-                            std::uint64_t save = 0);
+  static void return_chunks(DeviceState& state, std::vector<Chunk>* chunks, std::uint64_t save = 0);
   std::map<std::uint64_t, AllocationInfo>::iterator live_allocation(CUdeviceptr address);
   void set_ready(Unit* unit, CUevent event);
   void trace_resident(int device, DeviceState& state);
@@ -495,6 +497,7 @@ class Pager final : public PagerControl {
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> scheduled_offloads_{0}, scheduled_prefetches_{0}, scheduled_refused_{0};
   std::atomic<std::uint64_t> revived_{0}, bytes_revived_{0};
+  std::atomic<std::uint64_t> home_mappings_{0}, chunks_mapped_{0};  // map_chunks: mappings made, chunks in them
   // Units that came back without the bytes a library call overwrites
   // (LibraryCallScope), those bytes, and calls that failed and had them restored.
   std::atomic<std::uint64_t> overwritten_fetches_{0}, bytes_not_fetched_{0}, overwrites_restored_{0};

@@ -143,12 +143,11 @@ CUresult Pager::free_program_reservation(std::uint64_t base, std::uint64_t bytes
 
 CUresult Pager::map_alias(const Unit* unit, Alias& alias) {
   const std::size_t first = alias.offset / kChunkBytes, count = alias.bytes / kChunkBytes;
-  for (std::size_t i = 0; i < count; ++i) {
-    const CUresult result = driver_.map(alias.address + i * kChunkBytes, kChunkBytes, 0, unit->chunks[first + i], 0);
-    if (result != CUDA_SUCCESS) {
-      for (std::size_t j = 0; j < i; ++j) driver_.unmap(alias.address + j * kChunkBytes, kChunkBytes);
-      return result;
-    }
+  alias.runs.clear();
+  if (const CUresult result = map_runs(alias.address, unit->chunks.data() + first, count, &alias.runs);
+      result != CUDA_SUCCESS) {
+    unmap_runs(alias.address, &alias.runs);
+    return result;
   }
   alias.mapped = true;
   if (alias.access == CU_MEM_ACCESS_FLAGS_PROT_NONE) return CUDA_SUCCESS;  // not granted yet: as the program left it
@@ -167,7 +166,7 @@ CUresult Pager::map_aliases(Unit* unit) {
 bool Pager::unmap_alias(const Unit* unit, Alias& alias) {
   if (!alias.mapped) return true;
   const bool unmapped = unit->real != 0 ? driver_.unmap(alias.address, alias.bytes) == CUDA_SUCCESS  // the real handle
-                                        : unmap_chunk_run(alias.address, alias.bytes / kChunkBytes);
+                                        : unmap_runs(alias.address, &alias.runs);
   alias.mapped = !unmapped;
   return unmapped;
 }
@@ -202,7 +201,7 @@ CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint
     // The lock was let go while launches holding the unit finished.
     if (program_handle(handle) != program || holds_any(address, bytes)) return CUDA_ERROR_INVALID_VALUE;
   }
-  Alias alias{address, bytes, offset, CU_MEM_ACCESS_FLAGS_PROT_NONE, false};
+  Alias alias{address, bytes, offset, CU_MEM_ACCESS_FLAGS_PROT_NONE, false, {}};
   // Next to another mapping: both stay resident while they touch (the
   // header says why), brought in first so they are mapped now.
   Unit* left = alias_ending_at(address);
@@ -468,7 +467,7 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop, std::un
     resident_again();
     return result;
   }
-  unmap_chunks(unit, unit->chunks.size());
+  unmap_home(unit);
   unmap_aliases(unit);
   const std::size_t chunks = unit->chunks.size();
   return_chunks(state, &unit->chunks);
@@ -500,7 +499,7 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop, std::un
       host_.give_back(host, unit->bytes);
     } else {
       if (mapped) {
-        unmap_chunks(unit, unit->chunks.size());
+        unmap_home(unit);
         unmap_aliases(unit);
       }
       return_chunks(state, &unit->chunks);

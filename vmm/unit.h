@@ -21,6 +21,8 @@
 
 #include <cuda.h>
 
+#include "vmm/chunk.h"
+
 namespace vgpumem::vmm {
 
 enum class Residency : std::uint8_t { resident, moving_out, on_host };
@@ -46,6 +48,7 @@ struct Alias {
   std::uint64_t offset = 0;     // into the handle: a multiple of kChunkBytes
   CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // what the program granted its own device
   bool mapped = false;          // on the unit's chunks now
+  std::vector<std::uint32_t> runs;  // its mappings' lengths in chunks, in address order, while mapped
 };
 
 struct Unit {
@@ -81,11 +84,16 @@ struct Unit {
   std::uint32_t pins = 0;              // pinned resident (see Pager::pin)
   std::uint32_t live = 0;              // allocations in it (slabs: many)
   std::map<std::uint64_t, std::uint64_t> holes;  // a slab's free ranges: offset -> bytes, coalesced
-  std::vector<CUmemGenericAllocationHandle> chunks;
+  std::vector<Chunk> chunks;
+  // Its own range's mappings, one per run of chunks that follow one another
+  // in a block: their lengths in chunks, in address order. Kept until the
+  // range is unmapped, which may be after the chunks went back (fast mode):
+  // the driver unmaps whole mappings only.
+  std::vector<std::uint32_t> home_runs;
   // Fast mode, while its range is still mapped after an offload: the chunks
   // it gave back, which still hold its bytes until someone reuses them
   // (Pager::revive).
-  std::vector<CUmemGenericAllocationHandle> given_back;
+  std::vector<Chunk> given_back;
   void* host = nullptr;
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion

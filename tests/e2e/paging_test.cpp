@@ -36,9 +36,12 @@ struct Run {
   nlohmann::json trace;       // the shim's trace (with a cap)
 };
 
+using Environment = std::map<std::string, std::string>;
+
 Run train(const Workload& workload, const std::string& limit, const std::string& faults = "",
-          const std::string& check = "", const std::string& policy = "") {
-  const std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit) + check + policy;
+          const std::string& check = "", const std::string& policy = "", const Environment& extra = {}) {
+  std::string tag = std::string(workload.name).substr(0, 2) + "-" + (limit.empty() ? "none" : limit) + check + policy;
+  for (const auto& [name, value] : extra) tag += "-" + value;
   const std::string report = scratch(tag, "sim"), trace = scratch(tag, "trace");
   auto env = limit.empty() ? simulator_environment() : shim_environment();
   env["VGPUSIM_DEVICE_MEMORY"] = "1GiB";
@@ -50,6 +53,7 @@ Run train(const Workload& workload, const std::string& limit, const std::string&
   if (!faults.empty()) env["VGPUSIM_FAULTS"] = faults;
   if (!check.empty()) env["VGPUMEM_CHECK"] = check;
   if (!policy.empty()) env["VGPUMEM_POLICY"] = policy;
+  for (const auto& [name, value] : extra) env[name] = value;
   std::vector<std::string> argv{program("mlp_trainer")};
   argv.insert(argv.end(), workload.args.begin(), workload.args.end());
   Run run;
@@ -65,12 +69,12 @@ Run train(const Workload& workload, const std::string& limit, const std::string&
 
 // Returns the paged run's trace summary.
 nlohmann::json expect_identical_under(const Workload& workload, double oversubscription, const std::string& check = "",
-                                      const std::string& policy = "") {
+                                      const std::string& policy = "", const Environment& extra = {}) {
   const Run baseline = train(workload, "");
   EXPECT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
   EXPECT_NE(baseline.result, "");
   const auto cap = static_cast<std::uint64_t>(static_cast<double>(baseline.wanted) / oversubscription);
-  const Run paged = train(workload, std::to_string(cap), "", check, policy);
+  const Run paged = train(workload, std::to_string(cap), "", check, policy, extra);
   if (paged.trace.is_null() || paged.simulator.is_null()) {
     ADD_FAILURE() << "no trace or report: " << paged.process.out << paged.process.err;
     return {};
@@ -241,6 +245,26 @@ TEST(Paging, TrainerAtTenTimesTheCapIsBitIdentical) { expect_identical_under(kTw
 TEST(Paging, TrainerUnderStrictCheckingIsBitIdentical) { expect_identical_under(kTwelveLayers, 3.0, "strict"); }
 TEST(Paging, TrainerUnderTortureIsBitIdentical) { expect_identical_under(kTwelveLayers, 1.2, "torture"); }
 
+// Chunks carved from blocks of 8 MiB (under these caps the automatic size is
+// one chunk): a unit whose chunks follow one another in a block maps them
+// in one call, at the block's offset. Every byte as without a cap, in each
+// check mode, and fewer mappings than chunks mapped.
+void expect_identical_on_blocks(double oversubscription, const std::string& check, const std::string& policy) {
+  const nlohmann::json summary =
+      expect_identical_under(kTwelveLayers, oversubscription, check, policy, {{"VGPUMEM_BLOCK_BYTES", "8MiB"}});
+  if (summary.is_null()) return;
+  const nlohmann::json& mappings = summary["paging"]["mappings"];
+  EXPECT_LT(mappings["made"].get<std::uint64_t>(), mappings["chunks"].get<std::uint64_t>()) << mappings.dump();
+  EXPECT_GT(summary["paging"]["devices"][0]["blocks"].get<std::uint64_t>(), 0u);
+  EXPECT_LT(summary["paging"]["devices"][0]["blocks"].get<std::uint64_t>(),
+            summary["paging"]["devices"][0]["chunk_bytes"].get<std::uint64_t>() >> 21)
+      << "blocks of more than one chunk";
+}
+TEST(PagingBlocks, TrainerOnEightMiBBlocksIsBitIdentical) { expect_identical_on_blocks(3.0, "", "lru"); }
+TEST(PagingBlocks, TrainerOnEightMiBBlocksUnderStrictIsBitIdentical) { expect_identical_on_blocks(3.0, "strict", "lru"); }
+TEST(PagingBlocks, TrainerOnEightMiBBlocksUnderTortureIsBitIdentical) { expect_identical_on_blocks(1.2, "torture", ""); }
+TEST(PagingBlocks, TrainerOnEightMiBBlocksUnderAutoIsBitIdentical) { expect_identical_on_blocks(2.0, "", "auto"); }
+
 // The simulated driver refuses one call the pager makes: it logs and works
 // around it, and the trainer's result does not change.
 // `logged`: what the log says, any one of them (which call hits the fault
@@ -260,7 +284,7 @@ void expect_identical_despite(const std::string& faults, const std::vector<std::
 }
 
 TEST(PagingFaults, RefusedChunkCreationIsWorkedAround) {
-  expect_identical_despite("cuMemCreate:10", {"cannot create a 2 MiB chunk"});
+  expect_identical_despite("cuMemCreate:10", {"cannot create a 2 MiB block", "cannot create even a 2 MiB block"});
 }
 TEST(PagingFaults, RefusedPinnedHostAllocationIsWorkedAround) {
   expect_identical_despite("hostalloc:2", {"cannot offload", "cannot pin"});
