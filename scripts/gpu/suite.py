@@ -144,7 +144,7 @@ def condense(s):
             "policy", "check", "offloads", "prefetches", "bytes_offloaded", "bytes_prefetched", "revived", "bytes_revived",
             "stalled_operations", "stall_ns", "slow_path_ns", "context_synchronizations", "ooms", "grace",
             "capture_pinned_bytes", "graph_node_pinned_bytes", "pointer_tables", "pieces", "program_handles",
-            "host_pinned_bytes_peak", "host_time_ns", "reclaimer", "devices")},
+            "host_pinned_bytes_peak", "host_time_ns", "mappings", "reclaimer", "devices")},
         "launch_audit_unscannable": {k: v for k, v in (p.get("launch_audit") or {}).items()
                                      if isinstance(v, dict) and v.get("unscannable_launches")},
     }
@@ -275,10 +275,22 @@ def part_diag(suite):
     suite.run_parallel([(("probe-cupti", [os.path.join(suite.probes, "probe_cupti")], {}, 60), {})] +
                        memcheck_specs(suite, 90, 120))
     part_learned(suite, ("resnet50",))
+    part_blocks(suite)
     part_learned(suite, ("gpt2",), steps=8)
 
 
-PARTS = {"diag": part_diag, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
+def part_blocks(suite):
+    """What blocks buy: ResNet-50 lru at half its peak with every chunk its own 2 MiB allocation (as before
+    blocks), against part_learned's run on the automatic blocks; compare their paging.mappings and map time."""
+    env = cap_env(suite, "resnet50", 0.5)
+    if env is None:
+        suite.results["resnet50-lru50-blocks2m"] = {"skipped": "no uncapped peak"}
+        return
+    env.update(VGPUMEM_POLICY="lru", VGPUMEM_BLOCK_BYTES="2MiB")
+    suite.run("resnet50-lru50-blocks2m", train_argv("resnet50", "lru50_blocks2m"), env, 120, shim=True, trace=True)
+
+
+PARTS = {"diag": part_diag, "blocks": part_blocks, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
 
 
 # ---- report --------------------------------------------------------------------

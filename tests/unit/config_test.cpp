@@ -209,6 +209,15 @@ TEST(ParseConfig, PiecesByDefaultOnlyUnderAuto) {
   EXPECT_EQ(pieces({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_POLICY", "lru"}, {"VGPUMEM_PIECE_BYTES", "4MiB"}}), 4 * MiB);
 }
 
+// Blocks automatic (0) unless given, as a whole number of chunks up to 64 MiB.
+TEST(ParseConfig, BlockBytesAutomaticUnlessGiven) {
+  const auto blocks = [](std::map<std::string, std::string> env) { return parse_ok(env).block_bytes; };
+  EXPECT_EQ(blocks({{"VGPUMEM_LIMIT", "1G"}}), 0u);
+  EXPECT_EQ(blocks({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_BLOCK_BYTES", "AUTO"}}), 0u);
+  EXPECT_EQ(blocks({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_BLOCK_BYTES", "2MiB"}}), 2 * MiB);
+  EXPECT_EQ(blocks({{"VGPUMEM_LIMIT", "1G"}, {"VGPUMEM_BLOCK_BYTES", "64M"}}), 64 * MiB);
+}
+
 // By next use where a step is learned and asked for (by default under auto
 // alone: the vDNN baselines keep the order they had); never without one.
 TEST(ParseConfig, VictimsGoByNextUseOnlyUnderALearnedStep) {
@@ -280,6 +289,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", ""}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "2.5"},
                       BadCase{"VGPUMEM_PIECE_BYTES", "3MiB"}, BadCase{"VGPUMEM_PIECE_BYTES", "1K"},
                       BadCase{"VGPUMEM_PIECE_BYTES", "0"}, BadCase{"VGPUMEM_PIECE_BYTES", ""},
+                      BadCase{"VGPUMEM_BLOCK_BYTES", "3MiB"}, BadCase{"VGPUMEM_BLOCK_BYTES", "66MiB"},
+                      BadCase{"VGPUMEM_BLOCK_BYTES", "0"}, BadCase{"VGPUMEM_BLOCK_BYTES", ""},
                       BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_CUPTI", "on"},
                       BadCase{"VGPUMEM_LIBRARY_HOOKS", "auto"}, BadCase{"VGPUMEM_LIBRARY_HOOKS", ""},
                       BadCase{"VGPUMEM_CUPTI", ""}, BadCase{"VGPUMEM_VICTIMS", "belady"},
