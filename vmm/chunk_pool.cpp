@@ -23,6 +23,22 @@ std::size_t ChunkPool::largest_block() {
 
 CUresult ChunkPool::take(std::size_t count, std::uint64_t saves_done, std::vector<Chunk>* out,
                          std::vector<std::uint64_t>* saves, bool whole_blocks) {
+  // All or nothing: taken while some are missing, the chunks an offload
+  // frees next would be split between this unit and the next, and runs
+  // would never form again. New blocks stay free where they do not suffice.
+  while (free_ < count) {
+    CUresult error = CUDA_SUCCESS;
+    bool cap_full = false;
+    const std::size_t missing = count - free_;
+    if (grow(whole_blocks ? std::max(missing, kBlockChunks) : missing, &error, &cap_full) == 0) {
+      if (!cap_full) {
+        // The driver refused under the cap: the pager makes room by offloading instead.
+        VGPUMEM_LOG_WARN("cannot create even a 2 MiB block on device {}: error {}; offloading to make room instead",
+                         device_, static_cast<int>(error));
+      }
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
   std::size_t need = count;
   const auto take_runs = [&](std::uint64_t saved_by) {
     while (need > 0) {
@@ -38,24 +54,7 @@ CUresult ChunkPool::take(std::size_t count, std::uint64_t saves_done, std::vecto
   // than the `need` chunks left require.
   take_runs(saves_done);
   if (need > 0) take_runs(saved_by_when(need, saves_done));
-  while (need > 0) {
-    CUresult error = CUDA_SUCCESS;
-    bool cap_full = false;
-    const std::size_t grown = grow(whole_blocks ? std::max(need, kBlockChunks) : need, &error, &cap_full);
-    if (grown == 0) {
-      if (!cap_full) {
-        // The driver refused under the cap: the pager makes room by offloading instead.
-        VGPUMEM_LOG_WARN("cannot create even a 2 MiB block on device {}: error {}; offloading to make room instead",
-                         device_, static_cast<int>(error));
-      }
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    const Run run = best_run(need, saves_done);  // the new block's: nothing else is free
-    const std::size_t taking = std::min<std::size_t>(need, run.length);
-    take_run(run, taking, saves_done, out, saves);
-    need -= taking;
-  }
-  return CUDA_SUCCESS;
+  return CUDA_SUCCESS;  // free_ >= count: every chunk was found
 }
 
 std::uint64_t ChunkPool::eligible(const Block& block, std::uint64_t saved_by) {

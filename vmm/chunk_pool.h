@@ -48,14 +48,14 @@ class ChunkPool {
   ChunkPool(const ChunkPool&) = delete;
   ChunkPool& operator=(const ChunkPool&) = delete;
 
-  // Appends up to `count` chunks to `out` (and each one's save serial to
-  // `saves`: the save its first write must wait for, if later than
-  // `saves_done`, else 0), in runs that map as one: free chunks whose saves
-  // are done first, then other free chunks, then a new block if the cap
-  // allows (of kBlockChunks at least when `whole_blocks`, else just what is
-  // missing). CUDA_SUCCESS when all `count` were appended; otherwise
-  // CUDA_ERROR_OUT_OF_MEMORY when the cap refused a new block (or the driver
-  // did: logged), with what could be taken appended all the same.
+  // Appends `count` chunks to `out` (and each one's save serial to `saves`:
+  // the save its first write must wait for, if later than `saves_done`,
+  // else 0), in runs that map as one, from free chunks whose saves are done
+  // first, then from those whose saves end first; new blocks are made first
+  // where too few are free and the cap allows (of kBlockChunks at least
+  // when `whole_blocks`, else just what is missing). All or nothing:
+  // CUDA_ERROR_OUT_OF_MEMORY, appending none, when the cap refused a new
+  // block (or the driver did: logged) before `count` were free.
   CUresult take(std::size_t count, std::uint64_t saves_done, std::vector<Chunk>* out,
                 std::vector<std::uint64_t>* saves, bool whole_blocks = true);
   // A new block of up to `chunks` (fewer where the cap has less room), all

@@ -590,17 +590,14 @@ void Pager::reap_saved_units(bool wait) {
 CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* keep, std::vector<Chunk>* chunks,
                             std::uint64_t* after_save, std::vector<std::uint64_t>* chunk_saves) {
   note_saved_pieces(state);
-  std::vector<std::uint64_t> saves;  // each taken chunk's, to give them back as they came
-  // Taken all at once when the pool has them, so that they come in runs that
-  // map as one; else what there is, and more as offloads free it.
-  // New blocks are made a whole block at a time while spares are wanted,
-  // exactly as large as needed once the program's unpaged memory wanted room.
-  while (state.pool.take(count - chunks->size(), state.saves_done, chunks, &saves, state.spares_wanted) !=
-         CUDA_SUCCESS) {
+  std::vector<std::uint64_t> saves;  // each taken chunk's save
+  // All at once, once all are free, so that they come in the runs the free
+  // chunks offer (ChunkPool::take). New blocks are made a whole block at a
+  // time while spares are wanted, exactly as large as needed once the
+  // program's unpaged memory wanted room.
+  while (state.pool.take(count, state.saves_done, chunks, &saves, state.spares_wanted) != CUDA_SUCCESS) {
     if (unmap_oldest_save(state)) continue;  // strict: its chunks come back
     if (!offload_victim(state, keep)) {
-      for (std::size_t i = 0; i < chunks->size(); ++i) state.pool.give_back((*chunks)[i], saves[i]);
-      chunks->clear();
       ooms_.fetch_add(1, std::memory_order_relaxed);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }

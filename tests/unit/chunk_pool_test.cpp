@@ -189,6 +189,26 @@ TEST_F(ChunkPoolTest, TakeBackReturnsExactlyTheChunksASaveGaveBackOrNothing) {
   EXPECT_FALSE(pool.take_back(unit, 12, 12));
 }
 
+// Taken while some are missing, the chunks the next offload frees would be
+// split between two units, and runs would never form again.
+TEST_F(ChunkPoolTest, ARequestTheFreeChunksAndTheCapCannotMeetTakesNothing) {
+  cap_ = 4 * kChunkBytes;
+  ChunkPool pool(0, driver_, ledger_, 4);
+  std::vector<Chunk> all;
+  std::vector<std::uint64_t> saves;
+  ASSERT_EQ(pool.take(4, 0, &all, &saves), CUDA_SUCCESS);
+  pool.give_back(all[3]);
+  std::vector<Chunk> chunks;
+  saves.clear();
+  EXPECT_EQ(pool.take(2, 0, &chunks, &saves), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_TRUE(chunks.empty());
+  EXPECT_TRUE(saves.empty());
+  EXPECT_EQ(pool.free_chunks(), 1u);
+  pool.give_back(all[2]);  // an offload frees the chunk beside it
+  ASSERT_EQ(pool.take(2, 0, &chunks, &saves), CUDA_SUCCESS);
+  EXPECT_EQ(mappings(chunks), 1u) << "the two free chunks, one run";
+}
+
 TEST_F(ChunkPoolTest, BlocksAreASixteenthOfTheCapUnlessSet) {
   cap_ = 16 * kChunkBytes;
   ChunkPool small(0, driver_, ledger_);
