@@ -182,8 +182,9 @@ STEPS = {"resnet50": 16, "gpt2": 16, "bert": 16, "vgg16": 16}
 BATCH = {"resnet50": 64, "gpt2": 4, "bert": 8, "vgg16": 32}
 
 
-def train_argv(workload, label, steps=None, batch=None):
-    return [PY, TRAIN, workload, label, str(steps or STEPS[workload]), str(batch or BATCH[workload])]
+def train_argv(workload, label, steps=None, batch=None, memory=None):
+    argv = [PY, TRAIN, workload, label, str(steps or STEPS[workload]), str(batch or BATCH[workload])]
+    return argv + [memory] if memory else argv
 
 
 def peak_of(suite, workload, suffix=""):
@@ -290,7 +291,25 @@ def part_blocks(suite):
     suite.run("resnet50-lru50-blocks2m", train_argv("resnet50", "lru50_blocks2m"), env, 120, shim=True, trace=True)
 
 
-PARTS = {"diag": part_diag, "blocks": part_blocks, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
+def part_alternatives(suite, workloads=("resnet50", "gpt2")):
+    """Issue 16's alternatives at equal peak memory, same batch: PyTorch's activation checkpointing and
+    torch.autograd.graph.save_on_cpu without the shim, then vgpumem's auto capped at the peak each one
+    reached (torch.cuda.max_memory_reserved): who trains faster in the same memory. Losses compare with the
+    plain run's (checkpointing's parameters do not: batch norm sees the recomputed forward too)."""
+    for w in workloads:
+        for mode in ("checkpoint", "save_on_cpu"):
+            label = f"{w}-{mode}-noshim"
+            suite.run(label, train_argv(w, label, memory=mode), {}, 150)
+            r = suite.results.get(label, {}).get("result", {})
+            peak = r.get("max_memory_reserved") if r.get("ok") else None
+            if not peak:
+                suite.results[f"{w}-auto-at-{mode}"] = {"skipped": f"no peak from {label}"}
+                continue
+            env = {"VGPUMEM_LIMIT": str(int(peak) // (2 << 20) * (2 << 20)), "VGPUMEM_POLICY": "auto"}
+            suite.run(f"{w}-auto-at-{mode}", train_argv(w, f"auto_at_{mode}"), env, 240, shim=True, trace=True)
+
+
+PARTS = {"diag": part_diag, "blocks": part_blocks, "alternatives": part_alternatives, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
 
 
 # ---- report --------------------------------------------------------------------

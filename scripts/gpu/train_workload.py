@@ -1,11 +1,18 @@
 """One unmodified-style training run of a standard workload, for comparing
 runs with and without vgpumem bit for bit.
 
-    train_workload.py WORKLOAD LABEL [STEPS] [BATCH]
+    train_workload.py WORKLOAD LABEL [STEPS] [BATCH] [MEMORY]
 
 WORKLOAD: resnet50, vgg16 (torchvision), bert (a BERT-large-style encoder),
 gpt2 (a GPT-2-medium-style decoder), both from `transformers` with random
-weights. Synthetic data, fixed seeds, bf16 autocast, AdamW (PyTorch's default
+weights. MEMORY: plain (the default), or one of the ways PyTorch itself
+saves device memory that vgpumem is compared against at equal peak:
+save_on_cpu (torch.autograd.graph.save_on_cpu around the forward pass, pinned)
+or checkpoint (activation checkpointing: each ResNet bottleneck, VGG's
+feature stack in four segments, transformers' own gradient checkpointing;
+non-reentrant; batch norm's running statistics see the recomputed forward
+too, so parameters after the step are not comparable bit for bit with plain,
+the loss is). Synthetic data, fixed seeds, bf16 autocast, AdamW (PyTorch's default
 foreach kernels, whose pointer tables the shim must follow), deterministic
 algorithms where PyTorch offers them (warn_only: ResNet's 1x1 adaptive
 average pool has no deterministic backward, but each input gets exactly one
@@ -90,15 +97,62 @@ def build(workload, batch, torch, dev):
     return model, lambda m: m(input_ids=ids, labels=ids).loss
 
 
+class Checkpointed:
+    """Wraps a module so that its activations are recomputed in the backward pass."""
+
+    @staticmethod
+    def wrap(torch, inner, segments=None):
+        import torch.utils.checkpoint as cp
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                if segments:
+                    return cp.checkpoint_sequential(self.inner, segments, x, use_reentrant=False)
+                return cp.checkpoint(self.inner, x, use_reentrant=False)
+        return Wrapped()
+
+
+def with_memory_mode(mode, workload, model, loss_of, torch):
+    """loss_of under MEMORY (see the module's docstring); the model is changed in place for checkpoint."""
+    if mode == "plain":
+        return loss_of
+    if mode == "save_on_cpu":
+        def saved_on_cpu(m):
+            with torch.autograd.graph.save_on_cpu(pin_memory=True):
+                return loss_of(m)
+        return saved_on_cpu
+    if mode != "checkpoint":
+        raise SystemExit(f"unknown memory mode {mode!r}: expected plain, save_on_cpu or checkpoint")
+    if workload == "resnet50":
+        for name in ("layer1", "layer2", "layer3", "layer4"):
+            layer = getattr(model, name)
+            for i in range(len(layer)):
+                layer[i] = Checkpointed.wrap(torch, layer[i])
+    elif workload == "vgg16":
+        model.features = Checkpointed.wrap(torch, model.features, segments=4)
+    else:
+        try:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        except TypeError:  # a transformers without the keyword
+            model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    return loss_of
+
+
 def main():
     workload, label = sys.argv[1], sys.argv[2]
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 12
     default_batch = {"resnet50": 64, "vgg16": 32, "bert": 8, "gpt2": 8}
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else default_batch.get(workload, 8)
+    memory = sys.argv[5] if len(sys.argv) > 5 else "plain"
     result = {"workload": workload, "label": label, "steps": steps, "batch": batch,
               "limit": os.environ.get("VGPUMEM_LIMIT"), "policy": os.environ.get("VGPUMEM_POLICY"),
               "check": os.environ.get("VGPUMEM_CHECK"), "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
-              "shim": "vgpumem" in os.environ.get("LD_PRELOAD", "")}
+              "shim": "vgpumem" in os.environ.get("LD_PRELOAD", ""), "memory": memory}
     t_start = time.perf_counter()
     import torch
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -112,6 +166,7 @@ def main():
     times, losses = [], []
     try:
         model, loss_of = build(workload, batch, torch, dev)
+        loss_of = with_memory_mode(memory, workload, model, loss_of, torch)
         model = model.to(dev).train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         result["parameters"] = sum(p.numel() for p in model.parameters())
