@@ -309,7 +309,48 @@ def part_alternatives(suite, workloads=("resnet50", "gpt2")):
             suite.run(f"{w}-auto-at-{mode}", train_argv(w, f"auto_at_{mode}"), env, 240, shim=True, trace=True)
 
 
-PARTS = {"diag": part_diag, "blocks": part_blocks, "alternatives": part_alternatives, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
+DDP = os.path.join(HERE, "ddp_workload.py")
+
+
+def ddp_argv(workload, label, steps=8):
+    return [PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", DDP, workload, label, str(steps)]
+
+
+def part_twoproc(suite, workload="resnet50"):
+    """Issue 16's two processes: torchrun, gloo, both ranks on the one GPU; without the shim, then each rank
+    under its own cap (VGPUMEM_LIMIT applies per process) of half the larger rank's uncapped peak, auto, each
+    rank's trace kept (trace-<label>-<pid>.json). Compare each rank's losses and the ranks' parameters."""
+    base = f"{workload}-ddp2-noshim"
+    suite.run(base, ddp_argv(workload, base), {}, 180)
+    r = suite.results.get(base, {}).get("result", {})
+    peak = r.get("max_memory_reserved") if r.get("ok") else None
+    label = f"{workload}-ddp2-auto50"
+    if not peak:
+        suite.results[label] = {"skipped": f"no peak from {base}"}
+        return
+    env = {"VGPUMEM_LIMIT": str(int(peak * 0.5) // (2 << 20) * (2 << 20)), "VGPUMEM_POLICY": "auto",
+           "VGPUMEM_TRACE": os.path.join(suite.work, f"trace-{label}-%p.json"), "VGPUMEM_TRACE_MAX_EVENTS": "20000"}
+    entry = suite.run(label, ddp_argv(workload, label), env, 300, shim=True)
+    if entry is None:
+        return
+    ranks = []
+    for name in sorted(os.listdir(suite.work)):
+        if name.startswith(f"trace-{label}-"):
+            try:
+                with open(os.path.join(suite.work, name)) as f:
+                    ranks.append(condense(json.load(f).get("vgpumem", {})))
+            except (OSError, ValueError) as e:
+                ranks.append({"trace_error": str(e)[:300]})
+    entry["rank_traces"] = ranks  # torchrun's agent writes one too, with no paging in it
+    base_ranks = r.get("ranks") or []
+    mine = (entry.get("result") or {}).get("ranks") or []
+    entry["ranks_identical_to_uncapped"] = [
+        bool(a and b and a.get("losses") == b.get("losses") and a.get("params") == b.get("params"))
+        for a, b in zip(mine, base_ranks)]
+    suite.save()
+
+
+PARTS = {"diag": part_diag, "blocks": part_blocks, "alternatives": part_alternatives, "twoproc": part_twoproc, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
 
 
 # ---- report --------------------------------------------------------------------

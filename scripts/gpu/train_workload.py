@@ -64,9 +64,10 @@ def nvml_peak_sampler():
     return state, lambda: (stop.set(), t.join(1.0))
 
 
-def build(workload, batch, torch, dev):
-    """The model, a function (model) -> loss on fixed synthetic data."""
-    g = torch.Generator().manual_seed(1)
+def build(workload, batch, torch, dev, data_seed=1):
+    """The model (its weights from the global generator), a function (model) -> loss on fixed synthetic
+    data drawn from a generator seeded with `data_seed`."""
+    g = torch.Generator().manual_seed(data_seed)
     if workload in ("resnet50", "vgg16"):
         import torchvision
         model = getattr(torchvision.models, workload)(weights=None, num_classes=1000)
