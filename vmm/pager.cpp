@@ -468,18 +468,18 @@ CUresult Pager::map_runs(std::uint64_t address, const Chunk* chunks, std::size_t
 // under the pager's lock. Mapping by mapping otherwise: the driver unmaps
 // whole mappings only.
 bool Pager::unmap_runs(std::uint64_t address, std::vector<std::uint32_t>* runs) {
-  std::uint64_t chunks = 0;
-  for (const std::uint32_t length : *runs) chunks += length;
-  bool unmapped = true;
-  if (runs->size() > 1 && whole_range_unmap_ && driver_.unmap(address, chunks * kChunkBytes) == CUDA_SUCCESS) {
-    runs->clear();
-    return true;
-  }
   if (runs->size() > 1 && whole_range_unmap_) {
+    std::uint64_t chunks = 0;
+    for (const std::uint32_t length : *runs) chunks += length;
+    if (driver_.unmap(address, chunks * kChunkBytes) == CUDA_SUCCESS) {
+      runs->clear();
+      return true;
+    }
     whole_range_unmap_ = false;  // this driver wants one call per mapping
     VGPUMEM_LOG_DEBUG("the driver refused one unmap over {} mappings; unmapping mapping by mapping from now on",
                       runs->size());
   }
+  bool unmapped = true;
   std::uint64_t at = address;
   for (const std::uint32_t length : *runs) {
     unmapped = driver_.unmap(at, length * kChunkBytes) == CUDA_SUCCESS && unmapped;
