@@ -15,14 +15,14 @@ one process. Nothing here knows about vgpumem: the launcher sets
 LD_PRELOAD and VGPUMEM_* for both ranks (and torchrun's own agent, which
 makes no CUDA call).
 """
-import hashlib
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_workload import build, nvml_peak_sampler  # noqa: E402  (same models, same sampler)
+# The same models, training step, digest and sampler as one process.
+from train_workload import (build, deterministic, median_ms_second_half, nvml_peak_sampler,  # noqa: E402
+                            parameters_digest, train_steps)
 
 
 def main():
@@ -33,10 +33,7 @@ def main():
     import torch.distributed as dist
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    deterministic(torch)
     dev = torch.device("cuda", 0)  # one GPU, both ranks
     torch.cuda.set_device(dev)
     mine = {"rank": rank, "limit": os.environ.get("VGPUMEM_LIMIT"),
@@ -49,22 +46,9 @@ def main():
         model = model.to(dev).train()
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
-        for _ in range(steps):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = loss_of(ddp)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item().hex())
-            times.append(time.perf_counter() - t0)
-        h = hashlib.sha256()
-        for p in model.parameters():
-            h.update(p.detach().float().cpu().numpy().tobytes())
-        tail = sorted(times[len(times) // 2:])
-        mine.update({"ok": True, "params": h.hexdigest()[:16],
-                     "median_step_ms_second_half": round(tail[len(tail) // 2] * 1e3, 3)})
+        train_steps(torch, ddp, opt, loss_of, steps, losses, times)
+        mine.update({"ok": True, "params": parameters_digest(model),
+                     "median_step_ms_second_half": median_ms_second_half(times)})
     except Exception as e:  # recorded, not hidden
         mine.update({"ok": False, "error": f"{type(e).__name__}: {str(e)[:600]}"})
     stop_nvml()

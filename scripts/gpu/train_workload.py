@@ -98,23 +98,20 @@ def build(workload, batch, torch, dev, data_seed=1):
     return model, lambda m: m(input_ids=ids, labels=ids).loss
 
 
-class Checkpointed:
-    """Wraps a module so that its activations are recomputed in the backward pass."""
+def checkpointed(torch, inner, segments=None):
+    """`inner` wrapped so that its activations are recomputed in the backward pass (in `segments` if given)."""
+    import torch.utils.checkpoint as cp
 
-    @staticmethod
-    def wrap(torch, inner, segments=None):
-        import torch.utils.checkpoint as cp
+    class Checkpointed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
 
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, x):
-                if segments:
-                    return cp.checkpoint_sequential(self.inner, segments, x, use_reentrant=False)
-                return cp.checkpoint(self.inner, x, use_reentrant=False)
-        return Wrapped()
+        def forward(self, x):
+            if segments:
+                return cp.checkpoint_sequential(self.inner, segments, x, use_reentrant=False)
+            return cp.checkpoint(self.inner, x, use_reentrant=False)
+    return Checkpointed()
 
 
 def with_memory_mode(mode, workload, model, loss_of, torch):
@@ -132,9 +129,9 @@ def with_memory_mode(mode, workload, model, loss_of, torch):
         for name in ("layer1", "layer2", "layer3", "layer4"):
             layer = getattr(model, name)
             for i in range(len(layer)):
-                layer[i] = Checkpointed.wrap(torch, layer[i])
+                layer[i] = checkpointed(torch, layer[i])
     elif workload == "vgg16":
-        model.features = Checkpointed.wrap(torch, model.features, segments=4)
+        model.features = checkpointed(torch, model.features, segments=4)
     else:
         try:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -142,6 +139,42 @@ def with_memory_mode(mode, workload, model, loss_of, torch):
             model.gradient_checkpointing_enable()
         model.config.use_cache = False
     return loss_of
+
+
+def deterministic(torch):
+    """Deterministic algorithms where PyTorch offers them, no TF32: runs comparable bit for bit."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def train_steps(torch, model, opt, loss_of, steps, losses, times):
+    """`steps` timed steps of bf16-autocast training, each loss (exact, float.hex) and time appended as it
+    comes, so that what ran before an error is kept."""
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_of(model)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item().hex())  # synchronises
+        times.append(time.perf_counter() - t0)
+
+
+def parameters_digest(model):
+    """The first 16 hex digits of a SHA-256 of every parameter, in order."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def median_ms_second_half(times):
+    tail = sorted(times[len(times) // 2:])
+    return round(tail[len(tail) // 2] * 1e3, 3)
 
 
 def main():
@@ -156,10 +189,7 @@ def main():
               "shim": "vgpumem" in os.environ.get("LD_PRELOAD", ""), "memory": memory}
     t_start = time.perf_counter()
     import torch
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    deterministic(torch)
     dev = torch.device("cuda")
     result["mem_get_info"] = list(torch.cuda.mem_get_info())
     nvml, stop_nvml = nvml_peak_sampler()
@@ -172,22 +202,9 @@ def main():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         result["parameters"] = sum(p.numel() for p in model.parameters())
         result["attention"] = getattr(getattr(model, "config", None), "_attn_implementation", None)
-        for _ in range(steps):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = loss_of(model)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item().hex())  # synchronises
-            times.append(time.perf_counter() - t0)
-        h = hashlib.sha256()
-        for p in model.parameters():
-            h.update(p.detach().float().cpu().numpy().tobytes())
-        tail = sorted(times[len(times) // 2:])
-        result.update({"ok": True, "params": h.hexdigest()[:16], "final_loss": losses[-1]})
-        result["median_step_ms_second_half"] = round(tail[len(tail) // 2] * 1e3, 3)
+        train_steps(torch, model, opt, loss_of, steps, losses, times)
+        result.update({"ok": True, "params": parameters_digest(model), "final_loss": losses[-1]})
+        result["median_step_ms_second_half"] = median_ms_second_half(times)
     except Exception as e:  # an OOM or anything else: recorded, not hidden
         result.update({"ok": False, "error": f"{type(e).__name__}: {str(e)[:600]}"})
     stop_nvml()
