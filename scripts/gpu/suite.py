@@ -187,16 +187,26 @@ def train_argv(workload, label, steps=None, batch=None, memory=None):
     return argv + [memory] if memory else argv
 
 
-def peak_of(suite, workload, suffix=""):
-    r = suite.results.get(f"{workload}{suffix}-noshim", {}).get("result", {})
+def peak_of_step(suite, label):
+    """torch.cuda.max_memory_reserved of the step `label`, if it ran to the end."""
+    r = suite.results.get(label, {}).get("result", {})
     return r.get("max_memory_reserved") if r.get("ok") else None
+
+
+def peak_of(suite, workload, suffix=""):
+    return peak_of_step(suite, f"{workload}{suffix}-noshim")
+
+
+def limit_at(peak, fraction=1.0):
+    """VGPUMEM_LIMIT for `fraction` of `peak`, in whole 2 MiB chunks."""
+    return str(int(peak * fraction) // (2 << 20) * (2 << 20))
 
 
 def cap_env(suite, workload, fraction, suffix=""):
     peak = peak_of(suite, workload, suffix)
     if not peak:
         return None
-    return {"VGPUMEM_LIMIT": str(int(peak * fraction) // (2 << 20) * (2 << 20))}
+    return {"VGPUMEM_LIMIT": limit_at(peak, fraction)}
 
 
 def part_learned(suite, workloads=("resnet50", "gpt2"), suffix="", alloc_env=None, steps=None):
@@ -300,12 +310,11 @@ def part_alternatives(suite, workloads=("resnet50", "gpt2")):
         for mode in ("checkpoint", "save_on_cpu"):
             label = f"{w}-{mode}-noshim"
             suite.run(label, train_argv(w, label, memory=mode), {}, 150)
-            r = suite.results.get(label, {}).get("result", {})
-            peak = r.get("max_memory_reserved") if r.get("ok") else None
+            peak = peak_of_step(suite, label)
             if not peak:
                 suite.results[f"{w}-auto-at-{mode}"] = {"skipped": f"no peak from {label}"}
                 continue
-            env = {"VGPUMEM_LIMIT": str(int(peak) // (2 << 20) * (2 << 20)), "VGPUMEM_POLICY": "auto"}
+            env = {"VGPUMEM_LIMIT": limit_at(peak), "VGPUMEM_POLICY": "auto"}
             suite.run(f"{w}-auto-at-{mode}", train_argv(w, f"auto_at_{mode}"), env, 240, shim=True, trace=True)
 
 
@@ -322,13 +331,12 @@ def part_twoproc(suite, workload="resnet50"):
     rank's trace kept (trace-<label>-<pid>.json). Compare each rank's losses and the ranks' parameters."""
     base = f"{workload}-ddp2-noshim"
     suite.run(base, ddp_argv(workload, base), {}, 180)
-    r = suite.results.get(base, {}).get("result", {})
-    peak = r.get("max_memory_reserved") if r.get("ok") else None
+    peak = peak_of_step(suite, base)
     label = f"{workload}-ddp2-auto50"
     if not peak:
         suite.results[label] = {"skipped": f"no peak from {base}"}
         return
-    env = {"VGPUMEM_LIMIT": str(int(peak * 0.5) // (2 << 20) * (2 << 20)), "VGPUMEM_POLICY": "auto",
+    env = {"VGPUMEM_LIMIT": limit_at(peak, 0.5), "VGPUMEM_POLICY": "auto",
            "VGPUMEM_TRACE": os.path.join(suite.work, f"trace-{label}-%p.json"), "VGPUMEM_TRACE_MAX_EVENTS": "20000"}
     entry = suite.run(label, ddp_argv(workload, label), env, 300, shim=True)
     if entry is None:
@@ -342,7 +350,7 @@ def part_twoproc(suite, workload="resnet50"):
             except (OSError, ValueError) as e:
                 ranks.append({"trace_error": str(e)[:300]})
     entry["rank_traces"] = ranks  # torchrun's agent writes one too, with no paging in it
-    base_ranks = r.get("ranks") or []
+    base_ranks = suite.results[base]["result"].get("ranks") or []  # it ran to the end: it has a peak
     mine = (entry.get("result") or {}).get("ranks") or []
     entry["ranks_identical_to_uncapped"] = [
         bool(a and b and a.get("losses") == b.get("losses") and a.get("params") == b.get("params"))
