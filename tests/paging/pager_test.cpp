@@ -9,6 +9,8 @@
 #include <thread>
 #include <chrono>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -487,6 +489,58 @@ TEST_F(PagerTest, ADriverThatUnmapsOneMappingPerCallStillGetsEveryRangeUnmapped)
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 4 * kMiB));
   expect_held(buffers, 4 * kMiB);
   EXPECT_EQ(refused, 1) << "asked once, then chunk by chunk";
+  CUresult result = CUDA_SUCCESS;
+  for (CUdeviceptr p : buffers) {
+    ASSERT_TRUE(pager_->free(p, &result));
+    EXPECT_EQ(result, CUDA_SUCCESS);
+  }
+  EXPECT_EQ(pager_->resident_bytes(0), 0u);
+}
+
+// On blocks, a unit is mapped in runs of several chunks; a driver that
+// unmaps only whole mappings, one per call (as the CUDA documentation says
+// of cuMemUnmap), gets each run whole: unmapped chunk by chunk, every call
+// would be refused and the range would stay mapped.
+TEST_F(PagerTest, ADriverThatUnmapsOneMappingPerCallGetsEachRunOfABlockWhole) {
+  static std::mutex mutex;
+  static std::map<CUdeviceptr, size_t> mappings;  // what the driver has mapped: address -> bytes
+  static std::atomic<int> refused{0};
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o = simulated_driver_ops();
+    o.map = [](CUdeviceptr p, size_t n, size_t offset, CUmemGenericAllocationHandle h, unsigned long long f) {
+      const CUresult r = cuMemMap(p, n, offset, h, f);
+      if (r == CUDA_SUCCESS) {
+        std::lock_guard lock(mutex);
+        mappings[p] = n;
+      }
+      return r;
+    };
+    o.unmap = [](CUdeviceptr p, size_t n) {
+      {
+        std::lock_guard lock(mutex);
+        const auto it = mappings.find(p);
+        if (it == mappings.end() || it->second != n) {
+          ++refused;
+          return CUDA_ERROR_INVALID_VALUE;
+        }
+        mappings.erase(it);
+      }
+      return cuMemUnmap(p, n);
+    };
+    return o;
+  }();
+  ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 16 * kMiB; });
+  vmm::PagerOptions options;
+  options.arena_bytes = 64 * 1024 * kMiB;
+  options.block_chunks = 2;  // 4 MiB blocks: a 6 MiB unit spans two mappings at least
+  cap_ = 16 * kMiB;
+  pager_ = std::make_unique<vmm::Pager>(ops, *ledger_, recorder_, options);
+  baseline_ = physical_bytes_now();
+  std::vector<CUdeviceptr> buffers(6);
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 6 * kMiB));
+  expect_held(buffers, 6 * kMiB);
+  EXPECT_GE(pager_->summary()["offloads"].get<int>(), 4) << "36 MiB under a 16 MiB cap";
+  EXPECT_EQ(refused, 1) << "one unmap over several mappings asked once, then each mapping whole";
   CUresult result = CUDA_SUCCESS;
   for (CUdeviceptr p : buffers) {
     ASSERT_TRUE(pager_->free(p, &result));
