@@ -192,6 +192,11 @@ std::size_t ChunkPool::grow(std::size_t chunks, CUresult* error, bool* cap_full)
   return 0;
 }
 
+std::uint32_t ChunkPool::taken_chunks(std::uint32_t slot) const {
+  const Block& block = slots_.at(slot);
+  return block.chunks - static_cast<std::uint32_t>(std::popcount(block.free));
+}
+
 std::uint64_t ChunkPool::release_free(std::uint64_t bytes) {
   std::uint64_t released = 0;
   for (std::uint32_t slot = 0; slot < slots_.size() && released < bytes; ++slot) {

@@ -78,6 +78,10 @@ class ChunkPool {
   std::uint64_t free_bytes() const { return free_ * kChunkBytes; }
   std::size_t free_chunks() const { return free_; }
   std::size_t blocks() const { return slots_.size() - empty_slots_.size(); }
+  // Block slots, live or empty: a chunk's `block` is below this.
+  std::size_t slots() const { return slots_.size(); }
+  // The chunks of the block in `slot` that are taken (0 for an empty slot).
+  std::uint32_t taken_chunks(std::uint32_t slot) const;
   // The largest block it makes, in chunks: as set, or a sixteenth of the
   // cap (2 MiB to 64 MiB; 64 MiB uncapped). A block is released only when
   // all of it is free, and a unit pinned resident keeps its block: small

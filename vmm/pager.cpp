@@ -420,8 +420,7 @@ bool Pager::offload_victim(DeviceState& state, const Unit* keep) {
   auto& candidates = state.victims;  // reused: no allocation once grown
   candidates.clear();
   for (const auto& unit : state.units) {
-    if (unit.get() != keep && !unit->retired && unit->pins == 0 &&
-        unit->state.load() == Residency::resident && unit->launching.load() == 0) {
+    if (may_go(*unit, keep)) {
       const std::uint64_t graced = grace_.protects(*unit) ? kGraced : 0;
       const std::uint64_t rank = policy.rank(*unit, unit->last_use.load(std::memory_order_relaxed));
       candidates.emplace_back(std::min(rank, VictimPolicy::kMaxRank) | graced, unit.get());
@@ -441,6 +440,69 @@ bool Pager::offload_victim(DeviceState& state, const Unit* keep) {
     }
   }
   return false;
+}
+
+bool Pager::may_go(const Unit& unit, const Unit* keep) const {
+  return &unit != keep && !unit.retired && unit.pins == 0 && unit.state.load() == Residency::resident &&
+         unit.launching.load() == 0;
+}
+
+// Making room for the program's own memory releases blocks, and only whole
+// ones: taken in least-recently-used order, victims free chunks scattered
+// over every block, and a block comes free only when the last of its units
+// has gone (13 units of 2 MiB out for 8 MiB, where the 4 on one block would
+// have done: PagerTest.MakingRoomEmptiesTheBlockThatMovesLeast). So the
+// block to empty is chosen first: among those whose every taken chunk is a
+// unit's that may go, the one with the fewest units in their grace (which
+// on-demand eviction takes last too), then the fewest bytes to move.
+bool Pager::offload_cheapest_block(DeviceState& state) {
+  struct Cost {
+    std::uint32_t chunks_that_may_go = 0;
+    std::uint32_t graced_units = 0;
+    std::uint64_t bytes = 0;
+    std::size_t last_unit = 0;  // 1 + the index of the last unit counted here
+    bool operator<(const Cost& other) const {
+      return graced_units != other.graced_units ? graced_units < other.graced_units : bytes < other.bytes;
+    }
+  };
+  std::vector<Cost> costs(state.pool.slots());
+  for (std::size_t i = 0; i < state.units.size(); ++i) {
+    const Unit& unit = *state.units[i];
+    if (unit.chunks.empty() || !may_go(unit, nullptr)) continue;
+    const bool graced = grace_.protects(unit);
+    for (const Chunk& chunk : unit.chunks) {
+      Cost& cost = costs[chunk.block];
+      ++cost.chunks_that_may_go;
+      if (cost.last_unit == i + 1) continue;  // a unit counts once on each block it spans
+      cost.last_unit = i + 1;
+      cost.bytes += unit.bytes;
+      cost.graced_units += graced ? 1 : 0;
+    }
+  }
+  std::optional<std::uint32_t> cheapest;
+  for (std::uint32_t slot = 0; slot < costs.size(); ++slot) {
+    const std::uint32_t taken = state.pool.taken_chunks(slot);
+    if (taken == 0 || costs[slot].chunks_that_may_go != taken) continue;  // empty already, or something stays
+    if (!cheapest || costs[slot] < costs[*cheapest]) cheapest = slot;
+  }
+  if (!cheapest) return false;
+  std::vector<Unit*> going;
+  for (const auto& unit : state.units) {
+    if (may_go(*unit, nullptr) && std::any_of(unit->chunks.begin(), unit->chunks.end(),
+                                              [slot = *cheapest](const Chunk& chunk) { return chunk.block == slot; })) {
+      going.push_back(unit.get());
+    }
+  }
+  PhaseTimer timer(phases_, PagerPhase::evict);
+  bool moved = false;
+  for (Unit* unit : going) {
+    const bool graced = grace_.protects(*unit);
+    if (offload(state, unit) != CUDA_SUCCESS) continue;
+    victims_taken_.fetch_add(1, std::memory_order_relaxed);
+    if (graced) grace_evictions_.fetch_add(1, std::memory_order_relaxed);
+    moved = true;
+  }
+  return moved;
 }
 
 // Maps `count` chunks at `address`, one mapping per run of chunks that
@@ -1258,6 +1320,12 @@ bool Pager::make_room(int device, std::uint64_t bytes) {
   // there yet. Every save is waited for and its range unmapped first.
   reap_saved_units(true);
   std::uint64_t released = state.pool.release_free(bytes);
+  while (released < bytes && offload_cheapest_block(state)) {
+    reap_saved_units(true);
+    released += state.pool.release_free(bytes - released);
+  }
+  // No block can be emptied (a unit held or pinned on each): unit by unit,
+  // in the policy's order, as the units' chunks were handed out.
   while (released < bytes && offload_victim(state, nullptr)) {
     reap_saved_units(true);  // the chunks are released, not reused: their saves must be done
     released += state.pool.release_free(bytes - released);

@@ -380,6 +380,13 @@ class Pager final : public PagerControl {
                        std::uint64_t* after_save = nullptr, std::vector<std::uint64_t>* chunk_saves = nullptr);
   CUresult map_chunks(Unit* unit);
   bool offload_victim(DeviceState& state, const Unit* keep);
+  // Whether `unit` may go to make room now (offload_victim's candidates).
+  bool may_go(const Unit& unit, const Unit* keep) const;
+  // Offloads every unit on one block, so that it can be released
+  // (make_room): among blocks whose every taken chunk is a unit's that may
+  // go now, the one with the fewest units in their grace, then the fewest
+  // bytes. False if no block qualifies or nothing could go.
+  bool offload_cheapest_block(DeviceState& state);
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
   CUresult synchronize_device(int device);

@@ -567,6 +567,37 @@ TEST_F(PagerTest, ASmallerArenaWhenTheDriverRefusesTheLargeOne) {
   EXPECT_EQ(result, CUDA_SUCCESS);
 }
 
+// Room for the program's own memory comes from releasing whole blocks: four
+// 8 MiB blocks hold sixteen 2 MiB units, used last block by block in turn,
+// so that least recently used first takes one unit from each block before
+// the second from any. Emptying one block moves 8 MiB; unit by unit, 26.
+// The first block holds a pinned unit and cannot be emptied.
+TEST_F(PagerTest, MakingRoomEmptiesTheBlockThatMovesLeast) {
+  make_pager(32 * kMiB, std::nullopt, [](vmm::PagerOptions& options) {
+    options.block_chunks = 4;
+    options.reclaimer = false;  // no spare blocks: the four hold the units
+  });
+  std::vector<CUdeviceptr> buffers(16);
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 2 * kMiB));
+  ASSERT_EQ(pager_->summary()["devices"][0]["blocks"].get<int>(), 4);
+  for (unsigned place = 0; place < 4; ++place) {
+    for (unsigned block = 0; block < 4; ++block) ASSERT_TRUE(holds(buffers[block * 4 + place], 2 * kMiB, block * 4 + place));
+  }
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  ASSERT_TRUE(pager_->pin(buffers[0], &result));  // its block stays
+  ASSERT_EQ(result, CUDA_SUCCESS);
+  const std::uint64_t offloaded = pager_->summary()["bytes_offloaded"].get<std::uint64_t>();
+  ASSERT_TRUE(pager_->make_room(0, 8 * kMiB));
+  EXPECT_EQ(pager_->summary()["bytes_offloaded"].get<std::uint64_t>() - offloaded, 8 * kMiB)
+      << "the four units of one block, not one of each block in turn";
+  EXPECT_EQ(pager_->summary()["devices"][0]["blocks"].get<int>(), 3);
+  ASSERT_TRUE(ledger_->charge(0, 8 * kMiB)) << "the room is there";
+  expect_held(buffers, 2 * kMiB);
+  ledger_->refund(0, 8 * kMiB);
+  EXPECT_TRUE(pager_->unpin(buffers[0]));
+  for (CUdeviceptr p : buffers) ASSERT_TRUE(pager_->free(p, &result));
+}
+
 }  // namespace
 }  // namespace vgpumem::test
 
@@ -575,3 +606,4 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
+
