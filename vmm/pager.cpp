@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -676,8 +677,11 @@ CUresult Pager::map_chunks(Unit* unit) {
   PhaseTimer timer(phases_, PagerPhase::map);
   unit->home_runs.clear();
   CUresult result = map_runs(unit->address, unit->chunks.data(), unit->chunks.size(), &unit->home_runs);
+  // What was mapped, on an error too (home_runs holds the mappings made
+  // before it), so that chunks / made is the chunks one call carried.
   home_mappings_.fetch_add(unit->home_runs.size(), std::memory_order_relaxed);
-  if (result == CUDA_SUCCESS) chunks_mapped_.fetch_add(unit->chunks.size(), std::memory_order_relaxed);
+  chunks_mapped_.fetch_add(std::accumulate(unit->home_runs.begin(), unit->home_runs.end(), std::uint64_t{0}),
+                           std::memory_order_relaxed);
   if (result == CUDA_SUCCESS) {
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

@@ -598,6 +598,33 @@ TEST_F(PagerTest, MakingRoomEmptiesTheBlockThatMovesLeast) {
   for (CUdeviceptr p : buffers) ASSERT_TRUE(pager_->free(p, &result));
 }
 
+// The trace's mappings count what was mapped, a map the driver refused
+// part of the way through included: `chunks / made` is what a call carried.
+TEST_F(PagerTest, MappingsCountWhatWasMappedBeforeARefusal) {
+  static std::atomic<int> maps{0};
+  static const vmm::DriverOps ops = [] {
+    vmm::DriverOps o = simulated_driver_ops();
+    o.map = [](CUdeviceptr p, size_t n, size_t offset, CUmemGenericAllocationHandle h, unsigned long long f) {
+      return ++maps == 2 ? CUDA_ERROR_OUT_OF_MEMORY : cuMemMap(p, n, offset, h, f);
+    };
+    return o;
+  }();
+  driver_ops_ = &ops;
+  make_pager(16 * kMiB, std::nullopt, [](vmm::PagerOptions& options) {
+    options.block_chunks = 2;  // 4 MiB blocks: a 6 MiB unit maps in two calls
+    options.reclaimer = false;
+  });
+  CUdeviceptr refused = 0, mapped = 0;
+  EXPECT_NE(pager_->allocate(0, 6 * kMiB, &refused), CUDA_SUCCESS) << "its second mapping was refused";
+  ASSERT_EQ(pager_->allocate(0, 6 * kMiB, &mapped), CUDA_SUCCESS);
+  const nlohmann::json mappings = pager_->summary()["mappings"];
+  EXPECT_EQ(mappings["made"].get<int>(), 3) << "one before the refusal, two for the unit mapped";
+  EXPECT_EQ(mappings["chunks"].get<int>(), 2 + 3) << mappings.dump();
+  CUresult result = CUDA_SUCCESS;
+  EXPECT_TRUE(pager_->free(mapped, &result));
+  driver_ops_ = nullptr;
+}
+
 }  // namespace
 }  // namespace vgpumem::test
 
