@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -62,6 +63,17 @@ class UnitCatcher final : public vmm::AccessFeed {
   vmm::Unit* last = nullptr;
 };
 
+// The options every pager of these tests starts from: the defaults, with
+// blocks of PAGER_TEST_BLOCK_CHUNKS chunks where it is set. The tests run
+// twice (tests/paging/CMakeLists.txt): on the automatic blocks, which under
+// their small caps are mostly one chunk, and on blocks of four, so that
+// every path that moves memory also moves units mapped in runs of a block.
+inline vmm::PagerOptions test_pager_options() {
+  vmm::PagerOptions options;
+  if (const char* chunks = std::getenv("PAGER_TEST_BLOCK_CHUNKS")) options.block_chunks = std::strtoul(chunks, nullptr, 10);
+  return options;
+}
+
 class PagerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -76,7 +88,7 @@ class PagerTest : public ::testing::Test {
     pager_.reset();  // a pager made earlier goes first: its reclaimer still reads its ledger
     cap_ = cap;
     ledger_ = std::make_unique<vmm::CapLedger>([cap](int) { return cap; });
-    vmm::PagerOptions options;
+    vmm::PagerOptions options = test_pager_options();
     options.arena_bytes = 64 * 1024 * kMiB;
     options.host_limit = host_limit;
     if (adjust) adjust(options);

@@ -294,7 +294,7 @@ class ReclaimerTest : public PagerTest {
     CallerCalls::reset();
     cap_ = cap;
     ledger_ = std::make_unique<vmm::CapLedger>([cap](int) { return cap; });
-    pager_ = std::make_unique<vmm::Pager>(counting_driver_ops(), *ledger_, recorder_, vmm::PagerOptions{});
+    pager_ = std::make_unique<vmm::Pager>(counting_driver_ops(), *ledger_, recorder_, test_pager_options());
     baseline_ = physical_bytes_now();
   }
   std::uint64_t reclaimer_stat(const char* name) { return pager_->summary()["reclaimer"][name].get<std::uint64_t>(); }
@@ -394,8 +394,12 @@ class PagerFaultTest : public PagerTest {
     Faults::create = Faults::host_alloc = Faults::to_host = Faults::to_device = Faults::unmap = -1;
     ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 4 * kMiB; });
     cap_ = 4 * kMiB;
-    vmm::PagerOptions options;
+    vmm::PagerOptions options = test_pager_options();
     options.reclaimer = false;  // each fault hits the call the test means, on the test's thread
+    // A block a chunk, whatever the run: make_room gives back exactly one
+    // chunk, and the next chunk is the next cuMemCreate. (Refused creations
+    // on larger blocks: PagingFaults.RefusedChunkCreationIsWorkedAround.)
+    options.block_chunks = 1;
     pager_ = std::make_unique<vmm::Pager>(flaky_driver_ops(), *ledger_, recorder_, options);
     baseline_ = physical_bytes_now();
     // Three 2 MiB buffers under a 4 MiB cap: one is always on the host.
@@ -480,8 +484,11 @@ TEST_F(PagerTest, ADriverThatUnmapsOneMappingPerCallStillGetsEveryRangeUnmapped)
     return o;
   }();
   ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 8 * kMiB; });
-  vmm::PagerOptions options;
+  vmm::PagerOptions options = test_pager_options();
   options.arena_bytes = 64 * 1024 * kMiB;
+  // One mapping a chunk, so that chunk-sized unmaps are whole mappings (on
+  // blocks: ADriverThatUnmapsOneMappingPerCallGetsEachRunOfABlockWhole).
+  options.block_chunks = 1;
   cap_ = 8 * kMiB;
   pager_ = std::make_unique<vmm::Pager>(ops, *ledger_, recorder_, options);
   baseline_ = physical_bytes_now();
@@ -559,7 +566,7 @@ TEST_F(PagerTest, ASmallerArenaWhenTheDriverRefusesTheLargeOne) {
     return o;
   }();
   vmm::CapLedger ledger([](int) { return 8 * kMiB; });
-  vmm::Pager pager(ops, ledger, recorder_, vmm::PagerOptions{});
+  vmm::Pager pager(ops, ledger, recorder_, test_pager_options());
   CUdeviceptr p = 0;
   ASSERT_EQ(pager.allocate(0, 2 * kMiB, &p), CUDA_SUCCESS);
   CUresult result = CUDA_ERROR_UNKNOWN;
