@@ -12,6 +12,8 @@
 #include <limits>
 #include <set>
 
+#include "vmm/chunk.h"
+
 extern "C" char** environ;
 
 namespace vgpumem {
@@ -43,7 +45,6 @@ constexpr std::string_view kOnOffForms = "one of on, off";
 constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
 constexpr std::string_view kPieceForms =
     "off, or a size that is a multiple of 2 MiB with an optional unit K/M/G/T (powers of 1024), e.g. 4MiB";
-constexpr std::uint64_t kPieceGranularity = std::uint64_t{2} << 20;  // the pager's chunk
 constexpr std::string_view kBlockForms =
     "auto, or a size from 2 MiB to 64 MiB that is a multiple of 2 MiB, with an optional unit K/M/G/T (powers of "
     "1024), e.g. 32MiB";
@@ -310,7 +311,7 @@ constexpr Variable kVariables[] = {
        }
        std::uint64_t bytes = 0;
        if (Verdict problem = store(check_nonzero_byte_size(v), bytes)) return problem;
-       if (bytes % kPieceGranularity != 0) return "not a multiple of 2 MiB, the size of the chunks pieces are made of";
+       if (bytes % vmm::kChunkBytes != 0) return "not a multiple of 2 MiB, the size of the chunks pieces are made of";
        c.piece_bytes = bytes;
        return kAccepted;
      }},
@@ -322,7 +323,7 @@ constexpr Variable kVariables[] = {
        }
        std::uint64_t bytes = 0;
        if (Verdict problem = store(check_nonzero_byte_size(v), bytes)) return problem;
-       if (bytes % kPieceGranularity != 0) return "not a multiple of 2 MiB, the size of the chunks blocks are cut into";
+       if (bytes % vmm::kChunkBytes != 0) return "not a multiple of 2 MiB, the size of the chunks blocks are cut into";
        if (bytes > Config::kMaxBlockBytes) return "larger than 64 MiB, the largest block the pager makes";
        c.block_bytes = bytes;
        return kAccepted;
