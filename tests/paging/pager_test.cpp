@@ -483,15 +483,12 @@ TEST_F(PagerTest, ADriverThatUnmapsOneMappingPerCallStillGetsEveryRangeUnmapped)
     };
     return o;
   }();
-  ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 8 * kMiB; });
-  vmm::PagerOptions options = test_pager_options();
-  options.arena_bytes = 64 * 1024 * kMiB;
-  // One mapping a chunk, so that chunk-sized unmaps are whole mappings (on
-  // blocks: ADriverThatUnmapsOneMappingPerCallGetsEachRunOfABlockWhole).
-  options.block_chunks = 1;
-  cap_ = 8 * kMiB;
-  pager_ = std::make_unique<vmm::Pager>(ops, *ledger_, recorder_, options);
-  baseline_ = physical_bytes_now();
+  driver_ops_ = &ops;
+  make_pager(8 * kMiB, std::nullopt, [](vmm::PagerOptions& options) {
+    // One mapping a chunk, so that chunk-sized unmaps are whole mappings (on
+    // blocks: ADriverThatUnmapsOneMappingPerCallGetsEachRunOfABlockWhole).
+    options.block_chunks = 1;
+  });
   std::vector<CUdeviceptr> buffers(4);
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 4 * kMiB));
   expect_held(buffers, 4 * kMiB);
@@ -536,13 +533,10 @@ TEST_F(PagerTest, ADriverThatUnmapsOneMappingPerCallGetsEachRunOfABlockWhole) {
     };
     return o;
   }();
-  ledger_ = std::make_unique<vmm::CapLedger>([](int) { return 16 * kMiB; });
-  vmm::PagerOptions options;
-  options.arena_bytes = 64 * 1024 * kMiB;
-  options.block_chunks = 2;  // 4 MiB blocks: a 6 MiB unit spans two mappings at least
-  cap_ = 16 * kMiB;
-  pager_ = std::make_unique<vmm::Pager>(ops, *ledger_, recorder_, options);
-  baseline_ = physical_bytes_now();
+  driver_ops_ = &ops;
+  make_pager(16 * kMiB, std::nullopt, [](vmm::PagerOptions& options) {
+    options.block_chunks = 2;  // 4 MiB blocks: a 6 MiB unit spans two mappings at least
+  });
   std::vector<CUdeviceptr> buffers(6);
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 6 * kMiB));
   expect_held(buffers, 6 * kMiB);
@@ -629,7 +623,6 @@ TEST_F(PagerTest, MappingsCountWhatWasMappedBeforeARefusal) {
   EXPECT_EQ(mappings["chunks"].get<int>(), 2 + 3) << mappings.dump();
   CUresult result = CUDA_SUCCESS;
   EXPECT_TRUE(pager_->free(mapped, &result));
-  driver_ops_ = nullptr;
 }
 
 }  // namespace
@@ -640,4 +633,3 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
-
