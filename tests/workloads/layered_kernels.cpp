@@ -26,19 +26,26 @@ std::uint64_t sample(std::uint64_t h, const std::uint32_t* p, std::uint64_t n) {
   return fold(h, static_cast<std::uint32_t>(n));
 }
 
-// Every word of y: a float in [-0.5, 0.5) from the hash and the index.
+// Word i of y's fill: a float in [-0.5, 0.5) from the hash and the index.
+float filler(std::uint32_t base, std::uint64_t i) {
+  std::uint32_t x = base + static_cast<std::uint32_t>(i) * 0x9E3779B9u;
+  x ^= x >> 16;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  const std::uint32_t bits = (x >> 9) | 0x3F800000u;  // [1, 2)
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v - 1.5f;
+}
+
+// Every word of y, set to its filler or added to it (a loop each, so that
+// each vectorizes).
 void fill(float* y, std::uint64_t n, std::uint64_t h, bool accumulate) {
   const auto base = static_cast<std::uint32_t>(h ^ (h >> 32));
-  for (std::uint64_t i = 0; i < n; ++i) {
-    std::uint32_t x = base + static_cast<std::uint32_t>(i) * 0x9E3779B9u;
-    x ^= x >> 16;
-    x *= 0x85EBCA6Bu;
-    x ^= x >> 13;
-    const std::uint32_t bits = (x >> 9) | 0x3F800000u;  // [1, 2)
-    float v;
-    std::memcpy(&v, &bits, sizeof v);
-    v -= 1.5f;
-    y[i] = accumulate ? y[i] + v : v;
+  if (accumulate) {
+    for (std::uint64_t i = 0; i < n; ++i) y[i] += filler(base, i);
+  } else {
+    for (std::uint64_t i = 0; i < n; ++i) y[i] = filler(base, i);
   }
 }
 

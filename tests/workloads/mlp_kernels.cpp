@@ -29,11 +29,15 @@ void linear_forward(void** p, const vgpusimLaunch*, void*) {
   const float* b = ptr<float>(p, 2);
   float* z = ptr<float>(p, 3);
   const int batch = arg<int>(p, 4), in = arg<int>(p, 5), out = arg<int>(p, 6);
+  // Each output sums b, then its terms in k order, as one float would; the
+  // row is summed in place, k outermost, so w is read along its rows.
   for (int r = 0; r < batch; ++r) {
-    for (int c = 0; c < out; ++c) {
-      float s = b[c];
-      for (int k = 0; k < in; ++k) s += x[r * in + k] * w[k * out + c];
-      z[r * out + c] = s;
+    float* row = z + r * out;
+    for (int c = 0; c < out; ++c) row[c] = b[c];
+    for (int k = 0; k < in; ++k) {
+      const float xk = x[r * in + k];
+      const float* w_row = w + k * out;
+      for (int c = 0; c < out; ++c) row[c] += xk * w_row[c];
     }
   }
 }
@@ -89,17 +93,20 @@ void linear_backward(void** p, const vgpusimLaunch*, void*) {
   float* dw = ptr<float>(p, 4);
   float* db = ptr<float>(p, 5);
   const int batch = arg<int>(p, 6), in = arg<int>(p, 7), out = arg<int>(p, 8);
+  // dw and db sum their terms in r order, in place, r outermost (as in
+  // linear_forward: the same sums, read along rows).
   for (int k = 0; k < in; ++k) {
-    for (int c = 0; c < out; ++c) {
-      float s = 0.0f;
-      for (int r = 0; r < batch; ++r) s += x[r * in + k] * dz[r * out + c];
-      dw[k * out + c] = s;
+    float* dw_row = dw + k * out;
+    for (int c = 0; c < out; ++c) dw_row[c] = 0.0f;
+    for (int r = 0; r < batch; ++r) {
+      const float xk = x[r * in + k];
+      const float* dz_row = dz + r * out;
+      for (int c = 0; c < out; ++c) dw_row[c] += xk * dz_row[c];
     }
   }
-  for (int c = 0; c < out; ++c) {
-    float s = 0.0f;
-    for (int r = 0; r < batch; ++r) s += dz[r * out + c];
-    db[c] = s;
+  for (int c = 0; c < out; ++c) db[c] = 0.0f;
+  for (int r = 0; r < batch; ++r) {
+    for (int c = 0; c < out; ++c) db[c] += dz[r * out + c];
   }
   if (dx == nullptr) return;
   for (int r = 0; r < batch; ++r) {

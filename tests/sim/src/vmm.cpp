@@ -160,6 +160,14 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
   for (std::uint64_t at = ptr - region->base; at < end;) {
     auto& m = region->mappings[at];
     mprotect(reinterpret_cast<void*>(region->base + at), m.size, prot);
+    // The host's page tables for the whole mapping in one call rather than
+    // one fault a page on first touch (the copies that follow a map touch it
+    // all; under a VM each fault is an exit). Best effort: kernels before
+    // 5.14 refuse the advice, and touching the pages later works the same.
+    if (prot != PROT_NONE) {
+      madvise(reinterpret_cast<void*>(region->base + at), m.size,
+              (prot & PROT_WRITE) != 0 ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+    }
     m.accessible = prot != PROT_NONE;
     for (std::size_t i = 0; i < count; ++i) {
       if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE) m.access[desc[i].location.id] = desc[i].flags;
