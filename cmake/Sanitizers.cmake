@@ -11,18 +11,41 @@ endif()
 if(_san)
   # GCC's -Wmaybe-uninitialized is unreliable under -fsanitize (it reports
   # libstdc++ internals, e.g. <regex>); the plain build keeps it as an error.
-  add_compile_options(${_san} -Wno-maybe-uninitialized)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_compile_options(-Wno-maybe-uninitialized)
+  endif()
+  add_compile_options(${_san})
   add_link_options(${_san})
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # Clang links the sanitizer runtime statically into executables unless
+    # told otherwise; the shim is preloaded, so every program must share one
+    # runtime library, as GCC's do by default.
+    add_link_options(-shared-libsan)
+  endif()
   # Name the runtime library so tests can put it first in LD_PRELOAD, as the
   # sanitizer requires when an instrumented library is preloaded.
   if(VGPUMEM_SANITIZE STREQUAL "address")
-    set(_rt libasan.so)
+    set(_rt asan)
   else()
-    set(_rt libtsan.so)
+    set(_rt tsan)
+  endif()
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(_rt libclang_rt.${_rt}-${CMAKE_SYSTEM_PROCESSOR}.so)
+  else()
+    set(_rt lib${_rt}.so)
   endif()
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_rt}
                   OUTPUT_VARIABLE VGPUMEM_SANITIZER_RUNTIME OUTPUT_STRIP_TRAILING_WHITESPACE)
   get_filename_component(VGPUMEM_SANITIZER_RUNTIME "${VGPUMEM_SANITIZER_RUNTIME}" REALPATH)
+  if(NOT EXISTS "${VGPUMEM_SANITIZER_RUNTIME}")
+    message(FATAL_ERROR "VGPUMEM_SANITIZE=${VGPUMEM_SANITIZE}: ${CMAKE_CXX_COMPILER} has no ${_rt} "
+                        "(the shared sanitizer runtime the tests preload)")
+  endif()
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # Clang's shared runtime lives in its own directory, off the loader's path.
+    get_filename_component(_rt_dir "${VGPUMEM_SANITIZER_RUNTIME}" DIRECTORY)
+    add_link_options(-Wl,-rpath,${_rt_dir})
+  endif()
   message(STATUS "vgpumem: ${VGPUMEM_SANITIZE} sanitizer, runtime ${VGPUMEM_SANITIZER_RUNTIME}")
 else()
   set(VGPUMEM_SANITIZER_RUNTIME "")
