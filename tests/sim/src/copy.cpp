@@ -203,7 +203,16 @@ CUresult fill(std::uint64_t dst, std::uint64_t pitch, std::uint64_t value, unsig
     }
     for_each_row(shape, [&](std::uint64_t, std::uint64_t y) {
       auto* row = reinterpret_cast<unsigned char*>(side.base + y * side.pitch);
-      for (std::uint64_t i = 0; i < count; ++i) std::memcpy(row + i * element, &value, element);
+      if (count == 0) return;
+      // The first element, then the row doubled from what is written: the
+      // same bytes as one copy an element, at memcpy's speed.
+      std::memcpy(row, &value, element);
+      const std::uint64_t bytes = count * element;
+      for (std::uint64_t written = element; written < bytes;) {
+        const std::uint64_t more = std::min(written, bytes - written);
+        std::memcpy(row + written, row, more);
+        written += more;
+      }
     });
     return CUDA_SUCCESS;
   };
