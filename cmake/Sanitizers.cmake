@@ -16,12 +16,6 @@ if(_san)
   endif()
   add_compile_options(${_san})
   add_link_options(${_san})
-  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    # Clang links the sanitizer runtime statically into executables unless
-    # told otherwise; the shim is preloaded, so every program must share one
-    # runtime library, as GCC's do by default.
-    add_link_options(-shared-libsan)
-  endif()
   # Name the runtime library so tests can put it first in LD_PRELOAD, as the
   # sanitizer requires when an instrumented library is preloaded.
   if(VGPUMEM_SANITIZE STREQUAL "address")
@@ -42,9 +36,12 @@ if(_san)
                         "(the shared sanitizer runtime the tests preload)")
   endif()
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    # Clang's shared runtime lives in its own directory, off the loader's path.
+    # Clang links the sanitizer runtime statically into executables unless
+    # told otherwise; the shim is preloaded, so every program must share one
+    # runtime library, as GCC's do by default. That library lives in Clang's
+    # own directory, off the loader's path.
     get_filename_component(_rt_dir "${VGPUMEM_SANITIZER_RUNTIME}" DIRECTORY)
-    add_link_options(-Wl,-rpath,${_rt_dir})
+    add_link_options(-shared-libsan -Wl,-rpath,${_rt_dir})
   endif()
   message(STATUS "vgpumem: ${VGPUMEM_SANITIZE} sanitizer, runtime ${VGPUMEM_SANITIZER_RUNTIME}")
 else()

@@ -83,7 +83,7 @@ struct ConvView {
 };
 
 // The three convolutions' loops multiply and add the widened copies only,
-// at indices the descriptors bound (checked when the kernel was set up):
+// at indices their loops and position tables keep inside the dims:
 // sanitizer builds leave them uninstrumented, where checking each term
 // made the simulated convolutions nine times slower and the CNN tests the
 // longest in the suite. What they read from device memory and write back
@@ -94,18 +94,26 @@ struct ConvView {
 #define VGPUSIM_UNCHECKED_LOOPS
 #endif
 
-// For every output position along `axis` and filter element r (of R or S),
-// the input position it reads, or -1 in the padding: worked out once, not
-// once a term.
+// position_of(at, r) for every position `at` along `axis` of the tensor whose
+// dims are `dims` and every filter element r along it, at [at * taps + r]:
+// worked out once, not once a term.
+template <typename PositionOf>
+std::vector<std::int64_t> position_table(const ConvView& v, const std::int64_t (&dims)[4], int axis,
+                                         PositionOf position_of) {
+  const std::int64_t positions = dims[2 + axis], taps = v.op.w_dims[2 + axis];
+  std::vector<std::int64_t> table(static_cast<std::size_t>(positions * taps));
+  for (std::int64_t at = 0; at < positions; ++at)
+    for (std::int64_t r = 0; r < taps; ++r) table[static_cast<std::size_t>(at * taps + r)] = position_of(at, r);
+  return table;
+}
+
+// For every output position along `axis` and filter element r, the input
+// position it reads, or -1 in the padding.
 std::vector<std::int64_t> inputs_read(const ConvView& v, int axis) {
-  const std::int64_t positions = v.op.y_dims[2 + axis], taps = v.op.w_dims[2 + axis];
-  std::vector<std::int64_t> in(static_cast<std::size_t>(positions * taps));
-  for (std::int64_t out = 0; out < positions; ++out)
-    for (std::int64_t r = 0; r < taps; ++r) {
-      const std::int64_t at = v.input_at(out, r, axis);
-      in[static_cast<std::size_t>(out * taps + r)] = v.inside(at, axis) ? at : -1;
-    }
-  return in;
+  return position_table(v, v.op.y_dims, axis, [&](std::int64_t out, std::int64_t r) {
+    const std::int64_t at = v.input_at(out, r, axis);
+    return v.inside(at, axis) ? at : std::int64_t{-1};
+  });
 }
 
 VGPUSIM_UNCHECKED_LOOPS void forward(const ConvView& v) {
@@ -147,14 +155,10 @@ std::int64_t output_reading(const ConvView& v, std::int64_t at, std::int64_t r, 
   return out < v.op.y_dims[2 + axis] ? out : -1;
 }
 
-// output_reading for every input position and filter element along `axis`,
-// worked out once instead of once a term.
+// output_reading for every input position and filter element along `axis`.
 std::vector<std::int64_t> outputs_reading(const ConvView& v, int axis) {
-  const std::int64_t positions = v.op.x_dims[2 + axis], taps = v.op.w_dims[2 + axis];
-  std::vector<std::int64_t> out(static_cast<std::size_t>(positions * taps));
-  for (std::int64_t at = 0; at < positions; ++at)
-    for (std::int64_t r = 0; r < taps; ++r) out[static_cast<std::size_t>(at * taps + r)] = output_reading(v, at, r, axis);
-  return out;
+  return position_table(v, v.op.x_dims, axis,
+                        [&](std::int64_t at, std::int64_t r) { return output_reading(v, at, r, axis); });
 }
 
 VGPUSIM_UNCHECKED_LOOPS void backward_data(const ConvView& v) {
