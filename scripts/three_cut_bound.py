@@ -65,14 +65,20 @@ def cheapest(rest_bytes, out_only, in_only, both, c1, c2, to_host, to_device):
                 return float("inf")
         return max(c1, (x_out + x_both) / to_host) + max(c2, (x_in + x_both) / to_device)
 
-    lo, hi = 0.0, min(both, rest_bytes)
-    for _ in range(60):  # the cost is convex in the bytes taken from units counted both ways
+    # Feasible from where the one-way units no longer suffice; convex there
+    # (a convex cost minimised over the rest), so a ternary search finds it.
+    lo = max(0.0, rest_bytes - out_only - in_only)
+    hi = min(both, rest_bytes)
+    if lo > hi + 1e-6:
+        return float("inf")
+    first, last = lo, hi
+    for _ in range(100):
         a, b = lo + (hi - lo) / 3, hi - (hi - lo) / 3
         if cost(a) <= cost(b):
             hi = b
         else:
             lo = a
-    return min(cost(0.0), cost(min(both, rest_bytes)), cost((lo + hi) / 2))
+    return min(cost(first), cost(last), cost((lo + hi) / 2))
 
 
 def three_cut_bound(profile, budget, to_host, to_device):
