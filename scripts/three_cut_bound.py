@@ -23,9 +23,11 @@ bound; w and r apart, a short stretch before j can be charged the copies out
 of what its last operations used, which the two-cut bound cannot.
 
 Measured 2026-11-28 on VGG-16's recorded steps (bench at --scale 8): 91.8 ms
-at half its peak, 119.6 ms at a third, under the floor's 93.2 and 133.9 ms
-(the least bytes' bound): the third cut raises nothing there. Not part of
-the runtime; O(n^3) in the step's operations (minutes for VGG-16's 107).
+at half its peak, under the floor's 93.2 ms (the least bytes' bound); at a
+third 119.6 ms on a profile that also counts what the grace keeps (which
+can only raise it), under the floor's 133.9: the third cut raises nothing
+there. Not part of the runtime; O(n^3) in the step's operations (minutes
+for VGG-16's 107).
 
 usage: three_cut_bound.py TRACE [--budget BYTES]
 needs: numpy (Debian: python3-numpy)
