@@ -38,6 +38,30 @@ def profile_of(path):
     return schedule.get("profile", schedule), schedule.get("plan", {})
 
 
+def step_parser(description):
+    """The arguments every cross-check of a recorded step takes: TRACE, --budget MiB."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("trace")
+    parser.add_argument("--budget", type=float, help="MiB (default: the recorded plan's budget)")
+    return parser
+
+
+def recorded_step(args, tool):
+    """(profile, plan, budget in bytes) from step_parser's arguments; exits
+    naming `tool` where the trace records no budget and none was given."""
+    profile, plan = profile_of(args.trace)
+    budget = int(args.budget * MIB) if args.budget is not None else plan.get("budget", 0)
+    if budget <= 0:
+        sys.exit(f"{tool}: no budget recorded in the trace; give --budget MiB")
+    return profile, plan, budget
+
+
+def links_of(plan):
+    """Bytes per nanosecond to the host and to the device (GB/s): what the
+    run measured, else the bench's scaled 55 GB/s."""
+    return plan.get("link_to_host_gbps", 6.875), plan.get("link_to_device_gbps", 6.875)
+
+
 def least_bytes(profile, budget, delay, steps):
     import networkx as nx
 
@@ -83,17 +107,12 @@ def least_bytes(profile, budget, delay, steps):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("trace")
-    parser.add_argument("--budget", type=float, help="MiB (default: the recorded plan's budget)")
+    parser = step_parser(__doc__.split("\n")[0])
     parser.add_argument("--delay", type=int, default=0, help="operations after a last use before a unit may be away (0)")
     parser.add_argument("--margin", action="store_true", help="keep the planner's margin below the budget")
     parser.add_argument("--steps", type=int, default=16, help="steps unrolled (16)")
     args = parser.parse_args()
-    profile, plan = profile_of(args.trace)
-    budget = int(args.budget * MIB) if args.budget is not None else plan.get("budget", 0)
-    if budget <= 0:
-        sys.exit("least_bytes: no budget recorded in the trace; give --budget MiB")
+    profile, _, budget = recorded_step(args, "least_bytes")
     if args.margin:
         budget -= max(budget // 33, 2 * MIB)
     result = least_bytes(profile, budget, args.delay, args.steps)

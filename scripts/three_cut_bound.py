@@ -29,20 +29,13 @@ can only raise it), under the floor's 133.9: the third cut raises nothing
 there. Not part of the runtime; O(n^3) in the step's operations (minutes
 for VGG-16's 107).
 
-usage: three_cut_bound.py TRACE [--budget BYTES]
+usage: three_cut_bound.py TRACE [--budget MiB]
 needs: numpy (Debian: python3-numpy)
 """
-import argparse
-import json
 
 import numpy as np
 
-
-def load(path):
-    with open(path) as f:
-        trace = json.load(f)
-    schedule = trace.get("vgpumem", {}).get("schedule", trace)
-    return schedule["profile"], schedule.get("plan", {})
+from least_bytes import links_of, recorded_step, step_parser  # beside this script
 
 
 def cheapest(rest_bytes, out_only, in_only, both, c1, c2, to_host, to_device):
@@ -131,14 +124,9 @@ def three_cut_bound(profile, budget, to_host, to_device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace")
-    parser.add_argument("--budget", type=float, help="bytes (default: the plan's)")
-    args = parser.parse_args()
-    profile, plan = load(args.trace)
-    budget = args.budget if args.budget is not None else plan["budget"]
-    # GB/s are bytes per nanosecond.
-    to_host, to_device = plan.get("link_to_host_gbps", 6.875), plan.get("link_to_device_gbps", 6.875)
+    args = step_parser(__doc__.splitlines()[0]).parse_args()
+    profile, plan, budget = recorded_step(args, "three_cut_bound")
+    to_host, to_device = links_of(plan)
     bound, where = three_cut_bound(profile, budget, to_host, to_device)
     print(f"compute {sum(op[0] for op in profile['ops']) / 1e6:.2f} ms, three cuts {bound / 1e6:.2f} ms, "
           f"the plan's floor {plan.get('floor_ns', 0) / 1e6:.2f} ms; at {where}")

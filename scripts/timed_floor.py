@@ -23,23 +23,16 @@ step, and that its operations run one at a time (one stream, as the layered
 trainer's). A cross-check for now (docs/benchmarks.md, "The floor": the copies'
 times), not what `vgpumem bench` prints.
 
-usage: timed_floor.py TRACE [--budget BYTES]
+usage: timed_floor.py TRACE [--budget MiB]
 needs: numpy, scipy >= 1.6 (HiGHS) (Debian: python3-scipy)
 """
-import argparse
-import json
 import time
 
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-
-def load(path):
-    with open(path) as f:
-        trace = json.load(f)
-    schedule = trace.get("vgpumem", {}).get("schedule", trace)
-    return schedule["profile"], schedule.get("plan", {})
+from least_bytes import links_of, recorded_step, step_parser  # beside this script
 
 
 class Program:
@@ -146,14 +139,9 @@ def timed_floor(profile, budget, to_host, to_device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace")
-    parser.add_argument("--budget", type=float, help="bytes (default: the plan's)")
-    args = parser.parse_args()
-    profile, plan = load(args.trace)
-    budget = args.budget if args.budget is not None else plan["budget"]
-    # GB/s are bytes per nanosecond.
-    to_host, to_device = plan.get("link_to_host_gbps", 6.875), plan.get("link_to_device_gbps", 6.875)
+    args = step_parser(__doc__.splitlines()[0]).parse_args()
+    profile, plan, budget = recorded_step(args, "timed_floor")
+    to_host, to_device = links_of(plan)
     started = time.time()
     wait, waits, columns = timed_floor(profile, budget, to_host, to_device)
     compute = sum(op[0] for op in profile["ops"])
