@@ -14,20 +14,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_test_support import expect, run  # noqa: E402
+from plot_test_support import expect, run, step_trace as trace  # noqa: E402
 
 SCRIPT = sys.argv[1]
-MIB = 1 << 20
-
-
-def trace(units, uses, budget):
-    """A step of len(uses) operations, each [duration, 0, flags, [units], name]."""
-    ops = [[1000, 0, 0, list(touched), 0] for touched in uses]
-    profile = {"format": 1, "period": len(ops), "step_ns": 1000 * len(ops), "offload_delay": 1,
-               "units": [b * MIB for b in units], "ops": ops, "names": ["op"]}
-    return {"vgpumem": {"schedule": {"profile": profile, "plan": {"budget": budget * MIB}}}}
-
-
 def bracket(result):
     found = re.search(r"between (\d+) and (\d+) MiB", result.stdout)
     return (int(found.group(1)), int(found.group(2))) if found else None

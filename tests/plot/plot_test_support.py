@@ -1,5 +1,6 @@
-"""What the plotting scripts' tests share: running a script, checking, PNGs,
-and hiding matplotlib (a stand-in package that fails to import)."""
+"""What the scripts' tests share: running a script, checking, PNGs, hiding
+matplotlib (a stand-in package that fails to import), and tiny recorded
+steps for the floor's cross-checks."""
 import os
 import struct
 import subprocess
@@ -24,6 +25,27 @@ def png_size(path):
     if head[:8] != b"\x89PNG\r\n\x1a\n":
         return None
     return struct.unpack(">II", head[16:24])
+
+
+MIB = 1 << 20
+
+
+def step_trace(units, uses, budget, duration_ns=1000, overwrites=()):
+    """A trace recording one step: len(uses) operations of `duration_ns` each,
+    operation i touching the units uses[i]; unit sizes and the budget in MiB;
+    overwrites, (operation, unit) pairs whose use overwrites the unit whole."""
+    ops = [[duration_ns, 0, 0, list(touched), 0] for touched in uses]
+    profile = {"format": 1, "period": len(ops), "step_ns": duration_ns * len(ops), "offload_delay": 1,
+               "units": [b * MIB for b in units], "ops": ops, "names": ["op"],
+               "overwrites": [list(pair) for pair in overwrites]}
+    return {"vgpumem": {"schedule": {"profile": profile, "plan": {"budget": budget * MIB}}}}
+
+
+def python_with(modules):
+    """This Python or Debian's, whichever imports `modules` (a string such as
+    "numpy, scipy"); None if neither does."""
+    return next((p for p in (sys.executable, "/usr/bin/python3") if os.path.exists(p) and subprocess.run(
+        [p, "-c", f"import {modules}"], capture_output=True).returncode == 0), None)
 
 
 def has_matplotlib(python):

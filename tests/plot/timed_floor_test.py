@@ -11,25 +11,14 @@ exits 77 (skipped, for ctest) when neither has them.
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_test_support import expect, run  # noqa: E402
+from plot_test_support import MIB, expect, python_with, run, step_trace as trace  # noqa: E402
 
 SCRIPT = sys.argv[1]
-MIB = 1 << 20
 LINK = 6.875  # bytes per ns both ways: what timed_floor.py takes where a trace records no link
-
-
-def trace(units, uses, budget, duration_ns, overwrites=()):
-    """A step of len(uses) operations of `duration_ns` each, units in MiB."""
-    ops = [[duration_ns, 0, 0, list(touched), 0] for touched in uses]
-    profile = {"format": 1, "period": len(ops), "step_ns": duration_ns * len(ops), "offload_delay": 1,
-               "units": [b * MIB for b in units], "ops": ops, "names": ["op"],
-               "overwrites": [list(pair) for pair in overwrites]}
-    return {"vgpumem": {"schedule": {"profile": profile, "plan": {"budget": budget * MIB}}}}
 
 
 def floor_of(folder, name, step):
@@ -42,12 +31,7 @@ def floor_of(folder, name, step):
     return (tuple(float(x) for x in found.groups()) if found else None), result
 
 
-def has_scipy(python):
-    return os.path.exists(python) and subprocess.run(
-        [python, "-c", "import numpy, scipy.optimize, scipy.sparse"], capture_output=True).returncode == 0
-
-
-PYTHON = next((p for p in (sys.executable, "/usr/bin/python3") if has_scipy(p)), None)
+PYTHON = python_with("numpy, scipy.optimize, scipy.sparse")
 
 
 def main():
