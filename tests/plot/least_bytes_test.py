@@ -17,6 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_test_support import expect, run, step_trace as trace  # noqa: E402
 
 SCRIPT = sys.argv[1]
+
+
 def bracket(result):
     found = re.search(r"between (\d+) and (\d+) MiB", result.stdout)
     return (int(found.group(1)), int(found.group(2))) if found else None

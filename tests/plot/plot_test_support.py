@@ -41,20 +41,15 @@ def step_trace(units, uses, budget, duration_ns=1000, overwrites=()):
     return {"vgpumem": {"schedule": {"profile": profile, "plan": {"budget": budget * MIB}}}}
 
 
+def has_modules(python, modules):
+    """Whether `python` imports `modules` (a string such as "numpy, scipy")."""
+    return os.path.exists(python) and subprocess.run(
+        [python, "-c", f"import {modules}"], capture_output=True).returncode == 0
+
+
 def python_with(modules):
-    """This Python or Debian's, whichever imports `modules` (a string such as
-    "numpy, scipy"); None if neither does."""
-    return next((p for p in (sys.executable, "/usr/bin/python3") if os.path.exists(p) and subprocess.run(
-        [p, "-c", f"import {modules}"], capture_output=True).returncode == 0), None)
-
-
-def has_matplotlib(python):
-    return subprocess.run([python, "-c", "import matplotlib"], capture_output=True).returncode == 0
-
-
-def python_with_matplotlib():
-    """This Python or Debian's, whichever has matplotlib; None if neither."""
-    return next((p for p in (sys.executable, "/usr/bin/python3") if os.path.exists(p) and has_matplotlib(p)), None)
+    """This Python or Debian's, whichever imports `modules`; None if neither does."""
+    return next((p for p in (sys.executable, "/usr/bin/python3") if has_modules(p, modules)), None)
 
 
 def environment_without_matplotlib(work):

@@ -13,7 +13,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_test_support import (environment_without_matplotlib, expect, png_size,  # noqa: E402
-                               python_with_matplotlib, run as run_script)
+                               python_with, run as run_script)
 
 SCRIPT = sys.argv[1]
 
@@ -70,7 +70,7 @@ def checks(work):
     result = run(sys.executable, paths["lru"], "--cap", "lots")
     expect(result.returncode == 2 and "is not a size" in result.stderr, "a malformed --cap is a usage error", result)
 
-    python = python_with_matplotlib()
+    python = python_with("matplotlib")
     if python is None:
         print("SKIP: no Python here has matplotlib (Debian: apt-get install python3-matplotlib)")
         sys.exit(77)

@@ -13,7 +13,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plot_test_support import (environment_without_matplotlib, expect, png_size,  # noqa: E402
-                               python_with_matplotlib, run as run_script)
+                               python_with, run as run_script)
 
 SCRIPT = sys.argv[1]
 
@@ -61,7 +61,7 @@ def checks(work):
     expect(result.returncode == 1 and "nothing for device 3" in result.stderr,
            "a device the trace has nothing for is refused", result)
 
-    python = python_with_matplotlib()
+    python = python_with("matplotlib")
     if python is None:
         print("SKIP: no Python here has matplotlib (Debian: apt-get install python3-matplotlib)")
         sys.exit(77)
