@@ -203,7 +203,7 @@ int run_simulate(const std::vector<std::string>& args) {
     return 1;
   }
 
-  if (options->grace) profile.offload_delay = 1 + *options->grace;
+  if (options->grace) profile.offload_delay = *options->grace;
   std::uint64_t budget = 0;
   if (options->limit.empty()) {
     if (schedule == nullptr || !schedule->contains("plan") || !(*schedule)["plan"].contains("budget")) {
@@ -255,7 +255,7 @@ int run_simulate(const std::vector<std::string>& args) {
     // plan, auto cuts the grace as far as a plan needs.
     if (policy == "auto") plan = scheduler::fit_by_cutting_grace(profile, budget, link, {}, std::move(plan));
     const scheduler::IterationProfile planned = scheduler::profile_for(profile, plan);
-    const std::size_t grace = planned.offload_delay - 1;
+    const std::size_t grace = planned.offload_delay;
     const scheduler::PlanTiming timing = scheduler::simulate(planned, plan, link, options->late);
     // What the launch grace alone costs: the least any schedule keeping
     // units as this plan does moves, over the slower direction's link.
@@ -289,7 +289,7 @@ int run_simulate(const std::vector<std::string>& args) {
                 plan.fits ? "yes" : "no");
     if (planned.offload_delay != profile.offload_delay) {
       std::printf("    (no plan fits with a launch grace of %zu operations: this one cuts it to %zu)\n",
-                  profile.offload_delay - 1, grace);
+                  profile.offload_delay, grace);
     }
     if (!least_kept) {
       std::printf("    no schedule keeping each unit %zu operations past its last use fits this cap\n",

@@ -26,11 +26,11 @@ inline std::size_t prefetch_unrolled(const IterationProfile& profile, const Plan
   return swap.prefetch_at > swap.offload_after ? swap.prefetch_at : swap.prefetch_at + profile.period();
 }
 
-// The offload is issued with a later operation than the last use (the feed
-// learns of an operation while its units are still held, and the launch
-// grace keeps them a few operations more: IterationProfile::offload_delay),
-// or later still where the plan holds it back (PlannedSwap::offload_late),
-// and waits for what that stream has enqueued by then.
+// The offload is issued as the last use is enqueued, or as the operation
+// the launch grace keeps the unit through is (IterationProfile::
+// offload_delay), or later still where the plan holds it back
+// (PlannedSwap::offload_late), and waits for what that stream has enqueued
+// by then, that operation included.
 inline std::size_t offload_issued_unrolled(const IterationProfile& profile, const PlannedSwap& swap) {
   return std::size_t{swap.offload_after} + profile.offload_delay + swap.offload_late;
 }

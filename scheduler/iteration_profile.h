@@ -60,9 +60,11 @@ struct IterationProfile {
   std::size_t backward_begins = 0;  // the first operation after the live-bytes peak
   std::uint64_t total_bytes = 0;    // of `units`: what the step needs if nothing moves
   // How many operations after a unit's last use an offload of it can be
-  // issued: one (the feed hears of an operation while it holds its units)
-  // plus the pager's launch grace (vmm/launch_grace.h).
-  std::size_t offload_delay = 2;
+  // issued: the pager's launch grace, K (vmm/launch_grace.h). The feed hears
+  // of an operation once it is enqueued and its holds are dropped, so with
+  // no grace a unit goes as its last use is enqueued (its copy waits for
+  // it), and with K as the K-th operation after it is.
+  std::size_t offload_delay = 1;
   // Which recorded stream it came from (AccessLog::position tells the
   // launch path where it stands on the same terms).
   const void* thread = nullptr;

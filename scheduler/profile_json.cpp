@@ -9,7 +9,10 @@ namespace vgpumem::scheduler {
 
 namespace {
 
-constexpr int kFormat = 1;
+// 2: "offload_delay" is the launch grace alone. Format 1 counted one
+// operation more (an offload then went with the operation after the
+// grace's last): read as 2 with that one taken off.
+constexpr int kFormat = 2;
 constexpr unsigned kKernel = 1, kHeavy = 2, kConvolution = 4, kCallStart = 8;
 // The LibraryOp of an operation a library call launched, in bits 4-7.
 constexpr unsigned kLibraryShift = 4, kLibraryMask = 0xf;
@@ -83,11 +86,13 @@ std::string profiled_operation_name(const nlohmann::json& profile, std::size_t o
 
 IterationProfile profile_from_json(const nlohmann::json& json) {
   require(json.is_object(), "not a JSON object");
-  require(json.value("format", 0) == kFormat, "format is not " + std::to_string(kFormat));
+  const int format = json.value("format", 0);
+  require(format == kFormat || format == 1, "format is not 1 or " + std::to_string(kFormat));
   require(json.contains("units") && json["units"].is_array(), "no \"units\" array");
   require(json.contains("ops") && json["ops"].is_array() && !json["ops"].empty(), "no \"ops\" array");
   IterationProfile profile;
-  profile.offload_delay = json.value("offload_delay", std::size_t{2});
+  profile.offload_delay = json.value("offload_delay", std::size_t{1});
+  if (format == 1 && profile.offload_delay > 0) --profile.offload_delay;
   for (const nlohmann::json& bytes : json["units"]) {
     require(is_count(bytes), "a unit's bytes are not a non-negative integer");
     ProfileUnit unit;

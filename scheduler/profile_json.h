@@ -18,7 +18,7 @@
 
 namespace vgpumem::scheduler {
 
-// {"format": 1, "period", "step_ns", "offload_delay", "backward_begins",
+// {"format": 2, "period", "step_ns", "offload_delay", "backward_begins",
 //  "units": [bytes, ...],
 //  "ops": [[duration_ns, stall_ns, flags, [unit, ...], name], ...],
 //  "names": [text, ...]}

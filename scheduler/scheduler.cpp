@@ -139,7 +139,7 @@ IterationProfile Scheduler::profile(const RecordedIteration& iteration, const St
     };
   }
   IterationProfile result = build_profile(iteration, sources);
-  result.offload_delay = 1 + options_.grace_operations;
+  result.offload_delay = options_.grace_operations;
   return result;
 }
 
@@ -248,8 +248,8 @@ bool Scheduler::plan_now() {
     if (plan.swaps.empty()) unfit_swaps = auto_swaps;
   }
   // The positions the plan is on: the step's, or with the grace it cut.
-  const IterationProfile cut_grace = plan.offload_delay != 0 ? profile_for(step, plan) : IterationProfile{};
-  const IterationProfile& planned = plan.offload_delay != 0 ? cut_grace : step;
+  const IterationProfile cut_grace = plan.offload_delay ? profile_for(step, plan) : IterationProfile{};
+  const IterationProfile& planned = plan.offload_delay ? cut_grace : step;
   // (A trial's candidates run as they were planned: what is measured is what is kept.)
   const bool refine = options_.planner == Planner::swap && !trial && plan.fits && !plan.swaps.empty();
   Plan greedy = refine ? plan : Plan{};
@@ -277,7 +277,7 @@ bool Scheduler::plan_now() {
                             {"swaps", plan.swaps.size()},
                             {"peak_after", plan.peak_after},
                             {"fits", plan.fits},
-                            {"grace_operations", planned.offload_delay - 1},
+                            {"grace_operations", planned.offload_delay},
                             {"unfit_swaps_dropped", unfit_swaps},
                             {"backward_begins", step.backward_begins},
                             {"predicted_step_ns", predicted.step_ns},

@@ -70,11 +70,11 @@ struct Plan {
   std::uint64_t peak_before = 0;    // predicted resident peak without the plan (the step's bytes)
   std::uint64_t peak_after = 0;     // with it
   bool fits = true;                 // peak_after <= target (else the on-demand path makes up the rest)
-  // How many operations after its last use each offload is issued: 0 means
-  // the profile's (IterationProfile::offload_delay, the pager's launch grace
-  // kept whole). Fewer: the plan was made with the grace cut
+  // How many operations after its last use each offload is issued: none
+  // means the profile's (IterationProfile::offload_delay, the pager's launch
+  // grace kept whole). Fewer: the plan was made with the grace cut
   // (plan_auto_cutting_grace), and its offloads take units still inside it.
-  std::size_t offload_delay = 0;
+  std::optional<std::size_t> offload_delay;
   // The timeline its prefetches were placed on: null for the profile's own
   // (the recorded kernels back to back), else the one a plan runs on
   // (plan_pacing.h); the refinement places its trials on the same.
@@ -84,7 +84,7 @@ struct Plan {
 // How many operations after a last use the plan's offloads are issued
 // (before any PlannedSwap::offload_late): its own delay, else the profile's.
 inline std::size_t offload_delay_of(const IterationProfile& profile, const Plan& plan) {
-  return plan.offload_delay != 0 ? plan.offload_delay : profile.offload_delay;
+  return plan.offload_delay.value_or(profile.offload_delay);
 }
 // The profile a plan's positions are on: `profile` with the plan's offload
 // delay.
@@ -211,8 +211,8 @@ double step_floor(const IterationProfile& profile, std::uint64_t budget, const L
 double least_bytes_moved(const IterationProfile& profile, std::uint64_t budget, std::size_t steps = 64);
 // The same for schedules that keep each unit on the device through the
 // `kept` operations after each of its last uses (a plan's offload_delay:
-// 1 + the launch grace it keeps, as the scheduler counts); least_bytes_moved
-// is kept = 0. std::nullopt where no such schedule fits the budget.
+// the launch grace it keeps); least_bytes_moved is kept = 0, as a plan that
+// keeps no grace is. std::nullopt where no such schedule fits the budget.
 std::optional<double> least_bytes_keeping(const IterationProfile& profile, std::uint64_t budget, std::size_t kept,
                                           std::size_t steps = 64);
 

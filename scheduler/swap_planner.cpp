@@ -279,12 +279,12 @@ IterationProfile profile_for(const IterationProfile& profile, const Plan& plan) 
 
 Plan plan_auto_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                              const PrefetchLeads& leads) {
-  // The delay is one operation (the feed hears of an operation while it
-  // holds its units) plus the grace.
+  // The delay is the grace: an offload goes as the operation K after the
+  // last use is enqueued (IterationProfile::offload_delay).
   Plan plan;
   IterationProfile cut = profile;
-  for (std::size_t grace = profile.offload_delay > 1 ? (profile.offload_delay - 1) / 2 : 0;; grace /= 2) {
-    cut.offload_delay = 1 + grace;
+  for (std::size_t grace = profile.offload_delay / 2;; grace /= 2) {
+    cut.offload_delay = grace;
     plan = plan_auto(cut, budget, link, leads);  // refined where it fits
     plan.offload_delay = cut.offload_delay;
     if (plan.fits || grace == 0) return plan;
@@ -302,7 +302,7 @@ std::uint64_t excess_left(const IterationProfile& profile, const Plan& plan) {
 
 Plan fit_by_cutting_grace(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
                           const PrefetchLeads& leads, Plan plan) {
-  if (plan.fits || profile.offload_delay <= 1) return plan;
+  if (plan.fits || profile.offload_delay == 0) return plan;
   Plan cut = plan_auto_cutting_grace(profile, budget, link, leads);
   return cut.fits || excess_left(profile, cut) < excess_left(profile, plan) ? cut : plan;
 }

@@ -42,6 +42,8 @@ void Access::hold_new() {
 }
 
 void Access::release() {
+  for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
+  held_ = 0;
   if (feed_ != nullptr && count_ > 0) {
     ExecutionIdentity identity = identity_;
     identity.mix(reinterpret_cast<std::uintptr_t>(function_ != nullptr ? static_cast<const void*>(function_)
@@ -57,7 +59,9 @@ void Access::release() {
       record.library_call = call->serial;
       record.overwritten = call->overwritten_whole(units, count_);
     }
+    thread_->enqueued_bit = bit_;
     const bool time_next = feed_->accessed(record);
+    thread_->enqueued_bit = 0;
     thread_->time_next = time_next ? feed_ : nullptr;
     started_ = nullptr;
   }
@@ -68,8 +72,7 @@ void Access::release() {
   launch_id_ = 0;
   tick_ = 0;
   identity_.reset();
-  for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
-  held_ = count_ = 0;
+  count_ = 0;
   if (spilled_) {
     spill_.clear();
     if (t_spill.capacity() < spill_.capacity()) t_spill.swap(spill_);

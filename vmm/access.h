@@ -29,6 +29,10 @@ struct LaunchThread {
   const AccessFeed* time_next = nullptr;  // the feed that asked to time the thread's next operation
   LibraryCallScope* library_call = nullptr;  // the library call open on the thread (library_calls.cpp)
   FeedThreadSlot feed;                       // the feed's state for the thread
+  // While the thread tells the feed of an operation (Access::release): its
+  // stream's bit. That operation is enqueued, so the launch grace counts it
+  // as done (LaunchGrace::protects).
+  std::uint64_t enqueued_bit = 0;
 };
 
 // The calling thread's. Declared const, as the C library declares
@@ -50,8 +54,10 @@ class Access {
   Access(const Access&) = delete;
   Access& operator=(const Access&) = delete;
 
-  // Tells the feed (if the operation was noted for one) what it touched,
-  // then drops every hold (the work is enqueued, or was refused).
+  // Drops every hold (the work is enqueued, or was refused), then tells the
+  // feed (if the operation was noted for one) what it touched: what the feed
+  // does may move those units, as the scheduler's offload right behind a
+  // unit's last use does (its copy waits for the work just enqueued).
   void release();
   // The units held, or about to be.
   std::size_t size() const { return count_; }

@@ -15,6 +15,10 @@
 // reused much later is not covered: strict mode turns such a read into a
 // fault.
 //
+// A scheduled offload may go as the K-th operation after the one that named
+// the unit is enqueued (its copy waits for that operation): protects() is
+// told which stream's operation the asking thread has just enqueued.
+//
 // Counting: one counter per stream bit (StreamRegistry), advanced by every
 // operation that names paged memory on that stream; a unit keeps one stamp,
 // (the stream's bit, the count of the last operation that named it). Both are
@@ -57,11 +61,17 @@ class LaunchGrace {
   }
 
   // Whether the operation being prepared now on the stream that last named
-  // `unit` is at most K operations after that one.
-  bool protects(const Unit& unit) const {
+  // `unit` is at most K operations after that one. `enqueued_bit`: the
+  // stream (one bit) of an operation the asking thread has just enqueued,
+  // or 0. Asked then, that operation is done with its preparing and the one
+  // the grace still guards is the next: a unit named K operations before it
+  // is free to go, right behind it.
+  bool protects(const Unit& unit, std::uint64_t enqueued_bit = 0) const {
     const std::uint64_t stamp = unit.grace_stamp.load(std::memory_order_relaxed);
     if (stamp == 0 || operations_ == 0) return false;
-    const std::uint64_t now = counters_[stamp & (kStreams - 1)].operations.load(std::memory_order_relaxed);
+    const unsigned stream = static_cast<unsigned>(stamp & (kStreams - 1));
+    std::uint64_t now = counters_[stream].operations.load(std::memory_order_relaxed);
+    if (enqueued_bit != 0 && static_cast<unsigned>(std::countr_zero(enqueued_bit)) % kStreams == stream) ++now;
     return now - (stamp >> kStreamBits) <= operations_;
   }
 

@@ -1,6 +1,7 @@
 #include "vmm/pager.h"
 
 #include <algorithm>
+#include <utility>
 #include <bit>
 #include <cstring>
 #include <numeric>
@@ -369,8 +370,11 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   unit->saved = saved;
   unit->unmap_pending = true;
   if (saved != nullptr) saved_units_.push_back(unit);
-  set_ready(unit, nullptr);
-  unit->ready_for.store(0);
+  // What streams must wait for before they use its bytes is kept for a
+  // revive: the save waits for it, nothing else has to.
+  if (unit->ready_at_save != nullptr) driver_.event_destroy(unit->ready_at_save);
+  unit->ready_at_save = std::exchange(unit->ready, nullptr);
+  unit->ready_for_at_save = unit->ready_for.exchange(0);
   unit->used_by.store(0);
   state.resident_bytes -= unit->bytes;
   unit->state.store(Residency::on_host);
@@ -571,8 +575,12 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
     unit->saved = nullptr;
   }
   // Done (waited for, or found done by the caller): so is every save before
-  // it on the copy-out stream.
+  // it on the copy-out stream, and the copy in it waited for.
   state.saves_done = std::max(state.saves_done, unit->save_serial);
+  if (unit->ready_at_save != nullptr) {
+    driver_.event_destroy(unit->ready_at_save);
+    unit->ready_at_save = nullptr;
+  }
   unit->unmap_pending = false;
   unit->given_back.clear();
   const bool home = unmap_home(unit);
@@ -839,7 +847,11 @@ bool Pager::revive(DeviceState& state, Unit* unit) {
     driver_.event_destroy(unit->saved);  // released once it completes
     unit->saved = nullptr;
   }
-  back_on_device(state, unit, nullptr);
+  // As it went out: a copy bringing it in may still be landing (its save
+  // waited for that copy, and the save is not waited for here).
+  CUevent arriving = std::exchange(unit->ready_at_save, nullptr);
+  back_on_device(state, unit, arriving);
+  if (arriving != nullptr) unit->ready_for.store(unit->ready_for_at_save);  // those streams waited already
   revived_.fetch_add(1, std::memory_order_relaxed);
   bytes_revived_.fetch_add(unit->bytes, std::memory_order_relaxed);
   VGPUMEM_LOG_DEBUG("{} at {:#x} wanted back before its save ended: resident again on its own chunks",

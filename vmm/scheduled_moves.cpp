@@ -16,7 +16,9 @@ bool Pager::offload_unit(Unit* unit, bool inside_grace) {
   // may be capturing (order_after_users refuses those, not cheaply). Later.
   // Inside its grace only for a plan made with the grace cut, as on demand
   // evicts there when nothing else makes room; torture keeps every grace.
-  const bool graced = grace_.protects(*unit);
+  // An operation this thread has just enqueued (the scheduler's triggers go
+  // as the feed hears of one) is done with: the grace guards the next.
+  const bool graced = grace_.protects(*unit, launch_thread().enqueued_bit);
   if (unit->retired || unit->pins != 0 || unit->state.load() != Residency::resident || capture_open() ||
       (graced && (!inside_grace || options_.check == CheckMode::torture))) {
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);

@@ -97,6 +97,14 @@ struct Unit {
   void* host = nullptr;
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion
+  // `ready` and `ready_for` as it went out: a copy bringing it in may still
+  // have been landing then. Its save waits for that copy, and a unit
+  // revived before its save ends (Pager::revive) takes them back, so that a
+  // stream that had not waited for that copy still does. Until its range
+  // is unmapped (Pager::finish_unmap), when the save, and so the copy, is
+  // done.
+  CUevent ready_at_save = nullptr;     // owned
+  std::uint64_t ready_for_at_save = 0;
   std::uint64_t save_serial = 0;       // the offload's place among its device's saves (ChunkPool): its last piece's
   std::uint64_t save_first = 0;        // its first piece's (Pager::offload); its pieces are numbered in turn to save_serial
   bool unmap_pending = false;

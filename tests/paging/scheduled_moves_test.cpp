@@ -95,6 +95,134 @@ TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing)
   cuStreamDestroy(stream);
 }
 
+// Moves made by the feed as it hears of each operation, as the scheduler's
+// triggers are: the operation just enqueued (its holds dropped) may lose
+// its own units at once, to a save that must wait for it. Asynchronous
+// writes, copies between units and reads into pinned memory, each followed
+// by random offloads (of its own units too) and prefetches: every byte
+// each reads or keeps is the one it should.
+class RandomMovesAsFed final : public vmm::AccessFeed {
+ public:
+  RandomMovesAsFed(vmm::Pager& pager, std::span<vmm::Unit* const> units) : pager_(pager), units_(units) {}
+  bool accessed(const vmm::AccessRecord& record) noexcept override {
+    last = record.count > 0 ? record.units[0] : nullptr;
+    if (!armed) return false;
+    for (int k = 0; k < 3; ++k) {
+      switch (random_() % 4) {
+        case 0:  // one of the operation's own, right behind it
+          if (record.count > 0) moves += pager_.offload_unit(record.units[random_() % record.count], false) ? 1 : 0;
+          own += 1;
+          break;
+        case 1: moves += pager_.offload_unit(units_[random_() % units_.size()], false) ? 1 : 0; break;
+        case 2: moves += pager_.prefetch_unit(units_[random_() % units_.size()]) ? 1 : 0; break;
+        default: break;
+      }
+    }
+    return false;
+  }
+  vmm::Unit* last = nullptr;
+  bool armed = false;
+  unsigned moves = 0, own = 0;
+
+ private:
+  vmm::Pager& pager_;
+  std::span<vmm::Unit* const> units_;
+  std::mt19937 random_{1128};
+};
+
+TEST_F(ScheduledMovesTest, MovesAsEachOperationIsEnqueuedLoseNothing) {
+  constexpr std::uint64_t kBytes = 2 * kChunk;
+  constexpr unsigned kBuffers = 10;  // two and a half times the cap
+  make_pager(8 * kChunk, std::nullopt, [](vmm::PagerOptions& options) { options.grace_operations = 0; });
+  std::array<vmm::Unit*, kBuffers> units{};
+  RandomMovesAsFed feed(*pager_, units);
+  pager_->set_access_feed(&feed);
+  std::array<CUdeviceptr, kBuffers> buffers{};
+  std::array<unsigned, kBuffers> version{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kBytes));
+  for (unsigned i = 0; i < kBuffers; ++i) {
+    vmm::Access access;
+    ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, nullptr, false, access), CUDA_SUCCESS);
+    access.release();
+    units[i] = feed.last;
+    version[i] = i;
+  }
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  // Pinned sources and read-backs, reused once the stream has drained.
+  constexpr unsigned kSlots = 6;
+  std::array<unsigned char*, kSlots> slots{};
+  for (auto& slot : slots) {
+    void* p = nullptr;
+    ASSERT_EQ(cuMemAllocHost(&p, kBytes), CUDA_SUCCESS);
+    slot = static_cast<unsigned char*>(p);
+  }
+  struct Read {
+    unsigned char* into;
+    unsigned expected;
+  };
+  std::vector<Read> reads;
+  unsigned next_slot = 0, writes = 0, copies = 0, checked = 0;
+  const auto drain = [&] {
+    ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+    for (const Read& read : reads) {
+      bool same = true;
+      for (std::uint64_t b = 0; b < kBytes && same; ++b) same = read.into[b] == static_cast<unsigned char>(b * 31 + read.expected);
+      EXPECT_TRUE(same) << "a read enqueued before its unit went out saw other bytes (version " << read.expected << ")";
+      ++checked;
+    }
+    reads.clear();
+    next_slot = 0;
+  };
+  std::mt19937 random(2811);
+  feed.armed = true;
+  for (int step = 0; step < 300; ++step) {
+    if (next_slot == kSlots) {
+      ASSERT_NO_FATAL_FAILURE(drain());
+    }
+    const unsigned i = random() % kBuffers, j = (i + 1 + random() % (kBuffers - 1)) % kBuffers;
+    vmm::Access access;
+    switch (random() % 3) {
+      case 0: {  // a write of a new version
+        version[i] += kBuffers;
+        unsigned char* source = slots[next_slot++];
+        for (std::uint64_t b = 0; b < kBytes; ++b) source[b] = static_cast<unsigned char>(b * 31 + version[i]);
+        ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, stream, false, access), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyHtoDAsync(buffers[i], source, kBytes, stream), CUDA_SUCCESS);
+        ++writes;
+        break;
+      }
+      case 1:  // i into j, as a kernel reading one unit and writing another
+        ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, stream, false, access), CUDA_SUCCESS);
+        ASSERT_EQ(pager_->prepare_range(buffers[j], kBytes, stream, false, access), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyDtoDAsync(buffers[j], buffers[i], kBytes, stream), CUDA_SUCCESS);
+        version[j] = version[i];
+        ++copies;
+        break;
+      default: {  // a read into pinned memory, looked at once the stream drains
+        unsigned char* into = slots[next_slot++];
+        ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, stream, false, access), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyDtoHAsync(into, buffers[i], kBytes, stream), CUDA_SUCCESS);
+        reads.push_back({into, version[i]});
+        break;
+      }
+    }
+    access.release();  // the feed moves units now
+    EXPECT_LE(physical_bytes_now() - baseline_, cap_) << "the simulator's own count, step " << step;
+  }
+  ASSERT_NO_FATAL_FAILURE(drain());
+  feed.armed = false;
+  for (unsigned i = 0; i < kBuffers; ++i) EXPECT_TRUE(holds(buffers[i], kBytes, version[i])) << "buffer " << i;
+  EXPECT_GT(writes, 60u);
+  EXPECT_GT(copies, 60u);
+  EXPECT_GT(checked, 60u);
+  EXPECT_GT(feed.moves, 200u) << "the moves must happen for this test to mean anything";
+  EXPECT_GT(feed.own, 120u);
+  pager_->set_access_feed(nullptr);
+  for (auto* slot : slots) cuMemFreeHost(slot);
+  cuStreamDestroy(stream);
+}
+
 TEST_F(ScheduledMovesTest, APrefetchedUnitFreedBeforeItsUseIsNotWrittenAfterItsChunksAreReused) {
   make_pager(2 * kChunk);
   UnitCatcher catcher;
@@ -247,6 +375,173 @@ TEST_F(ScheduledMovesTest, AnOffloadInsideTheGraceOnlyForAPlanThatCutItAndNeverU
     EXPECT_EQ(pager_->summary()["grace"]["planned_inside"].get<std::uint64_t>(), torture ? 0u : 1u);
     pager_->set_access_feed(nullptr);
     expect_held(buffers, kChunk);
+  }
+}
+
+// A feed that, as it hears of an operation, offloads `unit` (when armed),
+// as the scheduler's trigger for a unit's last use does.
+class OffloadAsFed final : public vmm::AccessFeed {
+ public:
+  explicit OffloadAsFed(vmm::Pager& pager) : pager_(pager) {}
+  bool accessed(const vmm::AccessRecord& record) noexcept override {
+    last = record.count > 0 ? record.units[0] : nullptr;
+    if (unit != nullptr) (pager_.offload_unit(unit, false) ? offloaded : refused) += 1;
+    return false;
+  }
+  vmm::Unit* last = nullptr;
+  vmm::Unit* unit = nullptr;  // armed: offload it at the next operation heard of
+  int offloaded = 0, refused = 0;
+
+ private:
+  vmm::Pager& pager_;
+};
+
+// An asynchronous write of pattern `seed` into x on `stream`, through the
+// pager as a copy hook makes it; the feed hears of it as it is enqueued.
+void write_async(vmm::Pager& pager, CUdeviceptr x, std::uint64_t bytes, unsigned seed, CUstream stream,
+                 unsigned char* pinned) {
+  for (std::uint64_t b = 0; b < bytes; ++b) pinned[b] = static_cast<unsigned char>(b * 31 + seed);
+  vmm::Access access;
+  ASSERT_EQ(pager.prepare_range(x, bytes, stream, false, access), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoDAsync(x, pinned, bytes, stream), CUDA_SUCCESS);
+}
+
+// With no grace, a plan's offload of a unit goes as its last use is
+// enqueued: the operation's holds are dropped before the feed hears of it,
+// and the save waits for that operation (here a 16 MiB write still running
+// on the program's stream), so the bytes it wrote are what comes back.
+TEST_F(ScheduledMovesTest, AnOffloadAsItsLastUseIsEnqueuedSavesWhatThatUseWrote) {
+  make_pager(16 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
+    options.grace_operations = 0;
+    options.reclaimer = false;
+  });
+  OffloadAsFed feed(*pager_);
+  pager_->set_access_feed(&feed);
+  constexpr std::uint64_t kBytes = 8 * kChunk;
+  CUdeviceptr x = 0;
+  ASSERT_EQ(pager_->allocate(0, kBytes, &x), CUDA_SUCCESS);
+  write(x, kBytes, 1);
+  vmm::Unit* unit = feed.last;
+  ASSERT_NE(unit, nullptr);
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemAllocHost(&pinned, kBytes), CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  // The stream busy first (a copy into the program's own memory), so that
+  // the write runs well after it is enqueued.
+  CUdeviceptr busy = 0;
+  void* filler = nullptr;
+  ASSERT_EQ(cuMemAlloc(&busy, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocHost(&filler, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyHtoDAsync(busy, filler, kBytes, stream), CUDA_SUCCESS);
+  feed.unit = unit;
+  ASSERT_NO_FATAL_FAILURE(write_async(*pager_, x, kBytes, 7, stream, static_cast<unsigned char*>(pinned)));
+  feed.unit = nullptr;
+  EXPECT_EQ(feed.offloaded, 1) << "refused " << feed.refused << ": still held by the operation enqueued";
+  EXPECT_FALSE(pager_->facts(unit).resident);
+  pager_->set_access_feed(nullptr);
+  EXPECT_TRUE(holds(x, kBytes, 7)) << "the save read x before the write enqueued ahead of it";
+  ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(filler), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(busy), CUDA_SUCCESS);
+}
+
+// With a grace of K, the unit an operation named may go as the K-th
+// operation after it on its stream is enqueued (the grace guards the ones
+// not yet prepared), not as the one before; on another stream's operation
+// the grace still counts its own stream's.
+TEST_F(ScheduledMovesTest, UnderAGraceOfKAnOffloadGoesAsTheKthOperationAfterItsUseIsEnqueued) {
+  make_pager(16 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
+    options.grace_operations = 2;
+    options.reclaimer = false;
+  });
+  OffloadAsFed feed(*pager_);
+  pager_->set_access_feed(&feed);
+  std::array<CUdeviceptr, 3> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemAllocHost(&pinned, 3 * kChunk), CUDA_SUCCESS);
+  auto* bytes = static_cast<unsigned char*>(pinned);
+  CUstream stream = nullptr, other = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(write_async(*pager_, buffers[0], kChunk, 0, stream, bytes));  // x named
+  vmm::Unit* x = feed.last;
+  feed.unit = x;
+  ASSERT_NO_FATAL_FAILURE(write_async(*pager_, buffers[1], kChunk, 1, stream, bytes + kChunk));  // 1st after
+  EXPECT_EQ(feed.refused, 1) << "the next operation may still read x through a table";
+  ASSERT_NO_FATAL_FAILURE(write_async(*pager_, buffers[2], kChunk, 2, other, bytes + 2 * kChunk));
+  EXPECT_EQ(feed.refused, 2) << "another stream's operation is not x's stream's second";
+  ASSERT_NO_FATAL_FAILURE(write_async(*pager_, buffers[2], kChunk, 2, stream, bytes + 2 * kChunk));  // 2nd after
+  feed.unit = nullptr;
+  EXPECT_EQ(feed.offloaded, 1);
+  EXPECT_FALSE(pager_->facts(x).resident);
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+  ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamDestroy(other), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(pinned), CUDA_SUCCESS);
+}
+
+// A unit brought in by a prefetch and sent out again before that copy in
+// has landed (a plan that moves it out early, or room made for another),
+// then wanted back before its save ends, is revived on its chunks with no
+// copy: the stream that uses it must still wait for the copy in writing
+// them. Here the copy-in engine is busy for 300 us with the program's own
+// copy, so the prefetch lands long after the copy that reads the unit next
+// is issued; the chunks held another buffer's bytes before.
+TEST_F(ScheduledMovesTest, AUnitRevivedBeforeItsCopyInLandedIsReadOnlyOnceItHas) {
+  for (const vmm::CheckMode check : {vmm::CheckMode::fast, vmm::CheckMode::strict}) {
+    make_pager(8 * kChunk, std::nullopt, [check](vmm::PagerOptions& options) {
+      options.check = check;
+      options.grace_operations = 0;
+      options.reclaimer = false;
+    });
+    UnitCatcher catcher;
+    pager_->set_access_feed(&catcher);
+    constexpr std::uint64_t kBytes = 2 * kChunk;
+    CUdeviceptr u = 0, other = 0, copy = 0;
+    ASSERT_EQ(pager_->allocate(0, kBytes, &u), CUDA_SUCCESS);
+    write(u, kBytes, 5);
+    vmm::Unit* unit = catcher.last;
+    ASSERT_TRUE(pager_->offload_unit(unit, false));
+    ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    // Another buffer on the chunks u left, then freed: they hold its bytes.
+    ASSERT_EQ(pager_->allocate(0, kBytes, &other), CUDA_SUCCESS);
+    write(other, kBytes, 9);
+    CUresult freed = CUDA_SUCCESS;
+    ASSERT_TRUE(pager_->free(other, &freed));
+    ASSERT_EQ(pager_->allocate(0, kBytes, &copy), CUDA_SUCCESS);
+    write(copy, kBytes, 1);
+    CUdeviceptr busy = 0;
+    void* filler = nullptr;
+    ASSERT_EQ(cuMemAlloc(&busy, 8 * kChunk), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemAllocHost(&filler, 8 * kChunk), CUDA_SUCCESS);
+    CUstream program = nullptr, elsewhere = nullptr;
+    ASSERT_EQ(cuStreamCreate(&program, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamCreate(&elsewhere, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemcpyHtoDAsync(busy, filler, 8 * kChunk, elsewhere), CUDA_SUCCESS);  // the copy-in engine, busy
+    ASSERT_TRUE(pager_->prefetch_unit(unit));     // queued behind it
+    ASSERT_TRUE(pager_->offload_unit(unit, false));  // its save waits for that copy in
+    const std::uint64_t revived = pager_->summary()["revived"].get<std::uint64_t>();
+    {
+      vmm::Access access;
+      ASSERT_EQ(pager_->prepare_range(u, kBytes, program, false, access), CUDA_SUCCESS);
+      ASSERT_EQ(pager_->prepare_range(copy, kBytes, program, false, access), CUDA_SUCCESS);
+      ASSERT_EQ(cuMemcpyDtoDAsync(copy, u, kBytes, program), CUDA_SUCCESS);
+    }
+    EXPECT_EQ(pager_->summary()["revived"].get<std::uint64_t>(), revived + 1) << "this test is about a revive";
+    ASSERT_EQ(cuStreamSynchronize(program), CUDA_SUCCESS);
+    pager_->set_access_feed(nullptr);
+    EXPECT_TRUE(holds(copy, kBytes, 5)) << "read before the copy bringing u in had landed (strict: " << (check == vmm::CheckMode::strict) << ")";
+    EXPECT_TRUE(holds(u, kBytes, 5));
+    ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamDestroy(program), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamDestroy(elsewhere), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemFreeHost(filler), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemFree(busy), CUDA_SUCCESS);
   }
 }
 

@@ -37,6 +37,19 @@ IterationProfile small_step(std::vector<vmm::Unit>& units) {
   return profile;
 }
 
+// Format 1 counted the operation an offload then waited for after the
+// grace: a trace written so plans with the same grace when read.
+TEST(ProfileJson, AFormatOneTraceReadsWithTheGraceAlone) {
+  std::vector<vmm::Unit> units(3);
+  nlohmann::json old = profile_to_json(small_step(units));
+  ASSERT_EQ(old["format"], 2);
+  old["format"] = 1;
+  old["offload_delay"] = 9;
+  EXPECT_EQ(profile_from_json(old).offload_delay, 8u);
+  old["offload_delay"] = 1;
+  EXPECT_EQ(profile_from_json(old).offload_delay, 0u);
+}
+
 TEST(ProfileJson, WhatIsWrittenReadsBackToTheSameStep) {
   std::vector<vmm::Unit> units(3);
   const IterationProfile written = small_step(units);
@@ -106,7 +119,7 @@ TEST(ProfileJson, AMalformedStepIsRefusedSayingWhatIsWrong) {
     return std::string("accepted");
   };
   nlohmann::json bad = good;
-  bad["format"] = 2;
+  bad["format"] = 3;
   EXPECT_NE(message(bad).find("format"), std::string::npos) << message(bad);
   bad = good;
   bad["ops"][2][3] = {7};

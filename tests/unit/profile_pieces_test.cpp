@@ -21,7 +21,7 @@ nlohmann::json step(const std::vector<std::uint64_t>& units, const std::vector<s
                     const nlohmann::json& overwrites = nlohmann::json::array()) {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& touched : touches) ops.push_back({1000, 0, 1, touched});
-  return {{"format", 1}, {"offload_delay", 2}, {"units", units}, {"ops", ops}, {"overwrites", overwrites}};
+  return {{"format", 2}, {"offload_delay", 1}, {"units", units}, {"ops", ops}, {"overwrites", overwrites}};
 }
 
 TEST(ProfilePieces, EachPieceIsUsedAndOverwrittenWhereItsUnitWas) {

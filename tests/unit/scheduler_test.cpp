@@ -172,16 +172,19 @@ TEST(Scheduler, FollowsThePlanItLearnedOperationByOperation) {
   }
   EXPECT_EQ(offloads, swaps);
   EXPECT_EQ(prefetches, swaps);
-  // A unit goes out only after the operation that last used it before its
-  // gap, and comes back before its next use.
+  // With no launch grace a unit goes out as the operation that last used
+  // it before its gap is enqueued (its copy waits for it), never as one
+  // that the next operation uses.
+  std::size_t behind_own_use = 0;
   for (const auto& move : pager.moves) {
+    if (!move.offload) continue;
     const std::size_t op = (move.at - 1) % period;  // the operation whose feed fired it
-    for (std::uint32_t u : step.touches[op]) {
-      if (move.offload) {
-        EXPECT_NE(&step.units[u], move.unit) << "offloaded by its own user, op " << op;
-      }
+    for (std::uint32_t u : step.touches[op]) behind_own_use += &step.units[u] == move.unit ? 1 : 0;
+    for (std::uint32_t u : step.touches[(op + 1) % period]) {
+      EXPECT_NE(&step.units[u], move.unit) << "offloaded by op " << op << ", the one before its next use";
     }
   }
+  EXPECT_GT(behind_own_use, 0u) << "an offload issued with its last use";
   EXPECT_EQ(summary["operations_strayed"], 0);
 }
 

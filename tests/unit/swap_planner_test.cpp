@@ -44,7 +44,7 @@ struct SyntheticStep {
     touches.push_back(std::move(touched));
   }
 
-  IterationProfile profile(std::size_t offload_delay = 2) {
+  IterationProfile profile(std::size_t offload_delay = 1) {
     RecordedIteration recorded;
     for (std::size_t i = 0; i < durations.size(); ++i) {
       RecordedOp op;
@@ -182,7 +182,7 @@ struct TwoUnitsOneRoom {
     step.op(10'000, {});
     step.op(10'000, {1});
     step.op(10'000, {});
-    profile = step.profile(1);
+    profile = step.profile(0);
     plan.budget = plan.target = 64 * kMiB;
     PlannedSwap zero, one;
     zero.unit = 0, zero.offload_after = 0, zero.needed_by = 0, zero.prefetch_at = 3;
@@ -266,7 +266,7 @@ TEST(PlanTiming, AProgramsCopyToTheHostWaitsBehindTheSavesBeforeIt) {
   step.op(4'000'000, {});  // room for unit 0 to go out and come back
   step.op(10'000, {});
   step.copies_to_host.insert(2);
-  const IterationProfile profile = step.profile(1);
+  const IterationProfile profile = step.profile(0);
   ASSERT_TRUE(profile.ops[2].to_host);
   EXPECT_FALSE(profile.ops[1].to_host);
   Plan plan;
@@ -279,7 +279,7 @@ TEST(PlanTiming, AProgramsCopyToTheHostWaitsBehindTheSavesBeforeIt) {
   const double with_copy = simulate(profile, plan, link).step_ns;
   EXPECT_GE(with_copy, profile.step_ns + save - 30'000) << "the copy waited for the save";
   step.copies_to_host.clear();  // the same operation as a kernel
-  EXPECT_LT(simulate(step.profile(1), plan, link).step_ns, profile.step_ns + 1'000) << "nothing waits";
+  EXPECT_LT(simulate(step.profile(0), plan, link).step_ns, profile.step_ns + 1'000) << "nothing waits";
 }
 
 // A step that ends with the loss read: the optimizer's updates just before
@@ -299,7 +299,7 @@ TEST(SwapPlanner, SavesJustBeforeTheProgramsCopyToTheHostAreHeldBackUntilAfterIt
   for (std::uint32_t l = 0; l < n; ++l) step.op(50'000, {n + 1 + l});  // the optimizer
   step.copies_to_host.insert(step.durations.size());
   step.op(2'000, {loss});  // the loss read
-  const IterationProfile profile = step.profile(2);
+  const IterationProfile profile = step.profile(1);
   const LinkModel link;
   const Plan plan = plan_auto(profile, profile.total_bytes * 3 / 4, link, {}, /*refine=*/false);
   ASSERT_TRUE(plan.fits);
@@ -330,7 +330,7 @@ TEST(StepFloor, ActivationsThatGoOutInTheForwardPassAndComeBackInTheBackwardCost
   for (auto& b : step.bytes) b = 64 * kMiB;
   for (std::uint32_t l = 0; l < 8; ++l) step.op(10'000, {l});
   for (std::uint32_t l = 8; l-- > 0;) step.op(10'000, {l});
-  const IterationProfile profile = step.profile(1);
+  const IterationProfile profile = step.profile(0);
   const LinkModel link;
   const std::uint64_t budget = profile.total_bytes / 2;
   const double one_way = static_cast<double>(profile.total_bytes - budget) / link.to_host_bytes_per_ns;
@@ -355,7 +355,7 @@ TEST(LeastBytes, IsTheLeastCoverOfTheExcessOnStepsSolvedByHand) {
   step.op(1'000, {0});
   step.op(1'000, {1});
   step.op(1'000, {});
-  IterationProfile profile = step.profile(1);
+  IterationProfile profile = step.profile(0);
   const auto near = [](double bytes, double exact) { return bytes <= exact && bytes >= exact * 64 / 66; };
   EXPECT_PRED2(near, least_bytes_moved(profile, 10 * kMiB), 20.0 * kMiB);
   EXPECT_EQ(least_bytes_moved(profile, 20 * kMiB), 0) << "nothing need move";
@@ -379,7 +379,7 @@ TEST(LeastBytes, KeepingUnitsPastTheirLastUseMovesMoreOrLeavesNoScheduleThatFits
   for (std::uint32_t round = 0; round < 2; ++round) {
     for (std::uint32_t u = 0; u < 3; ++u) step.op(1'000, {u});
   }
-  const IterationProfile profile = step.profile(1);
+  const IterationProfile profile = step.profile(0);
   const auto near = [](std::optional<double> bytes, double exact) {
     return bytes.has_value() && *bytes <= exact && *bytes >= exact * 64 / 66;
   };
@@ -402,7 +402,7 @@ TEST(StepFloor, UnitsThatLeaveThreeTimesAStepCostThreeCrossingsEachWay) {
   for (std::uint32_t round = 0; round < 3; ++round) {
     for (std::uint32_t u = 0; u < 4; ++u) step.op(10'000, {u});
   }
-  const IterationProfile profile = step.profile(1);
+  const IterationProfile profile = step.profile(0);
   const LinkModel link;
   const double least = least_bytes_moved(profile, 64 * kMiB);
   EXPECT_LE(least, 12.0 * 64 * kMiB);
@@ -421,7 +421,7 @@ TEST(StepFloor, SkippingPairsThatCannotRaiseItGivesTheSameFloor) {
   int raised_by_a_search = 0;
   for (int trial = 0; trial < 80; ++trial) {
     SyntheticStep step = random_step(random, 3, 16, 8, 60, trial % 2 == 0 ? 200'000 : 5'000'000);
-    IterationProfile profile = step.profile(1 + random() % 4);
+    IterationProfile profile = step.profile(random() % 4);
     for (ProfileUnit& unit : profile.units) {
       if (random() % 5 == 0 && !unit.uses.empty()) unit.overwritten.assign(unit.uses.size(), 1);
     }
@@ -472,7 +472,7 @@ TEST(SwapPlanner, ALinkBoundStepStillFitsAndCostsNoLessThanTheFloor) {
 // units inside the grace.
 TEST(SwapPlanner, WhereTheGraceLeavesNoRoomAPlanCutsItAsFarAsItMust) {
   SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
-  const IterationProfile graced = step.profile(/*offload_delay=*/1 + 8);
+  const IterationProfile graced = step.profile(/*offload_delay=*/8);
   const LinkModel link;
   std::uint64_t budget = graced.total_bytes;
   while (budget > 0 && plan_auto(graced, budget, link).fits) budget -= 16 * kMiB;
@@ -480,17 +480,17 @@ TEST(SwapPlanner, WhereTheGraceLeavesNoRoomAPlanCutsItAsFarAsItMust) {
   ASSERT_FALSE(plan_auto(graced, budget, link).fits) << "the full grace leaves no room here";
   const Plan cut = plan_auto_cutting_grace(graced, budget, link);
   ASSERT_TRUE(cut.fits) << "budget " << budget / kMiB << " MiB";
-  EXPECT_GE(cut.offload_delay, 1u);
-  EXPECT_LT(cut.offload_delay, graced.offload_delay);
+  ASSERT_TRUE(cut.offload_delay.has_value());
+  EXPECT_LT(*cut.offload_delay, graced.offload_delay);
   // The largest of the halvings (4, 2, 1, 0 operations) that fits.
-  const std::size_t grace = cut.offload_delay - 1;
+  const std::size_t grace = *cut.offload_delay;
   if (grace < 4) {
     IterationProfile more = graced;
-    more.offload_delay = 1 + (grace == 0 ? 1 : 2 * grace);
-    EXPECT_FALSE(plan_auto(more, budget, link).fits) << "a longer grace would have fitted: " << 2 * grace;
+    more.offload_delay = grace == 0 ? 1 : 2 * grace;
+    EXPECT_FALSE(plan_auto(more, budget, link).fits) << "a longer grace would have fitted: " << more.offload_delay;
   }
   const IterationProfile planned = profile_for(graced, cut);
-  EXPECT_EQ(planned.offload_delay, cut.offload_delay);
+  EXPECT_EQ(planned.offload_delay, grace);
   // Refined like any plan that fits (plan_refinement.h): the trial measures
   // it, and keeps it if it is the fastest way.
   const Plan greedy = plan_auto(planned, budget, link, {}, /*refine=*/false);
@@ -502,11 +502,11 @@ TEST(SwapPlanner, WhereTheGraceLeavesNoRoomAPlanCutsItAsFarAsItMust) {
   EXPECT_TRUE(table.inside_grace);
   const std::size_t period = graced.period();
   for (const PlannedSwap& swap : cut.swaps) {
-    const std::size_t at = (swap.offload_after + cut.offload_delay) % period;
+    const std::size_t at = (swap.offload_after + grace) % period;
     const vmm::Unit* unit = graced.units[swap.unit].unit;
     EXPECT_TRUE(std::find(table.offloads.begin() + table.offload_begin[at], table.offloads.begin() + table.offload_begin[at + 1],
                           unit) != table.offloads.begin() + table.offload_begin[at + 1])
-        << "unit " << swap.unit << " goes out " << cut.offload_delay << " operations after its last use";
+        << "unit " << swap.unit << " goes out " << grace << " operations after its last use";
   }
   EXPECT_FALSE(make_trigger_table(graced, plan_auto(graced, graced.total_bytes / 2 + 64 * kMiB, link)).inside_grace);
 }
@@ -544,19 +544,18 @@ TEST(SwapPlanner, APeakNoPlanCanLowerLeavesTheOthersToThePlanNotToOnDemand) {
 // operations can go too, and fewer bytes are left over the target.
 TEST(SwapPlanner, WhereNoGraceFitsThePartialPlanLeavingOnDemandLessIsKept) {
   SyntheticStep step = cnn(8, 64 * kMiB, 4 * kMiB, 100'000);
-  const IterationProfile graced = step.profile(/*offload_delay=*/1 + 8);
+  const IterationProfile graced = step.profile(/*offload_delay=*/8);
   const LinkModel link;
-  // Below two layers' operands (each operation names 132 MiB; with the
-  // operation before it still on the device, about 200): nothing fits.
-  const std::uint64_t budget = 150 * kMiB;
+  // Below one operation's operands (each names 132 MiB): nothing fits.
+  const std::uint64_t budget = 130 * kMiB;
   IterationProfile ungraced = graced;
-  ungraced.offload_delay = 1;
+  ungraced.offload_delay = 0;
   ASSERT_FALSE(plan_auto(ungraced, budget, link).fits);
   const Plan full = plan_auto(graced, budget, link);
   ASSERT_FALSE(full.fits);
   const Plan kept = fit_by_cutting_grace(graced, budget, link, {}, full);
   EXPECT_FALSE(kept.fits);
-  EXPECT_EQ(kept.offload_delay, 1u) << "the grace cut to none";
+  EXPECT_EQ(kept.offload_delay, std::optional<std::size_t>(0)) << "the grace cut to none";
   EXPECT_LT(excess_left(graced, kept), excess_left(graced, full));
   EXPECT_TRUE(make_trigger_table(graced, kept).inside_grace);
 }
@@ -567,7 +566,7 @@ TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
   int kept_moves_more = 0;  // plans whose grace raises the least they could move
   for (int trial = 0; trial < 60; ++trial) {
     SyntheticStep step = random_step(random, 4, 24, 10, 80, 2'000'000);
-    const IterationProfile profile = step.profile(1 + random() % 9);
+    const IterationProfile profile = step.profile(random() % 9);
     const std::uint64_t budget = profile.total_bytes * (20 + random() % 70) / 100;
     const Plan plan = plan_auto(profile, budget, link);
     const PlanTiming timing = simulate(profile, plan, link);
@@ -607,7 +606,7 @@ TEST(SwapPlanner, TheGreedyOrderByCoverageWinsSomeLinkBoundStepsAndAutoKeepsTheF
   int coverage_faster = 0, compared = 0;
   for (int trial = 0; trial < 60; ++trial) {
     SyntheticStep step = random_step(random, 8, 24, 20, 80, 200'000);  // short kernels: the link sets the pace
-    const IterationProfile profile = step.profile(1 + random() % 3);
+    const IterationProfile profile = step.profile(random() % 3);
     const std::uint64_t budget = profile.total_bytes * (30 + random() % 50) / 100;
     const std::vector<PlannedSwap> pool = auto_candidates(profile, link, {});
     const Plan by_free_time = plan_auto_greedy(profile, budget, link, {}, pool, GapOrder::free_time);
@@ -695,7 +694,7 @@ TEST(SwapPlanner, OnLinkBoundStepsTheGreedyOnThePlansOwnTimelineWinsSomeAndNever
   int faster = 0, compared = 0;
   for (int trial = 0; trial < 60; ++trial) {
     SyntheticStep step = random_step(random, 8, 24, 20, 80, 200'000);  // short kernels: the link sets the pace
-    const IterationProfile profile = step.profile(1 + random() % 3);
+    const IterationProfile profile = step.profile(random() % 3);
     const std::uint64_t budget = profile.total_bytes * (30 + random() % 50) / 100;
     const Plan greedy = plan_auto(profile, budget, link, {}, /*refine=*/false);
     if (!greedy.fits || greedy.swaps.empty()) continue;
