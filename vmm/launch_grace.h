@@ -47,7 +47,7 @@ class LaunchGrace {
   // Counts one operation on the stream of `bit` (one bit set) and returns the
   // stamp to leave on every unit it names.
   std::uint64_t count(std::uint64_t bit) {
-    const unsigned stream = static_cast<unsigned>(std::countr_zero(bit)) % kStreams;
+    const unsigned stream = stream_of(bit);
     const std::uint64_t sequence = counters_[stream].operations.fetch_add(1, std::memory_order_relaxed) + 1;
     return (sequence << kStreamBits) | stream;
   }
@@ -71,13 +71,16 @@ class LaunchGrace {
     if (stamp == 0 || operations_ == 0) return false;
     const unsigned stream = static_cast<unsigned>(stamp & (kStreams - 1));
     std::uint64_t now = counters_[stream].operations.load(std::memory_order_relaxed);
-    if (enqueued_bit != 0 && static_cast<unsigned>(std::countr_zero(enqueued_bit)) % kStreams == stream) ++now;
+    if (enqueued_bit != 0 && stream_of(enqueued_bit) == stream) ++now;
     return now - (stamp >> kStreamBits) <= operations_;
   }
 
  private:
   static constexpr unsigned kStreamBits = 6;  // log2(kStreams)
   static_assert(kStreams == 1u << kStreamBits);
+
+  // The counter of a stream's bit (one bit set).
+  static unsigned stream_of(std::uint64_t bit) { return static_cast<unsigned>(std::countr_zero(bit)) % kStreams; }
 
   struct alignas(64) Counter {  // a line each: streams run on different threads
     std::atomic<std::uint64_t> operations{0};

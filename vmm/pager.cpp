@@ -1,10 +1,10 @@
 #include "vmm/pager.h"
 
 #include <algorithm>
-#include <utility>
 #include <bit>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 

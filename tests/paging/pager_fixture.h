@@ -74,6 +74,17 @@ inline vmm::PagerOptions test_pager_options() {
   return options;
 }
 
+// The pattern the tests write: byte i of `seed`'s is i * 31 + seed.
+inline void fill_pattern(unsigned char* out, std::uint64_t bytes, unsigned seed) {
+  for (std::uint64_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>(i * 31 + seed);
+}
+inline bool has_pattern(const unsigned char* data, std::uint64_t bytes, unsigned seed) {
+  for (std::uint64_t i = 0; i < bytes; ++i) {
+    if (data[i] != static_cast<unsigned char>(i * 31 + seed)) return false;
+  }
+  return true;
+}
+
 class PagerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -99,7 +110,7 @@ class PagerTest : public ::testing::Test {
   // Copies `bytes` of a pattern into a paged allocation, as a copy hook would.
   void write(CUdeviceptr p, std::uint64_t bytes, unsigned seed) {
     std::vector<unsigned char> data(bytes);
-    for (std::uint64_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(i * 31 + seed);
+    fill_pattern(data.data(), bytes, seed);
     vmm::Access access;
     ASSERT_EQ(pager_->prepare_range(p, bytes, nullptr, false, access), CUDA_SUCCESS);
     ASSERT_EQ(cuMemcpyHtoD(p, data.data(), bytes), CUDA_SUCCESS);
@@ -124,10 +135,7 @@ class PagerTest : public ::testing::Test {
     vmm::Access access;
     EXPECT_EQ(pager_->prepare_range(p, bytes, nullptr, false, access), CUDA_SUCCESS);
     EXPECT_EQ(cuMemcpyDtoH(data.data(), p, bytes), CUDA_SUCCESS);
-    for (std::uint64_t i = 0; i < bytes; ++i) {
-      if (data[i] != static_cast<unsigned char>(i * 31 + seed)) return false;
-    }
-    return true;
+    return has_pattern(data.data(), bytes, seed);
   }
 
   trace::Recorder recorder_{1000};

@@ -2,6 +2,7 @@
 // simulated driver: units offloaded and prefetched at arbitrary moments,
 // between asynchronous writes on a program stream, never lose a byte. A
 // plan can be early, late or wrong; the data must not care.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <random>
@@ -19,6 +20,34 @@ namespace {
 
 class ScheduledMovesTest : public PagerTest {};
 
+// Units by buffer, caught from `feed` (anything with a `last`: the first
+// unit of the last operation it heard of) as each is touched once more.
+template <typename Feed>
+std::vector<vmm::Unit*> units_of(vmm::Pager& pager, Feed& feed, std::span<const CUdeviceptr> buffers,
+                                 std::uint64_t bytes = kChunk) {
+  std::vector<vmm::Unit*> units;
+  for (const CUdeviceptr p : buffers) {
+    vmm::Access access;
+    EXPECT_EQ(pager.prepare_range(p, bytes, nullptr, false, access), CUDA_SUCCESS);
+    access.release();
+    EXPECT_NE(feed.last, nullptr);
+    units.push_back(feed.last);
+  }
+  return units;
+}
+
+// `count` page-locked host buffers of `bytes` (the caller frees them with
+// cuMemFreeHost).
+std::vector<unsigned char*> pinned_buffers(unsigned count, std::uint64_t bytes) {
+  std::vector<unsigned char*> buffers;
+  for (unsigned i = 0; i < count; ++i) {
+    void* p = nullptr;
+    EXPECT_EQ(cuMemAllocHost(&p, bytes), CUDA_SUCCESS);
+    buffers.push_back(static_cast<unsigned char*>(p));
+  }
+  return buffers;
+}
+
 TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing) {
   constexpr std::uint64_t kBytes = kChunk;
   constexpr unsigned kBuffers = 12;  // three times the cap
@@ -27,29 +56,18 @@ TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing)
   pager_->set_access_feed(&catcher);
 
   std::array<CUdeviceptr, kBuffers> buffers{};
-  std::array<vmm::Unit*, kBuffers> units{};
   std::array<unsigned, kBuffers> version{};
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kBytes));
-  for (unsigned i = 0; i < kBuffers; ++i) {
-    vmm::Access access;
-    ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, nullptr, false, access), CUDA_SUCCESS);
-    access.release();
-    units[i] = catcher.last;
-    ASSERT_NE(units[i], nullptr);
-    version[i] = i;
-  }
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers, kBytes);
+  ASSERT_EQ(std::count(units.begin(), units.end(), nullptr), 0);
+  for (unsigned i = 0; i < kBuffers; ++i) version[i] = i;
 
   CUstream stream = nullptr;
   ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   // Pinned sources, reused once the stream has drained: the copies read
   // them when they run, not when they are issued.
   constexpr unsigned kSources = 8;
-  std::array<unsigned char*, kSources> sources{};
-  for (auto& source : sources) {
-    void* p = nullptr;
-    ASSERT_EQ(cuMemAllocHost(&p, kBytes), CUDA_SUCCESS);
-    source = static_cast<unsigned char*>(p);
-  }
+  const std::vector<unsigned char*> sources = pinned_buffers(kSources, kBytes);
 
   std::mt19937 random(2026);
   unsigned next_source = 0, writes = 0, moves = 0, checks = 0;
@@ -63,7 +81,7 @@ TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing)
         }
         version[i] += kBuffers;
         unsigned char* source = sources[next_source++];
-        for (std::uint64_t b = 0; b < kBytes; ++b) source[b] = static_cast<unsigned char>(b * 31 + version[i]);
+        fill_pattern(source, kBytes, version[i]);
         vmm::Access access;
         ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, stream, false, access), CUDA_SUCCESS);
         ASSERT_EQ(cuMemcpyHtoDAsync(buffers[i], source, kBytes, stream), CUDA_SUCCESS);
@@ -103,7 +121,7 @@ TEST_F(ScheduledMovesTest, MovesAtAnyMomentBetweenAsynchronousWritesLoseNothing)
 // each reads or keeps is the one it should.
 class RandomMovesAsFed final : public vmm::AccessFeed {
  public:
-  RandomMovesAsFed(vmm::Pager& pager, std::span<vmm::Unit* const> units) : pager_(pager), units_(units) {}
+  explicit RandomMovesAsFed(vmm::Pager& pager) : pager_(pager) {}
   bool accessed(const vmm::AccessRecord& record) noexcept override {
     last = record.count > 0 ? record.units[0] : nullptr;
     if (!armed) return false;
@@ -113,20 +131,20 @@ class RandomMovesAsFed final : public vmm::AccessFeed {
           if (record.count > 0) moves += pager_.offload_unit(record.units[random_() % record.count], false) ? 1 : 0;
           own += 1;
           break;
-        case 1: moves += pager_.offload_unit(units_[random_() % units_.size()], false) ? 1 : 0; break;
-        case 2: moves += pager_.prefetch_unit(units_[random_() % units_.size()]) ? 1 : 0; break;
+        case 1: moves += pager_.offload_unit(units[random_() % units.size()], false) ? 1 : 0; break;
+        case 2: moves += pager_.prefetch_unit(units[random_() % units.size()]) ? 1 : 0; break;
         default: break;
       }
     }
     return false;
   }
   vmm::Unit* last = nullptr;
+  std::vector<vmm::Unit*> units;  // what it may move besides the operation's own (armed: not empty)
   bool armed = false;
   unsigned moves = 0, own = 0;
 
  private:
   vmm::Pager& pager_;
-  std::span<vmm::Unit* const> units_;
   std::mt19937 random_{1128};
 };
 
@@ -134,29 +152,18 @@ TEST_F(ScheduledMovesTest, MovesAsEachOperationIsEnqueuedLoseNothing) {
   constexpr std::uint64_t kBytes = 2 * kChunk;
   constexpr unsigned kBuffers = 10;  // two and a half times the cap
   make_pager(8 * kChunk, std::nullopt, [](vmm::PagerOptions& options) { options.grace_operations = 0; });
-  std::array<vmm::Unit*, kBuffers> units{};
-  RandomMovesAsFed feed(*pager_, units);
+  RandomMovesAsFed feed(*pager_);
   pager_->set_access_feed(&feed);
   std::array<CUdeviceptr, kBuffers> buffers{};
   std::array<unsigned, kBuffers> version{};
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kBytes));
-  for (unsigned i = 0; i < kBuffers; ++i) {
-    vmm::Access access;
-    ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, nullptr, false, access), CUDA_SUCCESS);
-    access.release();
-    units[i] = feed.last;
-    version[i] = i;
-  }
+  feed.units = units_of(*pager_, feed, buffers, kBytes);
+  for (unsigned i = 0; i < kBuffers; ++i) version[i] = i;
   CUstream stream = nullptr;
   ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   // Pinned sources and read-backs, reused once the stream has drained.
   constexpr unsigned kSlots = 6;
-  std::array<unsigned char*, kSlots> slots{};
-  for (auto& slot : slots) {
-    void* p = nullptr;
-    ASSERT_EQ(cuMemAllocHost(&p, kBytes), CUDA_SUCCESS);
-    slot = static_cast<unsigned char*>(p);
-  }
+  const std::vector<unsigned char*> slots = pinned_buffers(kSlots, kBytes);
   struct Read {
     unsigned char* into;
     unsigned expected;
@@ -166,9 +173,8 @@ TEST_F(ScheduledMovesTest, MovesAsEachOperationIsEnqueuedLoseNothing) {
   const auto drain = [&] {
     ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
     for (const Read& read : reads) {
-      bool same = true;
-      for (std::uint64_t b = 0; b < kBytes && same; ++b) same = read.into[b] == static_cast<unsigned char>(b * 31 + read.expected);
-      EXPECT_TRUE(same) << "a read enqueued before its unit went out saw other bytes (version " << read.expected << ")";
+      EXPECT_TRUE(has_pattern(read.into, kBytes, read.expected))
+          << "a read enqueued before its unit went out saw other bytes (version " << read.expected << ")";
       ++checked;
     }
     reads.clear();
@@ -186,7 +192,7 @@ TEST_F(ScheduledMovesTest, MovesAsEachOperationIsEnqueuedLoseNothing) {
       case 0: {  // a write of a new version
         version[i] += kBuffers;
         unsigned char* source = slots[next_slot++];
-        for (std::uint64_t b = 0; b < kBytes; ++b) source[b] = static_cast<unsigned char>(b * 31 + version[i]);
+        fill_pattern(source, kBytes, version[i]);
         ASSERT_EQ(pager_->prepare_range(buffers[i], kBytes, stream, false, access), CUDA_SUCCESS);
         ASSERT_EQ(cuMemcpyHtoDAsync(buffers[i], source, kBytes, stream), CUDA_SUCCESS);
         ++writes;
@@ -252,18 +258,6 @@ TEST_F(ScheduledMovesTest, APrefetchedUnitFreedBeforeItsUseIsNotWrittenAfterItsC
 
 // The launch grace off: a unit may go the moment its last user is issued.
 void without_grace(vmm::PagerOptions& options) { options.grace_operations = 0; }
-
-// Units by buffer, caught from the feed as each is touched once more.
-std::vector<vmm::Unit*> units_of(vmm::Pager& pager, UnitCatcher& catcher, std::span<const CUdeviceptr> buffers) {
-  std::vector<vmm::Unit*> units;
-  for (const CUdeviceptr p : buffers) {
-    vmm::Access access;
-    EXPECT_EQ(pager.prepare_range(p, kChunk, nullptr, false, access), CUDA_SUCCESS);
-    access.release();
-    units.push_back(catcher.last);
-  }
-  return units;
-}
 
 // Saves queue on the copy-out engine; a prefetch given the chunks of the
 // last one must not overwrite them before that save has read them.
@@ -400,7 +394,7 @@ class OffloadAsFed final : public vmm::AccessFeed {
 // pager as a copy hook makes it; the feed hears of it as it is enqueued.
 void write_async(vmm::Pager& pager, CUdeviceptr x, std::uint64_t bytes, unsigned seed, CUstream stream,
                  unsigned char* pinned) {
-  for (std::uint64_t b = 0; b < bytes; ++b) pinned[b] = static_cast<unsigned char>(b * 31 + seed);
+  fill_pattern(pinned, bytes, seed);
   vmm::Access access;
   ASSERT_EQ(pager.prepare_range(x, bytes, stream, false, access), CUDA_SUCCESS);
   ASSERT_EQ(cuMemcpyHtoDAsync(x, pinned, bytes, stream), CUDA_SUCCESS);
