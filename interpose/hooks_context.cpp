@@ -1,3 +1,9 @@
+// Streams the program makes: after the real call, the pager lists each
+// non-blocking one, so that cuMemFree can wait for the program's work
+// without waiting for the pager's own copies (vmm/program_streams.h). A
+// green context's stream is not listed: from then on a free synchronises
+// whole contexts.
+//
 // Streams and contexts the program destroys: before the real call, while
 // they still exist, the pager waits for their work and frees the stream
 // bits that named them (a new stream may get the same handle, and must not
@@ -17,6 +23,35 @@ vmm::Pager* existing_pager() {
 }
 
 }  // namespace
+
+VGPUMEM_HOOK_DEFINE(cuStreamCreate, (CUstream* stream, unsigned flags), (stream, flags)) {
+  Runtime::get().count(HookId::cuStreamCreate);
+  const CUresult result = REAL(cuStreamCreate)(stream, flags);
+  if (result == CUDA_SUCCESS) {
+    if (vmm::Pager* pager = Runtime::get().pager()) pager->stream_created(*stream, flags);
+  }
+  return result;
+}
+
+VGPUMEM_HOOK_DEFINE(cuStreamCreateWithPriority, (CUstream* stream, unsigned flags, int priority),
+                    (stream, flags, priority)) {
+  Runtime::get().count(HookId::cuStreamCreateWithPriority);
+  const CUresult result = REAL(cuStreamCreateWithPriority)(stream, flags, priority);
+  if (result == CUDA_SUCCESS) {
+    if (vmm::Pager* pager = Runtime::get().pager()) pager->stream_created(*stream, flags);
+  }
+  return result;
+}
+
+VGPUMEM_HOOK_DEFINE(cuGreenCtxStreamCreate, (CUstream* stream, CUgreenCtx context, unsigned flags, int priority),
+                    (stream, context, flags, priority)) {
+  Runtime::get().count(HookId::cuGreenCtxStreamCreate);
+  const CUresult result = REAL(cuGreenCtxStreamCreate)(stream, context, flags, priority);
+  if (result == CUDA_SUCCESS) {
+    if (vmm::Pager* pager = Runtime::get().pager()) pager->stream_created(*stream, flags, false);
+  }
+  return result;
+}
 
 VGPUMEM_HOOK_DEFINE(cuStreamDestroy_v2, (CUstream stream), (stream)) {
   Runtime::get().count(HookId::cuStreamDestroy_v2);

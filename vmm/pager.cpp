@@ -246,6 +246,50 @@ CUresult Pager::synchronize_device(int device) {
   return result;
 }
 
+// cuMemFree's wait: every stream of the program's on the device has run
+// what it was given, the pager's own copies not waited for
+// (vmm/program_streams.h; release_unit waits for the freed unit's own). An
+// event on each context's legacy default stream reaches the blocking
+// streams there, and each listed non-blocking stream is waited for itself.
+// Where a non-blocking stream may be unlisted, or an event cannot be had,
+// the contexts are synchronised whole.
+CUresult Pager::wait_for_program_work(int device) {
+  if (!program_streams_.complete()) {
+    frees_waiting_for_contexts_.fetch_add(1, std::memory_order_relaxed);
+    return synchronize_device(device);
+  }
+  CUresult result = CUDA_SUCCESS;
+  const auto keep = [&result](CUresult r) {
+    if (r != CUDA_SUCCESS && result == CUDA_SUCCESS) result = r;
+  };
+  bool whole = false;
+  const auto through_legacy_stream = [&](CUcontext context) {
+    ContextScope in(driver_, context);
+    CUevent passed = nullptr;
+    if (driver_.event_create(&passed, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
+      whole = true;
+      return;
+    }
+    if (driver_.event_record(passed, CU_STREAM_LEGACY) == CUDA_SUCCESS) {
+      keep(driver_.event_synchronize(passed));
+    } else {
+      whole = true;
+    }
+    driver_.event_destroy(passed);
+  };
+  streams_.for_each_context(device, through_legacy_stream);
+  if (auto it = devices_.find(device); it != devices_.end() && it->second->context != nullptr) {
+    through_legacy_stream(it->second->context);
+  }
+  if (whole) {
+    frees_waiting_for_contexts_.fetch_add(1, std::memory_order_relaxed);
+    return synchronize_device(device);
+  }
+  program_streams_.for_each_on(device, [&](CUstream stream) { keep(driver_.stream_synchronize(stream)); });
+  frees_waiting_for_program_.fetch_add(1, std::memory_order_relaxed);
+  return result;
+}
+
 // The pager's own copies on `state`'s device are done (a fallback where an
 // event could not be had).
 void Pager::drain_copy_stream(DeviceState& state) {
@@ -1146,7 +1190,7 @@ bool Pager::free(CUdeviceptr address, CUresult* result) {
     return true;
   }
   // cuMemFree synchronises: the work that may still use the memory is done.
-  if ((*result = synchronize_device(it->second.unit->device)) != CUDA_SUCCESS) return true;
+  if ((*result = wait_for_program_work(it->second.unit->device)) != CUDA_SUCCESS) return true;
   release_allocation(it);
   return true;
 }
@@ -1272,7 +1316,7 @@ void Pager::reap_freed_allocations() {
     for (std::uint64_t address : frees) {
       auto it = allocations_.find(address);
       if (it == allocations_.end()) continue;
-      synchronize_device(it->second.unit->device);  // cuMemFree's own wait, owed since the capture
+      wait_for_program_work(it->second.unit->device);  // cuMemFree's own wait, owed since the capture
       release_allocation(it);
     }
   }
@@ -1362,9 +1406,27 @@ void Pager::forget_stream_bits(std::uint64_t bits) {
   }
 }
 
+void Pager::stream_created(CUstream stream, unsigned flags, bool listed) {
+  std::lock_guard lock(mutex_);
+  if (!listed) {
+    program_streams_.lost_track();
+    return;
+  }
+  CUcontext context = nullptr;
+  int device = -1;
+  if (driver_.stream_get_context != nullptr && driver_.stream_get_context(stream, &context) == CUDA_SUCCESS &&
+      driver_.context_get_device != nullptr) {
+    ContextScope in(driver_, context);
+    CUdevice its = -1;
+    if (driver_.context_get_device(&its) == CUDA_SUCCESS) device = its;
+  }
+  program_streams_.created(stream, flags, context, device);  // device -1: waited for on every device
+}
+
 void Pager::stream_destroyed(CUstream stream) {
   std::lock_guard lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
+  program_streams_.destroyed(stream);
   const std::uint64_t bit = streams_.find(stream);
   if (bit == 0) return;
   {
@@ -1390,6 +1452,7 @@ void Pager::context_destroyed(CUcontext context) {
     if (state->context == context) retire_device_context(*state);
   }
   forget_stream_bits(streams_.retire_context(context));
+  program_streams_.context_destroyed(context);
 }
 
 void Pager::primary_context_reset(int device) {
@@ -1615,6 +1678,11 @@ nlohmann::json Pager::summary() const {
           {"bytes_offloaded", bytes_offloaded_.load()},
           {"bytes_prefetched", bytes_prefetched_.load()},
           {"context_synchronizations", context_syncs_.load()},
+          {"frees_waiting",
+           {{"for_program_streams", frees_waiting_for_program_.load()},
+            {"for_whole_contexts", frees_waiting_for_contexts_.load()},
+            {"streams_listed", program_streams_.size()},
+            {"every_stream_listed", program_streams_.complete()}}},
           {"mappings", {{"made", home_mappings_.load()}, {"chunks", chunks_mapped_.load()}}},
           {"grace",
            {{"operations", grace_.operations()},

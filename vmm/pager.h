@@ -46,6 +46,7 @@
 #include "vmm/pager_control.h"
 #include "vmm/pager_phases.h"
 #include "vmm/pointer_tables.h"
+#include "vmm/program_streams.h"
 #include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
 #include "vmm/unit.h"
@@ -233,6 +234,12 @@ class Pager final : public PagerControl {
   // copied in, pinned resident for good (LifetimePin::exported).
   CUresult real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAllocationHandle* out);
 
+  // ---- Streams the program makes (after the real call): a non-blocking
+  // one is listed, so that cuMemFree can wait for the program's work alone
+  // (vmm/program_streams.h); one made by a call the shim cannot list
+  // (`listed` false) makes every free synchronise whole contexts again.
+  void stream_created(CUstream stream, unsigned flags, bool listed = true);
+
   // ---- Streams and contexts the program destroys (called before the real
   // call, while they still exist): their work is waited for, and their
   // stream bits are free for new streams.
@@ -390,6 +397,7 @@ class Pager final : public PagerControl {
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
   CUresult synchronize_device(int device);
+  CUresult wait_for_program_work(int device);
   void forget_stream_bits(std::uint64_t bits);
   void retire_device_context(DeviceState& state);
   void drain_copy_stream(DeviceState& state);
@@ -462,6 +470,7 @@ class Pager final : public PagerControl {
   GranuleIndex index_;
   PointerTables tables_{index_};
   StreamRegistry streams_;
+  ProgramStreams program_streams_;  // under mutex_
   std::atomic<std::uint64_t> tick_{1};
   LaunchGrace grace_;
   LinkMeter link_meter_{driver_};  // under mutex_, but for its rates
@@ -509,6 +518,7 @@ class Pager final : public PagerControl {
   // (LibraryCallScope), those bytes, and calls that failed and had them restored.
   std::atomic<std::uint64_t> overwritten_fetches_{0}, bytes_not_fetched_{0}, overwrites_restored_{0};
   std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
+  std::atomic<std::uint64_t> frees_waiting_for_program_{0}, frees_waiting_for_contexts_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
   std::atomic<std::uint64_t> lifetime_pinned_bytes_[kLifetimePinReasons] = {};  // by LifetimePin bit
   std::atomic<std::uint64_t> stalls_{0};        // operations made to wait for a unit on its way in

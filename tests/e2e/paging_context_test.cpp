@@ -43,5 +43,17 @@ TEST(PagingContexts, StreamsDestroyedAndMadeAgainKeepEveryByte) {
   EXPECT_EQ(run.trace["vgpumem"]["paging"]["context_synchronizations"].get<int>(), 0);
 }
 
+// A free returns once the program's work on every kind of stream is done
+// (the probe checks each stream right after its free), without waiting for
+// whole contexts: the non-blocking streams were listed as they were made.
+TEST(PagingContexts, AFreeWaitsForTheProgramsWorkOnEveryKindOfStream) {
+  const PagedRun run = run_paged("frees", {program("context_probe"), "frees"}, "12MiB");
+  ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "frees ok", kCap));
+  const auto& paging = run.trace["vgpumem"]["paging"];
+  EXPECT_GT(paging["offloads"].get<int>(), 0);
+  EXPECT_GE(paging["frees_waiting"]["for_program_streams"].get<int>(), 5);
+  EXPECT_EQ(paging["frees_waiting"]["for_whole_contexts"].get<int>(), 0);
+}
+
 }  // namespace
 }  // namespace vgpumem::test

@@ -8,6 +8,10 @@
 //   context_probe streams    one context, 70 streams made and destroyed in
 //                            turn, each used for one round of kernels (more
 //                            streams than the pager has bits)
+//   context_probe frees      one context: a buffer freed while a 1 ms kernel
+//                            runs on a stream of each kind (non-blocking,
+//                            non-blocking with a priority, blocking, legacy,
+//                            per-thread), with buffers paging around it
 //
 // Each context: four 4 MiB buffers and a non-blocking stream; three rounds
 // of a kernel adding one to every buffer, on its context's stream, with the
@@ -67,15 +71,69 @@ int streams() {
   return 0;
 }
 
+// cuMemFree is a barrier for the program's work without vgpumem: with it too,
+// whichever kind of stream the work is on. Prints "frees early on stream
+// <i>" (exit 4) when a free returned with a kernel launched before it still
+// running.
+int frees() {
+  use_primary_context();
+  CUfunction add = register_add_one("probe_add_one", kInts);
+  static const auto nothing = [](void**, const vgpusimLaunch*, void*) {};
+  CUfunction busy = register_probe_kernel("probe_busy_1ms", nothing, {}, nullptr, 1e6);
+  constexpr int kPaged = 6;  // 24 MiB under the 12 MiB cap: they page
+  std::vector<CUdeviceptr> buffers(kPaged);
+  for (int b = 0; b < kPaged; ++b) {
+    CHECK(cuMemAlloc(&buffers[b], kBufferBytes));
+    CHECK(cuMemsetD32(buffers[b], static_cast<unsigned>(b), kInts));
+  }
+  CUstream non_blocking = nullptr, prioritized = nullptr, blocking = nullptr;
+  CHECK(cuStreamCreate(&non_blocking, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamCreateWithPriority(&prioritized, CU_STREAM_NON_BLOCKING, 0));
+  CHECK(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+  const CUstream streams[] = {non_blocking, prioritized, blocking, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
+  int round = 0;
+  for (const CUstream stream : streams) {
+    for (CUdeviceptr& p : buffers) {
+      void* params[] = {&p};
+      CHECK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, non_blocking, params, nullptr));
+    }
+    CUdeviceptr freed = 0;
+    CHECK(cuMemAlloc(&freed, 1u << 20));
+    CHECK(cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    CHECK(cuMemFree(freed));
+    if (cuStreamQuery(stream) != CUDA_SUCCESS) {
+      std::printf("frees early on stream %d\n", round);
+      return 4;
+    }
+    ++round;
+  }
+  CHECK(cuCtxSynchronize());
+  std::vector<int> back(kInts);
+  for (int b = 0; b < kPaged; ++b) {
+    CHECK(cuMemcpyDtoH(back.data(), buffers[b], kBufferBytes));
+    for (std::size_t k = 0; k < kInts; ++k) {
+      if (back[k] != b + round) {
+        std::printf("frees mismatch buffer %d int %zu: %d, expected %d\n", b, k, back[k], b + round);
+        return 4;
+      }
+    }
+  }
+  for (CUstream stream : {non_blocking, prioritized, blocking}) CHECK(cuStreamDestroy(stream));
+  for (CUdeviceptr p : buffers) CHECK(cuMemFree(p));
+  std::printf("frees ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "contexts" && mode != "devices" && mode != "streams") {
-    std::fprintf(stderr, "usage: context_probe contexts|devices|streams\n");
+  if (mode != "contexts" && mode != "devices" && mode != "streams" && mode != "frees") {
+    std::fprintf(stderr, "usage: context_probe contexts|devices|streams|frees\n");
     return 2;
   }
   if (mode == "streams") return streams();
+  if (mode == "frees") return frees();
   CHECK(cuInit(0));
   Side sides[2];
   for (int s = 0; s < 2; ++s) {

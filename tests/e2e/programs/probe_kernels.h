@@ -1,6 +1,6 @@
 // Simulated kernels for the e2e probe programs: registered with the
 // simulated driver (found with dlsym, so a probe runs the same under the
-// shim), each taking 10 us of simulated time.
+// shim), each taking 10 us of simulated time unless told otherwise.
 #pragma once
 
 #include <dlfcn.h>
@@ -13,7 +13,7 @@
 #include "vgpusim.h"
 
 inline CUfunction register_probe_kernel(const char* name, vgpusimKernelFn body, std::vector<size_t> sizes,
-                                        void* user = nullptr) {
+                                        void* user = nullptr, double duration_ns = 10000) {
   using Register = CUresult (*)(const vgpusimKernelDesc*, CUfunction*);
   auto reg = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "vgpusimRegisterKernel"));
   if (reg == nullptr) std::exit(3);
@@ -22,7 +22,7 @@ inline CUfunction register_probe_kernel(const char* name, vgpusimKernelFn body, 
   desc.body = body;
   desc.paramCount = static_cast<unsigned>(sizes.size());
   desc.paramSizes = sizes.data();
-  desc.durationNs = 10000;
+  desc.durationNs = duration_ns;
   desc.user = user;
   CUfunction kernel = nullptr;
   CHECK(reg(&desc, &kernel));
