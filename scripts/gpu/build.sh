@@ -21,7 +21,7 @@ mkdir -p "$out" "$gen" "$B/lib"
 "$NVCC" -cubin -arch=sm_90 -O3 "$here/kernels.cu" -o "$gen/kernels.cubin"
 "$CUDA/bin/bin2c" --name kernels_cubin --const "$gen/kernels.cubin" > "$gen/kernels_cubin.h"
 
-for p in vmm fault bandwidth capture lookup shim paging context; do
+for p in vmm fault bandwidth capture lookup shim paging context frees; do
   "$NVCC" -x c++ -O2 -std=c++17 -cudart none -Xcompiler=-static-libstdc++,-static-libgcc -I"$gen" -I"$here" "$here/probe_$p.cu" -o "$out/probe_$p" \
     -L"$CUDA/lib64/stubs" -lcuda -ldl -lpthread &
 done

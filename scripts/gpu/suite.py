@@ -242,7 +242,16 @@ def probe_specs(suite):
         (("probe-cap1g", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB"}, 90), {"shim": True, "trace": True}),
         (("probe-cap1g-torture", [probe, "3072", "64", "3"], {"VGPUMEM_LIMIT": "1GiB", "VGPUMEM_CHECK": "torture"}, 150),
          {"shim": True, "trace": True}),
-    ] + memcheck_specs(suite, 150, 200)
+    ] + frees_specs(suite) + memcheck_specs(suite, 150, 200)
+
+
+def frees_specs(suite):
+    """What cuMemFree waits for: the driver's own answer, and vgpumem's with the allocations paged."""
+    probe = os.path.join(suite.probes, "probe_frees")
+    return [
+        (("frees-noshim", [probe], {}, 60), {}),
+        (("frees-cap1g", [probe], {"VGPUMEM_LIMIT": "1GiB"}, 60), {"shim": True, "trace": True}),
+    ]
 
 
 def part_probe(suite):
