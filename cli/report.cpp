@@ -192,6 +192,17 @@ void paging_section(std::ostream& out, const nlohmann::json& summary) {
   // (Device time: on the simulated driver, simulated, unlike the wall time traced.)
   out << "  the program's work waited " << ms(stall) << " for its data, before " << count(paging, "stalled_operations")
       << " operations\n";
+  if (const nlohmann::json& frees = member(paging, "frees_waiting"); frees.is_object()) {
+    const std::uint64_t alone = count(frees, "for_program_streams"), whole = count(frees, "for_whole_contexts");
+    if (alone + whole > 0) {
+      out << "  cuMemFree: " << alone << (alone == 1 ? " free" : " frees") << " waited for the program's work alone";
+      if (whole > 0) {
+        out << "; " << whole << " also for vgpumem's queued copies (whole contexts: the program made a stream "
+            << "vgpumem could not list, a green context's)";
+      }
+      out << "\n";
+    }
+  }
   if (const std::uint64_t spared = count(paging, "bytes_not_fetched"); spared > 0) {
     out << "  not copied back: " << format_bytes(spared) << " that library calls overwrote whole ("
         << count(paging, "overwritten_fetches") << " buffers)\n";

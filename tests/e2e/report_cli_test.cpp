@@ -76,6 +76,11 @@ TEST(ReportCommand, SaysWhatTheRunDidWithTheTracesOwnNumbers) {
                            " buffers sent out, " + std::to_string(victims["in_order"].get<std::uint64_t>()) +
                            " of them by the learned step's furthest next use"))
       << out;
+  // The trainer frees its tensors at the end: each free waited for its work alone.
+  const std::uint64_t frees = summary["paging"]["frees_waiting"]["for_program_streams"].get<std::uint64_t>();
+  EXPECT_GT(frees, 0u);
+  EXPECT_TRUE(has(out, "cuMemFree: " + std::to_string(frees) + " frees waited for the program's work alone\n"))
+      << out;
   const nlohmann::json& schedule = summary["schedule"];
   EXPECT_TRUE(has(out, "found: a step of " + std::to_string(schedule["period"].get<std::uint64_t>()) + " operations"))
       << out;
