@@ -250,7 +250,9 @@ CUresult Pager::synchronize_device(int device) {
 // what it was given, the pager's own copies not waited for
 // (vmm/program_streams.h; release_unit waits for the freed unit's own). An
 // event on each context's legacy default stream reaches the blocking
-// streams there, and each listed non-blocking stream is waited for itself.
+// streams there, and each listed non-blocking stream is waited for itself,
+// as is every stream the registry named (one no hook saw made, once it did
+// paged work).
 // Where a non-blocking stream may be unlisted, or an event cannot be had,
 // the contexts are synchronised whole.
 CUresult Pager::wait_for_program_work(int device) {
@@ -286,6 +288,13 @@ CUresult Pager::wait_for_program_work(int device) {
     return synchronize_device(device);
   }
   program_streams_.for_each_on(device, [&](CUstream stream) { keep(driver_.stream_synchronize(stream)); });
+  // And every stream that named paged memory on the device: one made where
+  // no hook saw it is waited for all the same once it has done paged work.
+  for (unsigned bit = 0; bit < StreamRegistry::kNamed; ++bit) {
+    const StreamRegistry::Named named = streams_.named(bit);
+    if (named.context == nullptr || named.stream == CU_STREAM_LEGACY || named.device != device) continue;
+    keep(driver_.stream_synchronize(named.stream));
+  }
   frees_waiting_for_program_.fetch_add(1, std::memory_order_relaxed);
   return result;
 }

@@ -129,6 +129,30 @@ INSTANTIATE_TEST_SUITE_P(EveryStreamKind, FreeBarrierStreamTest,
                                          StreamKind::non_blocking, StreamKind::unlisted_non_blocking),
                          name_of);
 
+// A non-blocking stream no hook saw made, which has done paged work, is
+// waited for too: the registry named it at that work.
+TEST_F(FreeBarrierTest, AStreamNoHookSawMadeIsWaitedForOnceItNamedPagedMemory) {
+  make_pager(64 * kMiB);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);  // the pager is not told
+  CUdeviceptr used = 0, freed = 0;
+  ASSERT_EQ(pager_->allocate(0, kChunk, &used), CUDA_SUCCESS);
+  ASSERT_EQ(pager_->allocate(0, kChunk, &freed), CUDA_SUCCESS);
+  {
+    vmm::Access access;
+    const std::uint64_t word = used;
+    ASSERT_EQ(pager_->prepare(&word, 1, stream, false, access), CUDA_SUCCESS);
+    ASSERT_EQ(cuLaunchKernel(long_kernel(), 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(cuStreamQuery(stream), CUDA_ERROR_NOT_READY);
+  ASSERT_TRUE(free(freed));
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_SUCCESS) << "the free returned with the unlisted stream's kernel running";
+  EXPECT_EQ(frees_waiting("for_program_streams"), 1u);
+  ASSERT_TRUE(free(used));
+  pager_->stream_destroyed(stream);
+  ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
 std::uint64_t listed(const vmm::Pager& pager) {
   return pager.summary()["frees_waiting"]["streams_listed"].get<std::uint64_t>();
 }
