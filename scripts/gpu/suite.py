@@ -289,11 +289,12 @@ def part_more(suite):
 
 def part_diag(suite):
     """Why the slow path is slow and whether CUPTI names our launches: what mapping a unit back costs and
-    why (probe_vmm map_like_the_pager, alone), the CUPTI probe and memcheck side by side, then ResNet-50
+    why (probe_vmm map_like_the_pager, alone), the CUPTI probe, what cuMemFree waits for (probe_frees, with
+    and without the shim) and memcheck side by side, then ResNet-50
     and GPT-2 at half their peak under lru and auto with the pager's host time by part."""
     suite.run("probe-vmm-map", [os.path.join(suite.probes, "probe_vmm"), "map_like_the_pager"], {}, 90)
     suite.run_parallel([(("probe-cupti", [os.path.join(suite.probes, "probe_cupti")], {}, 60), {})] +
-                       memcheck_specs(suite, 90, 120))
+                       frees_specs(suite) + memcheck_specs(suite, 90, 120))
     part_learned(suite, ("resnet50",))
     part_blocks(suite)
     part_learned(suite, ("gpt2",), steps=8)
