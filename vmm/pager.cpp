@@ -204,7 +204,15 @@ CUresult Pager::record_on_stream(CUstream stream, CUevent* event) {
 CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
   PhaseTimer timer(phases_, PagerPhase::wait_users);
   const std::uint64_t users = unit->used_by.load(std::memory_order_acquire);
-  bool synchronise = (users & StreamRegistry::kUnnamedBit) != 0;
+  bool synchronise = false;
+  if ((users & StreamRegistry::kUnnamedBit) != 0) {
+    // Per-thread default streams (no other thread can record on one): the
+    // copy stream waits for an event on each legacy stream of the device's
+    // contexts instead, which the per-thread streams there, blocking
+    // streams, have reached.
+    synchronise = capture_open() || !streams_.unnamed_is_per_thread_only() ||
+                  !order_after_legacy_streams(state, unit->device);
+  }
   for (unsigned bit = 0; bit < StreamRegistry::kNamed && !synchronise; ++bit) {
     if ((users & (std::uint64_t{1} << bit)) == 0) continue;
     const StreamRegistry::Named user = streams_.named(bit);
@@ -246,6 +254,29 @@ CUresult Pager::synchronize_device(int device) {
   return result;
 }
 
+// The copy stream waits for an event recorded on the legacy stream of each
+// context on `device`: for everything the blocking streams there (per-thread
+// default streams too) had enqueued. False if an event could not be had.
+bool Pager::order_after_legacy_streams(DeviceState& state, int device) {
+  bool ordered = true;
+  const auto order_after = [&](CUcontext context) {
+    ContextScope in(driver_, context);
+    CUevent reached = nullptr;
+    if (driver_.event_create(&reached, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+      ordered = false;
+      return;
+    }
+    if (driver_.event_record(reached, CU_STREAM_LEGACY) != CUDA_SUCCESS ||
+        driver_.stream_wait_event(state.copy_stream, reached, 0) != CUDA_SUCCESS) {
+      ordered = false;
+    }
+    driver_.event_destroy(reached);
+  };
+  streams_.for_each_context(device, order_after);
+  if (state.context != nullptr) order_after(state.context);
+  return ordered;
+}
+
 // cuMemFree's wait: every stream of the program's on the device has run
 // what it was given, the pager's own copies not waited for
 // (vmm/program_streams.h; release_unit waits for the freed unit's own). An
@@ -253,8 +284,8 @@ CUresult Pager::synchronize_device(int device) {
 // streams there, and each listed non-blocking stream is waited for itself,
 // as is every stream the registry named (one no hook saw made, once it did
 // paged work).
-// Where a non-blocking stream may be unlisted, or an event cannot be had,
-// the contexts are synchronised whole.
+// Where a non-blocking stream may be unlisted, an event cannot be had or a
+// stream refuses, the contexts are synchronised whole.
 CUresult Pager::wait_for_program_work(int device) {
   if (!program_streams_.complete()) {
     frees_waiting_for_contexts_.fetch_add(1, std::memory_order_relaxed);
@@ -283,17 +314,22 @@ CUresult Pager::wait_for_program_work(int device) {
   if (auto it = devices_.find(device); it != devices_.end() && it->second->context != nullptr) {
     through_legacy_stream(it->second->context);
   }
+  // A stream the driver no longer knows (destroyed where no hook saw it)
+  // refuses: its work may still run, and the contexts are synchronised whole.
+  const auto through_stream = [&](CUstream stream) {
+    if (!whole && driver_.stream_synchronize(stream) != CUDA_SUCCESS) whole = true;
+  };
+  if (!whole) program_streams_.for_each_on(device, through_stream);
+  // And every stream that named paged memory on the device: one made where
+  // no hook saw it is waited for all the same once it has done paged work.
+  for (unsigned bit = 0; bit < StreamRegistry::kNamed && !whole; ++bit) {
+    const StreamRegistry::Named named = streams_.named(bit);
+    if (named.context == nullptr || named.stream == CU_STREAM_LEGACY || named.device != device) continue;
+    through_stream(named.stream);
+  }
   if (whole) {
     frees_waiting_for_contexts_.fetch_add(1, std::memory_order_relaxed);
     return synchronize_device(device);
-  }
-  program_streams_.for_each_on(device, [&](CUstream stream) { keep(driver_.stream_synchronize(stream)); });
-  // And every stream that named paged memory on the device: one made where
-  // no hook saw it is waited for all the same once it has done paged work.
-  for (unsigned bit = 0; bit < StreamRegistry::kNamed; ++bit) {
-    const StreamRegistry::Named named = streams_.named(bit);
-    if (named.context == nullptr || named.stream == CU_STREAM_LEGACY || named.device != device) continue;
-    keep(driver_.stream_synchronize(named.stream));
   }
   frees_waiting_for_program_.fetch_add(1, std::memory_order_relaxed);
   return result;

@@ -396,6 +396,7 @@ class Pager final : public PagerControl {
   bool offload_cheapest_block(DeviceState& state);
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
+  bool order_after_legacy_streams(DeviceState& state, int device);
   CUresult synchronize_device(int device);
   CUresult wait_for_program_work(int device);
   void forget_stream_bits(std::uint64_t bits);

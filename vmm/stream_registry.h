@@ -58,6 +58,12 @@ class StreamRegistry {
     }
   }
 
+  // Whether the unnamed bit has only ever stood for per-thread default
+  // streams (blocking streams, which an event on their context's legacy
+  // stream reaches): false once any other stream went unnamed (the table
+  // full, or a handle the driver did not know).
+  bool unnamed_is_per_thread_only() const { return !unnamed_other_.load(std::memory_order_relaxed); }
+
   // The bit of a stream the registry has named, or 0 (no insert).
   std::uint64_t find(CUstream stream) const;
   // The program destroys `stream` or every stream of `context`: their bits
@@ -90,6 +96,7 @@ class StreamRegistry {
   Slot slots_[kNamed];
   KnownContext contexts_[kMaxContexts];
   std::atomic<unsigned> context_count_{0};
+  std::atomic<bool> unnamed_other_{false};
   std::mutex mutex_;  // inserts and retirements
 };
 

@@ -3,6 +3,8 @@
 // and the pager's own copies queued behind it are not waited for.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "pager_fixture.h"
@@ -151,6 +153,58 @@ TEST_F(FreeBarrierTest, AStreamNoHookSawMadeIsWaitedForOnceItNamedPagedMemory) {
   ASSERT_TRUE(free(used));
   pager_->stream_destroyed(stream);
   ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
+// A unit a kernel on a per-thread default stream wrote is saved after that
+// kernel, ordered on the device (an event on the legacy stream, which the
+// per-thread stream, a blocking one, has reached), not by synchronising the
+// context on the host: the offload returns at once and the bytes saved are
+// the kernel's.
+TEST_F(FreeBarrierTest, AnOffloadOfWhatAPerThreadStreamWroteWaitsOnTheDeviceForIt) {
+  make_pager(2 * kChunk, std::nullopt, [](vmm::PagerOptions& options) { options.grace_operations = 0; });
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  CUdeviceptr p = 0;  // named by the per-thread stream alone (the legacy stream's event would cover it)
+  ASSERT_EQ(pager_->allocate(0, kChunk, &p), CUDA_SUCCESS);
+  static const size_t sizes[] = {sizeof(CUdeviceptr)};
+  vgpusimKernelDesc desc{};
+  desc.name = "free_barrier_test_write_pattern_5";
+  desc.body = [](void** params, const vgpusimLaunch*, void*) {
+    unsigned char* out = nullptr;
+    std::memcpy(&out, params[0], sizeof out);
+    fill_pattern(out, kChunk, 5);
+  };
+  desc.paramCount = 1;
+  desc.paramSizes = sizes;
+  desc.durationNs = kKernelNs;
+  CUfunction writer = nullptr;
+  ASSERT_EQ(vgpusimRegisterKernel(&desc, &writer), CUDA_SUCCESS);
+  {
+    vmm::Access access;
+    const std::uint64_t word = p;
+    ASSERT_EQ(pager_->prepare(&word, 1, CU_STREAM_PER_THREAD, false, access), CUDA_SUCCESS);
+    void* params[] = {&p};
+    // Behind a millisecond of other work: the kernel writes long after the offload is issued.
+    ASSERT_EQ(cuLaunchKernel(long_kernel(), 1, 1, 1, 1, 1, 1, 0, CU_STREAM_PER_THREAD, nullptr, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuLaunchKernel(writer, 1, 1, 1, 1, 1, 1, 0, CU_STREAM_PER_THREAD, params, nullptr), CUDA_SUCCESS);
+  }
+  vmm::Unit* unit = catcher.last;
+  pager_->set_access_feed(nullptr);
+  ASSERT_NE(unit, nullptr);
+  const double before = static_cast<double>(vgpusimHostTimeNs());
+  ASSERT_TRUE(pager_->offload_unit(unit, false));
+  const double issued = static_cast<double>(vgpusimHostTimeNs());
+  EXPECT_LT(issued - before, kKernelNs / 4) << "the offload waited on the host for the kernel";
+  EXPECT_EQ(pager_->summary()["context_synchronizations"].get<std::uint64_t>(), 0u);
+  // Its chunk goes to another unit, so what comes back is what was saved.
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  CUdeviceptr q = 0;
+  ASSERT_EQ(pager_->allocate(0, 2 * kChunk, &q), CUDA_SUCCESS);
+  write(q, 2 * kChunk, 6);
+  EXPECT_TRUE(holds(p, kChunk, 5)) << "the save did not wait for the kernel that wrote the unit";
+  EXPECT_TRUE(holds(q, 2 * kChunk, 6));
+  ASSERT_TRUE(free(p));
+  ASSERT_TRUE(free(q));
 }
 
 std::uint64_t listed(const vmm::Pager& pager) {

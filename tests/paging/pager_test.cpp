@@ -629,7 +629,10 @@ TEST_F(PagerTest, MappingsCountWhatWasMappedBeforeARefusal) {
 }  // namespace vgpumem::test
 
 int main(int argc, char** argv) {
-  setenv("VGPUSIM_DEVICE_MEMORY", "1GiB", 1);
+  // A pager's blocks live as long as the process (vmm/chunk_pool.cpp), as in
+  // a program: the tests' pagers, one after another in this process, hold
+  // about 1.2 GiB of the simulated device by the last test.
+  setenv("VGPUSIM_DEVICE_MEMORY", "4GiB", 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
