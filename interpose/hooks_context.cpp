@@ -22,35 +22,33 @@ vmm::Pager* existing_pager() {
   return runtime.pager_if_created();
 }
 
+// A stream the program made (`made`: the real call's result), told to the
+// pager, made now if paging is wanted: it must know every stream made
+// before its first free.
+CUresult note_made(CUresult made, CUstream* stream, unsigned flags, bool listed = true) {
+  if (made == CUDA_SUCCESS) {
+    if (vmm::Pager* pager = Runtime::get().pager()) pager->stream_created(*stream, flags, listed);
+  }
+  return made;
+}
+
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuStreamCreate, (CUstream* stream, unsigned flags), (stream, flags)) {
   Runtime::get().count(HookId::cuStreamCreate);
-  const CUresult result = REAL(cuStreamCreate)(stream, flags);
-  if (result == CUDA_SUCCESS) {
-    if (vmm::Pager* pager = Runtime::get().pager()) pager->stream_created(*stream, flags);
-  }
-  return result;
+  return note_made(REAL(cuStreamCreate)(stream, flags), stream, flags);
 }
 
 VGPUMEM_HOOK_DEFINE(cuStreamCreateWithPriority, (CUstream* stream, unsigned flags, int priority),
                     (stream, flags, priority)) {
   Runtime::get().count(HookId::cuStreamCreateWithPriority);
-  const CUresult result = REAL(cuStreamCreateWithPriority)(stream, flags, priority);
-  if (result == CUDA_SUCCESS) {
-    if (vmm::Pager* pager = Runtime::get().pager()) pager->stream_created(*stream, flags);
-  }
-  return result;
+  return note_made(REAL(cuStreamCreateWithPriority)(stream, flags, priority), stream, flags);
 }
 
 VGPUMEM_HOOK_DEFINE(cuGreenCtxStreamCreate, (CUstream* stream, CUgreenCtx context, unsigned flags, int priority),
                     (stream, context, flags, priority)) {
   Runtime::get().count(HookId::cuGreenCtxStreamCreate);
-  const CUresult result = REAL(cuGreenCtxStreamCreate)(stream, context, flags, priority);
-  if (result == CUDA_SUCCESS) {
-    if (vmm::Pager* pager = Runtime::get().pager()) pager->stream_created(*stream, flags, false);
-  }
-  return result;
+  return note_made(REAL(cuGreenCtxStreamCreate)(stream, context, flags, priority), stream, flags, false);
 }
 
 VGPUMEM_HOOK_DEFINE(cuStreamDestroy_v2, (CUstream stream), (stream)) {

@@ -186,8 +186,8 @@ CUresult Pager::record_on_copy_stream(DeviceState& state, CUevent* event) {
   return record_on_stream(state.copy_stream, event);
 }
 
-CUresult Pager::record_on_stream(CUstream stream, CUevent* event) {
-  if (const CUresult result = driver_.event_create(event, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS) {
+CUresult Pager::record_on_stream(CUstream stream, CUevent* event, unsigned flags) {
+  if (const CUresult result = driver_.event_create(event, flags); result != CUDA_SUCCESS) {
     return result;
   }
   const CUresult result = driver_.event_record(*event, stream);
@@ -241,16 +241,20 @@ CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
 // Every context the device's work may have run in: those the stream
 // registry saw there, and the pager's own. Never "the current context",
 // which may be another device's.
+template <typename Visit>
+void Pager::for_each_context_of(int device, Visit&& visit) {
+  streams_.for_each_context(device, visit);
+  if (auto it = devices_.find(device); it != devices_.end() && it->second->context != nullptr) {
+    visit(it->second->context);
+  }
+}
+
 CUresult Pager::synchronize_device(int device) {
   CUresult result = CUDA_SUCCESS;
-  const auto synchronize = [&](CUcontext context) {
+  for_each_context_of(device, [&](CUcontext context) {
     ContextScope in(driver_, context);
     if (const CUresult r = driver_.context_synchronize(); r != CUDA_SUCCESS && result == CUDA_SUCCESS) result = r;
-  };
-  streams_.for_each_context(device, synchronize);
-  if (auto it = devices_.find(device); it != devices_.end() && it->second->context != nullptr) {
-    synchronize(it->second->context);
-  }
+  });
   return result;
 }
 
@@ -259,21 +263,16 @@ CUresult Pager::synchronize_device(int device) {
 // default streams too) had enqueued. False if an event could not be had.
 bool Pager::order_after_legacy_streams(DeviceState& state, int device) {
   bool ordered = true;
-  const auto order_after = [&](CUcontext context) {
+  for_each_context_of(device, [&](CUcontext context) {
     ContextScope in(driver_, context);
     CUevent reached = nullptr;
-    if (driver_.event_create(&reached, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    if (record_on_stream(CU_STREAM_LEGACY, &reached) != CUDA_SUCCESS) {
       ordered = false;
       return;
     }
-    if (driver_.event_record(reached, CU_STREAM_LEGACY) != CUDA_SUCCESS ||
-        driver_.stream_wait_event(state.copy_stream, reached, 0) != CUDA_SUCCESS) {
-      ordered = false;
-    }
+    if (driver_.stream_wait_event(state.copy_stream, reached, 0) != CUDA_SUCCESS) ordered = false;
     driver_.event_destroy(reached);
-  };
-  streams_.for_each_context(device, order_after);
-  if (state.context != nullptr) order_after(state.context);
+  });
   return ordered;
 }
 
@@ -292,34 +291,24 @@ CUresult Pager::wait_for_program_work(int device) {
     return synchronize_device(device);
   }
   CUresult result = CUDA_SUCCESS;
-  const auto keep = [&result](CUresult r) {
-    if (r != CUDA_SUCCESS && result == CUDA_SUCCESS) result = r;
-  };
   bool whole = false;
-  const auto through_legacy_stream = [&](CUcontext context) {
+  for_each_context_of(device, [&](CUcontext context) {
     ContextScope in(driver_, context);
-    CUevent passed = nullptr;
-    if (driver_.event_create(&passed, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
+    CUevent passed = nullptr;  // a blocking-sync event: the thread sleeps, it does not spin
+    constexpr unsigned kFlags = CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC;
+    if (record_on_stream(CU_STREAM_LEGACY, &passed, kFlags) != CUDA_SUCCESS) {
       whole = true;
       return;
     }
-    if (driver_.event_record(passed, CU_STREAM_LEGACY) == CUDA_SUCCESS) {
-      keep(driver_.event_synchronize(passed));
-    } else {
-      whole = true;
-    }
+    if (const CUresult r = driver_.event_synchronize(passed); r != CUDA_SUCCESS && result == CUDA_SUCCESS) result = r;
     driver_.event_destroy(passed);
-  };
-  streams_.for_each_context(device, through_legacy_stream);
-  if (auto it = devices_.find(device); it != devices_.end() && it->second->context != nullptr) {
-    through_legacy_stream(it->second->context);
-  }
+  });
   // A stream the driver no longer knows (destroyed where no hook saw it)
   // refuses: its work may still run, and the contexts are synchronised whole.
   const auto through_stream = [&](CUstream stream) {
     if (!whole && driver_.stream_synchronize(stream) != CUDA_SUCCESS) whole = true;
   };
-  if (!whole) program_streams_.for_each_on(device, through_stream);
+  program_streams_.for_each_on(device, through_stream);
   // And every stream that named paged memory on the device: one made where
   // no hook saw it is waited for all the same once it has done paged work.
   for (unsigned bit = 0; bit < StreamRegistry::kNamed && !whole; ++bit) {

@@ -397,6 +397,9 @@ class Pager final : public PagerControl {
   CUresult offload(DeviceState& state, Unit* unit);
   CUresult order_after_users(DeviceState& state, Unit* unit);
   bool order_after_legacy_streams(DeviceState& state, int device);
+  // Every context the device's work may have run in (pager.cpp).
+  template <typename Visit>
+  void for_each_context_of(int device, Visit&& visit);
   CUresult synchronize_device(int device);
   CUresult wait_for_program_work(int device);
   void forget_stream_bits(std::uint64_t bits);
@@ -413,7 +416,7 @@ class Pager final : public PagerControl {
   void finish_unmap(Unit* unit, bool wait);
   void unmap_now(Unit* unit);
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
-  CUresult record_on_stream(CUstream stream, CUevent* event);
+  CUresult record_on_stream(CUstream stream, CUevent* event, unsigned flags = CU_EVENT_DISABLE_TIMING);
   void order_streams(DeviceState& state, CUstream waiter, CUstream before);
   void order_after_save(DeviceState& state, std::uint64_t serial);
   // Advances saves_done past the pieces of saves found done.

@@ -259,6 +259,13 @@ TEST_F(ScheduledMovesTest, APrefetchedUnitFreedBeforeItsUseIsNotWrittenAfterItsC
 // The launch grace off: a unit may go the moment its last user is issued.
 void without_grace(vmm::PagerOptions& options) { options.grace_operations = 0; }
 
+// The reclaimer off: it would wait for saves and reads on its own thread
+// and make the simulator run them early, which these tests must control.
+void without_grace_or_reclaimer(vmm::PagerOptions& options) {
+  options.grace_operations = 0;
+  options.reclaimer = false;
+}
+
 // Saves queue on the copy-out engine; a prefetch given the chunks of the
 // last one must not overwrite them before that save has read them.
 TEST_F(ScheduledMovesTest, APrefetchIntoChunksStillBeingSavedWaitsForTheSave) {
@@ -405,10 +412,7 @@ void write_async(vmm::Pager& pager, CUdeviceptr x, std::uint64_t bytes, unsigned
 // and the save waits for that operation (here a 16 MiB write still running
 // on the program's stream), so the bytes it wrote are what comes back.
 TEST_F(ScheduledMovesTest, AnOffloadAsItsLastUseIsEnqueuedSavesWhatThatUseWrote) {
-  make_pager(16 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
-    options.grace_operations = 0;
-    options.reclaimer = false;
-  });
+  make_pager(16 * kChunk, std::nullopt, without_grace_or_reclaimer);
   OffloadAsFed feed(*pager_);
   pager_->set_access_feed(&feed);
   constexpr std::uint64_t kBytes = 8 * kChunk;
@@ -537,13 +541,6 @@ TEST_F(ScheduledMovesTest, AUnitRevivedBeforeItsCopyInLandedIsReadOnlyOnceItHas)
     ASSERT_EQ(cuMemFreeHost(filler), CUDA_SUCCESS);
     ASSERT_EQ(cuMemFree(busy), CUDA_SUCCESS);
   }
-}
-
-// The reclaimer off: it would wait for saves and reads on its own thread
-// and make the simulator run them early, which these tests must control.
-void without_grace_or_reclaimer(vmm::PagerOptions& options) {
-  options.grace_operations = 0;
-  options.reclaimer = false;
 }
 
 // A large save goes in pieces, and a unit brought into its room copies each
@@ -712,10 +709,8 @@ TEST_F(RevivalTest, AUnitSavedInPiecesIsRevivedOnItsChunksToo) { expect_revived_
 // A chunk taken by another unit and given back again holds that unit's
 // bytes: the first owner must be copied back in, not revived on it.
 TEST_F(RevivalTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRevived) {
-  make_pager(2 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
-    options.grace_operations = 0;
-    options.reclaimer = false;  // b's save must still be running when b is wanted back
-  });
+  // (No reclaimer: b's save must still be running when b is wanted back.)
+  make_pager(2 * kChunk, std::nullopt, without_grace_or_reclaimer);
   UnitCatcher catcher;
   pager_->set_access_feed(&catcher);
   std::array<CUdeviceptr, 3> buffers{};  // a, b, c: writing c sent a to the host

@@ -37,6 +37,23 @@ struct Side {
   std::vector<CUdeviceptr> buffers;
 };
 
+// Whether buffers[b] holds b + added in every int, after every stream is
+// done; prints "<mode> mismatch ..." for the first that does not.
+bool each_holds_its_index_plus(const std::vector<CUdeviceptr>& buffers, int added, const char* mode) {
+  CHECK(cuCtxSynchronize());
+  std::vector<int> back(kInts);
+  for (int b = 0; b < static_cast<int>(buffers.size()); ++b) {
+    CHECK(cuMemcpyDtoH(back.data(), buffers[b], kBufferBytes));
+    for (std::size_t k = 0; k < kInts; ++k) {
+      if (back[k] != b + added) {
+        std::printf("%s mismatch buffer %d int %zu: %d, expected %d\n", mode, b, k, back[k], b + added);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 int streams() {
   use_primary_context();
   CUfunction add = register_add_one("probe_add_one", kInts);
@@ -55,17 +72,7 @@ int streams() {
     }
     CHECK(cuStreamDestroy(stream));  // its work goes on; its handle may come back
   }
-  CHECK(cuCtxSynchronize());
-  std::vector<int> back(kInts);
-  for (int b = 0; b < kBuffers; ++b) {
-    CHECK(cuMemcpyDtoH(back.data(), buffers[b], kBufferBytes));
-    for (std::size_t k = 0; k < kInts; ++k) {
-      if (back[k] != b + kStreams) {
-        std::printf("streams mismatch buffer %d int %zu: %d, expected %d\n", b, k, back[k], b + kStreams);
-        return 4;
-      }
-    }
-  }
+  if (!each_holds_its_index_plus(buffers, kStreams, "streams")) return 4;
   for (CUdeviceptr p : buffers) CHECK(cuMemFree(p));
   std::printf("streams ok\n");
   return 0;
@@ -107,17 +114,7 @@ int frees() {
     }
     ++round;
   }
-  CHECK(cuCtxSynchronize());
-  std::vector<int> back(kInts);
-  for (int b = 0; b < kPaged; ++b) {
-    CHECK(cuMemcpyDtoH(back.data(), buffers[b], kBufferBytes));
-    for (std::size_t k = 0; k < kInts; ++k) {
-      if (back[k] != b + round) {
-        std::printf("frees mismatch buffer %d int %zu: %d, expected %d\n", b, k, back[k], b + round);
-        return 4;
-      }
-    }
-  }
+  if (!each_holds_its_index_plus(buffers, round, "frees")) return 4;
   for (CUstream stream : {non_blocking, prioritized, blocking}) CHECK(cuStreamDestroy(stream));
   for (CUdeviceptr p : buffers) CHECK(cuMemFree(p));
   std::printf("frees ok\n");
