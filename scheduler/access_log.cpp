@@ -6,27 +6,19 @@
 
 namespace vgpumem::scheduler {
 
-struct AccessLog::ThreadLog {
-  explicit ThreadLog(const IterationDetector::Options& detector_options) : detector(detector_options) {}
+struct AccessLog::ThreadLog : FollowedThread {
+  explicit ThreadLog(const IterationDetector::Options& detector_options) : FollowedThread(detector_options) {}
 
   // The owning thread's alone.
-  IterationDetector detector;
-  bool recording = false;  // from the operation after an iteration's end until `period` more
-  bool timing = false;     // the iteration being recorded is timed
-  bool keeping = false;    // its operations are written down (Options::record_untimed)
-  std::size_t counted = 0; // operations of the iteration being followed, while not kept
-  std::size_t period = 0;
-  std::uint64_t lock_count = 0, since_timed = 0;
+  std::uint64_t since_timed = 0;
   RecordedIteration current;
   // Bit p: the operation at phase p of the last recorded iteration was not
   // a kernel (a copy, a memset).
   std::vector<bool> not_kernel_at;
 
-  // Written by the owner, read by summary() from any thread. `operations`
-  // and `counts` change on every operation: stored, never read-modify-written.
-  std::atomic<std::uint64_t> operations{0}, published{0}, dropped{0}, locks{0}, breaks{0};
+  // Written by the owner, read by summary() from any thread.
+  std::atomic<std::uint64_t> published{0}, dropped{0}, locks{0}, breaks{0};
   std::atomic<std::uint64_t> ended{0};  // whole iterations followed, kept or not: the last one's serial
-  ThreadCounts counts;
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
   std::atomic<bool> locked{false};
   std::atomic<std::uint64_t> timed_from{0};  // request_timing: time the iteration of this serial (0: none)
@@ -72,14 +64,20 @@ AccessLog::ThreadLog& AccessLog::thread_log() {
 
 AccessLog::ThreadLog& AccessLog::thread_log(vmm::FeedThreadSlot* slot) {
   if (slot == nullptr) return thread_log();
-  if (slot->owner != serial_) *slot = vmm::FeedThreadSlot{serial_, &thread_log()};
-  return *static_cast<ThreadLog*>(slot->state);
+  if (slot->owner != serial_) *slot = vmm::FeedThreadSlot{serial_, static_cast<FollowedThread*>(&thread_log())};
+  return static_cast<ThreadLog&>(*static_cast<FollowedThread*>(slot->state));
 }
 
-StreamPosition AccessLog::follow(const vmm::AccessRecord& record) noexcept {
+StreamPosition AccessLog::follow_first(const vmm::AccessRecord& record) noexcept {
   ThreadLog& log = thread_log(record.thread_slot);
-  ThreadCounts::bump(log.operations);  // the owner alone writes it
-  switch (log.detector.observe(record.identity)) {
+  ThreadCounts::bump(log.operations);
+  return follow_otherwise(log, log.detector.observe(record.identity), record);
+}
+
+StreamPosition AccessLog::follow_otherwise(FollowedThread& followed, IterationDetector::Event event,
+                                           const vmm::AccessRecord& record) noexcept {
+  ThreadLog& log = static_cast<ThreadLog&>(followed);
+  switch (event) {
     case IterationDetector::Event::broken:
       release_marks(record);
       if (log.recording && log.keeping) {
@@ -183,10 +181,6 @@ bool AccessLog::marks_kernel_too() noexcept {
   const std::size_t at = log.current.ops.size();  // the phase of the kernel about to be launched
   if (at == 0 || log.current.ops[at - 1].function == nullptr) return true;  // first, or after a copy
   return log.not_kernel_at[(at + 1) % log.period];
-}
-
-StreamPosition AccessLog::position_of(ThreadLog& log) {
-  return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), &log.counts, log.recording && log.timing};
 }
 
 std::uint64_t AccessLog::followed() const {

@@ -96,6 +96,24 @@ struct ThreadCounts {
   }
 };
 
+// What a thread's log reads and writes on every operation it follows: the
+// part of it the launch path keeps inline (AccessLog::follow). Written by
+// the owning thread alone, but `operations` and `counts`, which anyone may
+// read.
+struct FollowedThread {
+  explicit FollowedThread(const IterationDetector::Options& detector_options) : detector(detector_options) {}
+
+  IterationDetector detector;
+  bool recording = false;  // from the operation after an iteration's end until `period` more
+  bool timing = false;     // the iteration being recorded is timed
+  bool keeping = false;    // its operations are written down (AccessLog::Options::record_untimed)
+  std::size_t counted = 0; // operations of the iteration being followed, while not kept
+  std::size_t period = 0;
+  std::uint64_t lock_count = 0;
+  std::atomic<std::uint64_t> operations{0};  // stored, never read-modify-written
+  ThreadCounts counts;
+};
+
 // Where the calling thread's stream stands (AccessLog::position).
 struct StreamPosition {
   const void* thread = nullptr;
@@ -138,8 +156,22 @@ class AccessLog final : public vmm::AccessFeed {
   // before): the waits between kernels and copies are timed by marks alone.
   bool marks_kernel_too() noexcept override;
   // accessed(), and where the thread's stream stands after the operation:
-  // the launch path's one call (the thread's log looked up once).
-  StreamPosition follow(const vmm::AccessRecord& record) noexcept;
+  // the launch path's one call (the thread's log looked up once). Inline
+  // for an untimed operation of an iteration being followed, nearly every
+  // one: a detector's step and a count; the rest goes out of line.
+  StreamPosition follow(const vmm::AccessRecord& record) noexcept {
+    const vmm::FeedThreadSlot* slot = record.thread_slot;
+    if (slot == nullptr || slot->owner != serial_) [[unlikely]] return follow_first(record);
+    FollowedThread& log = *static_cast<FollowedThread*>(slot->state);
+    ThreadCounts::bump(log.operations);
+    const IterationDetector::Event event = log.detector.observe(record.identity);
+    if (event == IterationDetector::Event::none && log.recording && !log.keeping && record.started == nullptr &&
+        log.counted + 1 < log.period) [[likely]] {
+      ++log.counted;
+      return position_of(log);
+    }
+    return follow_otherwise(log, event, record);
+  }
   // Whether the operation the calling thread enqueues next is to be timed
   // (what accessed() answered for its last one).
   bool wants_timing() noexcept;
@@ -183,7 +215,15 @@ class AccessLog final : public vmm::AccessFeed {
   void release_marks(RecordedIteration& iteration, std::size_t from = 0);
   void release_marks(const vmm::AccessRecord& record);
   void append(ThreadLog& log, const vmm::AccessRecord& record);
-  static StreamPosition position_of(ThreadLog& log);
+  static StreamPosition position_of(FollowedThread& log) {
+    return {&log,       log.detector.locked(), log.lock_count, log.detector.phase(),
+            &log.counts, log.recording && log.timing};
+  }
+  // follow() on a thread whose slot does not name this log yet.
+  StreamPosition follow_first(const vmm::AccessRecord& record) noexcept;
+  // follow() for everything but the inline case, `event` observed already.
+  StreamPosition follow_otherwise(FollowedThread& log, IterationDetector::Event event,
+                                  const vmm::AccessRecord& record) noexcept;
   ThreadLog* busiest() const;
 
   const Options options_;

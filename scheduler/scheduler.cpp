@@ -78,7 +78,8 @@ bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
     next_use_.lost();
     return at.time_next;
   }
-  if (table->identity[at.phase] != record.identity) {
+  const TriggerTable::Step& step = table->steps[at.phase];
+  if (step.identity != record.identity) {
     // The stream is not where the plan thinks: the detector breaks on the
     // next mismatch, and until then on demand does the work.
     ThreadCounts::bump(at.counts->strayed);
@@ -88,20 +89,16 @@ bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
   ThreadCounts::bump(at.counts->followed);
   next_use_.at(*table, at.phase, record.tick);  // before any room is made below
   // Room first, then what comes back.
-  for (std::uint32_t i = table->offload_begin[at.phase]; i < table->offload_begin[at.phase + 1]; ++i) {
+  for (std::uint32_t i = step.offloads_from; i < step.offloads_to; ++i) {
     (pager_.offload_unit(table->offloads[i], table->inside_grace) ? offloads_ : refused_)
         .fetch_add(1, std::memory_order_relaxed);
   }
-  for (std::uint32_t i = table->prefetch_begin[at.phase]; i < table->prefetch_begin[at.phase + 1]; ++i) {
+  for (std::uint32_t i = step.prefetches_from; i < step.prefetches_to; ++i) {
     (pager_.prefetch_unit(table->prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
   }
   // What the next operation reads of the table, asked for now (the
-  // driver's work in between would leave each a cache miss).
-  if (const std::size_t next = at.phase + 1; next < table->period()) {
-    __builtin_prefetch(&table->identity[next]);
-    __builtin_prefetch(&table->offload_begin[next + 1]);
-    __builtin_prefetch(&table->prefetch_begin[next + 1]);
-  }
+  // driver's work in between would leave it a cache miss).
+  if (at.phase + 1 < table->period()) __builtin_prefetch(&step + 1);
   return at.time_next;
 }
 
@@ -167,13 +164,10 @@ void Scheduler::learn_leads(const IterationProfile& profile) {
     const double waited = profile.ops[swap.needed_by].stall_ns;
     if (waited < kLateNs) continue;
     const vmm::Unit* unit = nullptr;
-    for (std::size_t i = current_->prefetch_begin[swap.prefetch_at]; i < current_->prefetch_begin[swap.prefetch_at + 1];
-         ++i) {
+    for (vmm::Unit* prefetched : current_->prefetches_at(swap.prefetch_at)) {
       const ProfileOp& user = profile.ops[swap.needed_by];
       for (std::uint32_t k = 0; k < user.use_count; ++k) {
-        if (profile.units[profile.uses[user.first_use + k]].unit == current_->prefetches[i]) {
-          unit = current_->prefetches[i];
-        }
+        if (profile.units[profile.uses[user.first_use + k]].unit == prefetched) unit = prefetched;
       }
     }
     if (unit == nullptr) continue;

@@ -42,8 +42,6 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   const auto offload_at = [&](const PlannedSwap& swap) {
     return (std::size_t{swap.offload_after} + delay + swap.offload_late) % period;
   };
-  table.identity.reserve(period);
-  for (const ProfileOp& op : profile.ops) table.identity.push_back(op.identity);
 
   // Within an operation, the prefetch needed first goes first.
   std::stable_sort(plan.swaps.begin(), plan.swaps.end(), [&](const PlannedSwap& a, const PlannedSwap& b) {
@@ -61,8 +59,11 @@ TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
     offload_count[p + 1] += offload_count[p];
     prefetch_count[p + 1] += prefetch_count[p];
   }
-  table.offload_begin = offload_count;
-  table.prefetch_begin = prefetch_count;
+  table.steps.resize(period);
+  for (std::size_t p = 0; p < period; ++p) {
+    table.steps[p] = {profile.ops[p].identity, offload_count[p], offload_count[p + 1], prefetch_count[p],
+                      prefetch_count[p + 1]};
+  }
   table.offloads.resize(plan.swaps.size());
   table.prefetches.resize(prefetch_count[period]);
   for (const PlannedSwap& swap : plan.swaps) {

@@ -17,9 +17,15 @@ struct TriggerTable {
   // The stream it was learned from (StreamPosition): it applies there only.
   const void* thread = nullptr;
   std::uint64_t lock = 0;
-  std::vector<std::uint64_t> identity;  // per operation: what the stream must be doing for the plan to hold
-  // Per operation p: [offload_begin[p], offload_begin[p+1]) in `offloads`.
-  std::vector<std::uint32_t> offload_begin, prefetch_begin;
+  // Per operation of the step, all the launch path reads of the table for
+  // it (one cache line, not one in each of three arrays): what the stream
+  // must be doing for the plan to hold, and where its triggers lie in
+  // `offloads` and `prefetches`.
+  struct Step {
+    std::uint64_t identity = 0;
+    std::uint32_t offloads_from = 0, offloads_to = 0, prefetches_from = 0, prefetches_to = 0;
+  };
+  std::vector<Step> steps;
   std::vector<vmm::Unit*> offloads, prefetches;
   // The plan was made with the launch grace cut (Plan::offload_delay): its
   // offloads may take units still inside the grace.
@@ -34,7 +40,14 @@ struct TriggerTable {
   std::uint32_t generation = 0;
   Plan plan;  // what it came from, for the summary and the trace
 
-  std::size_t period() const { return identity.size(); }
+  std::size_t period() const { return steps.size(); }
+  // What operation `p` sends out, and what it brings back.
+  std::span<vmm::Unit* const> offloads_at(std::size_t p) const {
+    return {offloads.data() + steps[p].offloads_from, offloads.data() + steps[p].offloads_to};
+  }
+  std::span<vmm::Unit* const> prefetches_at(std::size_t p) const {
+    return {prefetches.data() + steps[p].prefetches_from, prefetches.data() + steps[p].prefetches_to};
+  }
   // The operations of the step that use `unit`, ascending (empty if none).
   std::span<const std::uint32_t> uses_of(const vmm::Unit* unit) const;
 };

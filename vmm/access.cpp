@@ -41,36 +41,35 @@ void Access::hold_new() {
   for (; held_ < count_; ++held_) at(held_)->launching.fetch_add(1, std::memory_order_seq_cst);
 }
 
+void Access::tell_feed() {
+  if (count_ > 0) {
+    identity_.mix(reinterpret_cast<std::uintptr_t>(record_.function != nullptr
+                                                       ? static_cast<const void*>(record_.function)
+                                                       : static_cast<const void*>(record_.api)));
+    record_.identity = identity_.value();
+    record_.units = spilled_ ? spill_.data() : inline_;
+    record_.count = count_;
+    record_.device = at(0)->device;
+    record_.ended = record_.started != nullptr ? marks_->mark(record_.stream) : nullptr;
+    const LibraryCallScope* call = thread_->library_call;
+    record_.library_op = call != nullptr ? call->op : LibraryOp::none;
+    record_.library_call = call != nullptr ? call->serial : 0;
+    record_.overwritten = call != nullptr ? call->overwritten_whole(record_.units, count_) : 0;
+    thread_->enqueued_bit = record_.stream_bit;
+    const bool time_next = feed_->accessed(record_);
+    thread_->enqueued_bit = 0;
+    thread_->time_next = time_next ? feed_ : nullptr;
+  } else if (record_.started != nullptr) {
+    marks_->release_mark(0, record_.started);  // nobody wants it
+  }
+  feed_ = nullptr;
+}
+
 void Access::release() {
   for (std::size_t i = 0; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
   held_ = 0;
-  if (feed_ != nullptr && count_ > 0) {
-    ExecutionIdentity identity = identity_;
-    identity.mix(reinterpret_cast<std::uintptr_t>(function_ != nullptr ? static_cast<const void*>(function_)
-                                                                         : static_cast<const void*>(api_)));
-    const CUevent ended = started_ != nullptr ? marks_->mark(stream_) : nullptr;
-    Unit* const* units = spilled_ ? spill_.data() : inline_;
-    AccessRecord record{identity.value(), stream_, bit_, function_, api_, units, count_, at(0)->device, started_, ended};
-    record.launch_id = launch_id_;
-    record.tick = tick_;
-    record.thread_slot = &thread_->feed;
-    if (const LibraryCallScope* call = thread_->library_call) {
-      record.library_op = call->op;
-      record.library_call = call->serial;
-      record.overwritten = call->overwritten_whole(units, count_);
-    }
-    thread_->enqueued_bit = bit_;
-    const bool time_next = feed_->accessed(record);
-    thread_->enqueued_bit = 0;
-    thread_->time_next = time_next ? feed_ : nullptr;
-    started_ = nullptr;
-  }
-  if (started_ != nullptr) marks_->release_mark(count_ > 0 ? at(0)->device : 0, started_);  // nobody wants it
-  started_ = nullptr;
-  feed_ = nullptr;
+  if (feed_ != nullptr) tell_feed();
   wants_launch_id_ = false;
-  launch_id_ = 0;
-  tick_ = 0;
   identity_.reset();
   count_ = 0;
   if (spilled_) {

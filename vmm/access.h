@@ -65,7 +65,7 @@ class Access {
   // times_kernels_by_launch_id()): the launcher pushes an id of its own
   // making around the launch and tells it here, for the feed's record.
   bool wants_launch_id() const { return wants_launch_id_; }
-  void set_launch_id(std::uint64_t id) { launch_id_ = id; }
+  void set_launch_id(std::uint64_t id) { record_.launch_id = id; }
 
  private:
   friend class Pager;
@@ -81,6 +81,9 @@ class Access {
   void drop_duplicates_from(std::size_t from);
   // Holds every unit added since the last call.
   void hold_new();
+  // release() for a noted operation: completes the record and hands it
+  // over (an operation that touched nothing gives its mark back).
+  void tell_feed();
   // A paged word or operand at `offset` into `unit`, for the identity.
   void mix_operand(const Unit* unit, std::uint64_t offset) {
     identity_.mix((std::uint64_t{unit->ordinal} << 8) ^ static_cast<std::uint64_t>(unit->device));
@@ -90,21 +93,28 @@ class Access {
   // records its end through `marks`.
   void time(PagerControl* marks, CUevent started) {
     marks_ = marks;
-    started_ = started;
+    record_.started = started;
   }
   // The operation is timed by its launch id, not by marks.
   void time_by_launch_id() { wants_launch_id_ = true; }
-  // Whether the operation is timed already, one way or the other.
-  bool timed() const { return started_ != nullptr || wants_launch_id_; }
+  // Whether the operation is timed already, one way or the other (asked
+  // only of a noted operation).
+  bool timed() const { return record_.started != nullptr || wants_launch_id_; }
   // The operation is noted: release() tells `feed` about it, and keeps
-  // the feed's answer (time the next one?) in `thread`.
-  void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, const Operation& op, LaunchThread& thread) {
+  // the feed's answer (time the next one?) in `thread`. `tick`: the launch
+  // tick it leaves on its units.
+  void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, std::uint64_t tick, const Operation& op,
+            LaunchThread& thread) {
     feed_ = feed;
     thread_ = &thread;
-    stream_ = stream;
-    bit_ = bit;
-    function_ = op.function;
-    api_ = op.api;
+    record_.stream = stream;
+    record_.stream_bit = bit;
+    record_.function = op.function;
+    record_.api = op.api;
+    record_.started = nullptr;
+    record_.launch_id = 0;
+    record_.tick = tick;
+    record_.thread_slot = &thread.feed;  // the rest by tell_feed()
   }
 
   Unit* inline_[kInline] = {};
@@ -115,15 +125,14 @@ class Access {
   ExecutionIdentity identity_;
   AccessFeed* feed_ = nullptr;
   LaunchThread* thread_ = nullptr;
-  CUstream stream_ = nullptr;
-  std::uint64_t bit_ = 0;
-  std::uint64_t tick_ = 0;  // the launch tick it leaves on its units
-  CUfunction function_ = nullptr;
-  const char* api_ = "";
   PagerControl* marks_ = nullptr;
-  CUevent started_ = nullptr;
   bool wants_launch_id_ = false;
-  std::uint64_t launch_id_ = 0;
+  // What the feed is told: begun by note(), filled in as the operation is
+  // prepared (its marks, its launch id) and completed by tell_feed(), then
+  // handed over in place, never built aside and copied. Left as it is
+  // where no feed hears of the operation (zeroing it would cost every
+  // paged launch under on-demand paging): read only while `feed_` is set.
+  AccessRecord record_;
 };
 
 }  // namespace vgpumem::vmm

@@ -53,36 +53,39 @@ struct FeedThreadSlot {
   void* state = nullptr;
 };
 
+// What one operation touched, as the pager tells the feed. Trivial, so that
+// the launch path fills it in place without zeroing it first
+// (vmm::Access): one made anywhere else is value-initialized,
+// `AccessRecord record{}` (every member zero, `api` null), and `api` set.
 struct AccessRecord {
-  std::uint64_t identity = 0;
-  CUstream stream = nullptr;     // as the driver names it (0 and the per-thread stream told apart)
-  std::uint64_t stream_bit = 0;  // the pager's bit for the stream (StreamRegistry)
-  CUfunction function = nullptr; // the kernel; null for a copy, memset or stream memory operation
-  const char* api = "";          // the entry point the program called
-  Unit* const* units = nullptr;  // what it touched, each once, held during the call
-  std::size_t count = 0;
-  int device = 0;                // of the first unit
+  std::uint64_t identity;
+  CUstream stream;           // as the driver names it (0 and the per-thread stream told apart)
+  std::uint64_t stream_bit;  // the pager's bit for the stream (StreamRegistry)
+  CUfunction function;       // the kernel; null for a copy, memset or stream memory operation
+  const char* api;           // the entry point the program called
+  Unit* const* units;        // what it touched, each once, held during the call
+  std::size_t count;
+  int device;                // of the first unit
   // When the feed asked for timing (its answer to the thread's previous
-  // operation): marks recorded on the
-  // stream just before the work (after any wait for its units) and just
-  // after it, the feed's to give back (PagerControl::release_mark). Null
-  // otherwise.
-  CUevent started = nullptr, ended = nullptr;
+  // operation): marks recorded on the stream just before the work (after
+  // any wait for its units) and just after it, the feed's to give back
+  // (PagerControl::release_mark). Null otherwise.
+  CUevent started, ended;
   // A timed kernel the feed times off the stream instead (its
   // times_kernels_by_launch_id()): the id its launcher pushed for it
   // (Access::set_launch_id), which the kernel's record will carry; 0 for
   // none. Such a kernel has no marks.
-  std::uint64_t launch_id = 0;
+  std::uint64_t launch_id;
   // Launched by a hooked library call (vmm/library_call_scope.h): what the
   // call does, which call it is (its serial; 0 outside any), and which of
   // `units` (bit i: units[i], the first 64) it overwrites whole.
-  LibraryOp library_op = LibraryOp::none;
-  std::uint64_t library_call = 0;
-  std::uint64_t overwritten = 0;
-  std::uint64_t tick = 0;  // the launch tick it left on its units (Unit::last_use)
+  LibraryOp library_op;
+  std::uint64_t library_call;
+  std::uint64_t overwritten;
+  std::uint64_t tick;  // the launch tick it left on its units (Unit::last_use)
   // The calling thread's slot for the feed (null: the feed finds its state
   // for the thread itself).
-  FeedThreadSlot* thread_slot = nullptr;
+  FeedThreadSlot* thread_slot;
 };
 
 class AccessFeed {

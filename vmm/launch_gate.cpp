@@ -162,10 +162,9 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   if (StreamRegistry::needs_current_context(stream, per_thread)) driver_.context_get_current(&current);
   const std::uint64_t bit = streams_.bit_for(stream, per_thread, current);
   LaunchThread& thread = launch_thread();
-  if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, op, thread);
-  const bool timed_next = access.feed_ != nullptr && thread.time_next == access.feed_;
   const std::uint64_t tick = next_tick(thread);
-  access.tick_ = tick;
+  if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, tick, op, thread);
+  const bool timed_next = access.feed_ != nullptr && thread.time_next == access.feed_;
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
   bool slow = options_.check == CheckMode::torture;
   for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);

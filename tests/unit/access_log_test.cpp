@@ -34,7 +34,7 @@ struct Step {
   void run(AccessLog& log, std::size_t from = 0, std::size_t to = SIZE_MAX) {
     for (std::size_t i = from; i < std::min(to, ops); ++i) {
       std::array<vmm::Unit*, 2> touched{&units[i % units.size()], &units[(i + 1) % units.size()]};
-      vmm::AccessRecord record;
+      vmm::AccessRecord record{};
       record.identity = identity(i);
       record.stream_bit = 1;
       record.api = "cuLaunchKernel";
@@ -150,7 +150,7 @@ TEST(AccessLog, NothingIsRecordedFromARandomStream) {
   std::mt19937_64 random(5);
   for (int i = 0; i < 20000; ++i) {
     vmm::Unit* touched = &units[random() % units.size()];
-    vmm::AccessRecord record;
+    vmm::AccessRecord record{};
     record.identity = random() % 64;  // few identities: chance runs are common
     record.units = &touched;
     record.count = 1;
@@ -209,7 +209,7 @@ TEST(AccessLog, WithoutUntimedIterationsOnlyTheTimedArePublishedAndEveryOneIsNum
     for (std::size_t n = 0; n < iterations; ++n) {
       for (std::size_t i = 0; i < step.ops; ++i) {
         std::array<vmm::Unit*, 2> touched{&step.units[i % 10], &step.units[(i + 1) % 10]};
-        vmm::AccessRecord record;
+        vmm::AccessRecord record{};
         record.identity = step.identity(i);
         record.stream_bit = 1;
         record.api = "cuLaunchKernel";

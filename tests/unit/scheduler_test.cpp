@@ -119,7 +119,7 @@ struct Step {
       for (std::size_t op = 0; op < durations.size(); ++op) {
         std::vector<vmm::Unit*> touched;
         for (std::uint32_t u : touches[op]) touched.push_back(&units[u]);
-        vmm::AccessRecord record;
+        vmm::AccessRecord record{};
         record.identity = identity(op);
         record.stream_bit = 1;
         record.function = reinterpret_cast<CUfunction>(op + 1);
@@ -462,7 +462,7 @@ TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
     for (std::size_t op = 0; op < copy.size(); ++op) {
       if (scheduler.wants_timing() && !copy[op]) answers.push_back(scheduler.marks_kernel_too());
       vmm::Unit* touched = &unit;
-      vmm::AccessRecord record;
+      vmm::AccessRecord record{};
       record.identity = 0x51ED + op;
       record.stream_bit = 1;
       record.function = copy[op] ? nullptr : reinterpret_cast<CUfunction>(op + 1);

@@ -504,8 +504,7 @@ TEST(SwapPlanner, WhereTheGraceLeavesNoRoomAPlanCutsItAsFarAsItMust) {
   for (const PlannedSwap& swap : cut.swaps) {
     const std::size_t at = (swap.offload_after + grace) % period;
     const vmm::Unit* unit = graced.units[swap.unit].unit;
-    EXPECT_TRUE(std::find(table.offloads.begin() + table.offload_begin[at], table.offloads.begin() + table.offload_begin[at + 1],
-                          unit) != table.offloads.begin() + table.offload_begin[at + 1])
+    EXPECT_NE(std::ranges::find(table.offloads_at(at), unit), table.offloads_at(at).end())
         << "unit " << swap.unit << " goes out " << grace << " operations after its last use";
   }
   EXPECT_FALSE(make_trigger_table(graced, plan_auto(graced, graced.total_bytes / 2 + 64 * kMiB, link)).inside_grace);
@@ -590,8 +589,8 @@ TEST(SwapPlanner, NoPlanThatFitsBeatsTheFloorOnRandomSteps) {
     // The table fires each swap once each way.
     const TriggerTable table = make_trigger_table(profile, plan);
     EXPECT_EQ(table.offloads.size(), plan.swaps.size());
-    EXPECT_EQ(table.offload_begin.back(), plan.swaps.size());
-    EXPECT_EQ(table.prefetch_begin.back(), plan.swaps.size());
+    EXPECT_EQ(table.steps.back().offloads_to, plan.swaps.size());
+    EXPECT_EQ(table.steps.back().prefetches_to, plan.swaps.size());
   }
   EXPECT_GT(kept_moves_more, 5) << "steps where the grace, not the floor's least, bounds what a plan moves";
 }
