@@ -102,17 +102,21 @@ class Access {
   bool timed() const { return record_.started != nullptr || wants_launch_id_; }
   // The operation is noted: release() tells `feed` about it, and keeps
   // the feed's answer (time the next one?) in `thread`. `tick`: the launch
-  // tick it leaves on its units.
+  // tick it leaves on its units. Called once for each range the operation
+  // settles (a copy's two operands): the first begins the record, and a
+  // mark already recorded for it stays.
   void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, std::uint64_t tick, const Operation& op,
             LaunchThread& thread) {
+    if (feed_ == nullptr) {
+      record_.started = nullptr;
+      record_.launch_id = 0;
+    }
     feed_ = feed;
     thread_ = &thread;
     record_.stream = stream;
     record_.stream_bit = bit;
     record_.function = op.function;
     record_.api = op.api;
-    record_.started = nullptr;
-    record_.launch_id = 0;
     record_.tick = tick;
     record_.thread_slot = &thread.feed;  // the rest by tell_feed()
   }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -790,6 +791,40 @@ TEST_F(ScheduledMovesTest, ATimedKernelUnderAKernelClockGetsALaunchIdAndNoMarks)
   ASSERT_NO_FATAL_FAILURE(operate({"cuLaunchKernel", kernel}, 44));
   EXPECT_EQ(feed.launch_id, 44u);
   expect_marks_and_give_back();
+  pager_->set_access_feed(nullptr);
+}
+
+// A copy names two operands, and the pager settles each on its own, in one
+// Access: the operation is timed once, by the mark the first settle
+// recorded, and no mark is taken twice. (A second settle that forgot the
+// first mark would leak it from the pool, an event per timed copy, and time
+// the copy from its second operand.)
+TEST_F(ScheduledMovesTest, AnOperationWithTwoOperandsIsTimedByOnePairOfMarks) {
+  make_pager(4 * kChunk);
+  TimingFeed feed;
+  feed.clock_on = false;
+  pager_->set_access_feed(&feed);
+  std::array<CUdeviceptr, 2> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  std::set<CUevent> marks_seen;
+  constexpr int kCopies = 16;
+  for (int copy = 0; copy < kCopies; ++copy) {
+    vmm::Access access;
+    for (const CUdeviceptr operand : buffers) {
+      ASSERT_EQ(pager_->prepare_range(operand, kChunk, nullptr, false, access, {"cuMemcpyDtoDAsync_v2"}),
+                CUDA_SUCCESS);
+    }
+    access.release();
+    if (copy == 0) continue;  // the feed asks to time the next from here on
+    ASSERT_NE(feed.started, nullptr);
+    ASSERT_NE(feed.ended, nullptr);
+    marks_seen.insert(feed.started);
+    marks_seen.insert(feed.ended);
+    pager_->release_mark(0, feed.started);
+    pager_->release_mark(0, feed.ended);
+  }
+  EXPECT_LE(marks_seen.size(), 3u) << "every mark given back is taken again: " << marks_seen.size()
+                                   << " distinct marks over " << kCopies - 1 << " timed copies";
   pager_->set_access_feed(nullptr);
 }
 
