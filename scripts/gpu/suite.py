@@ -276,7 +276,11 @@ def part_checks(suite):
 
 
 def part_async(suite):
-    part_learned(suite, ("resnet50",), "-async", {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    """part_learned under PyTorch's other allocator (cudaMallocAsync: stream-ordered pools, not cudaMalloc
+    segments), ResNet-50 and then GPT-2 at 8 steps (its capped runs are the slow ones)."""
+    alloc = {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
+    part_learned(suite, ("resnet50",), "-async", alloc)
+    part_learned(suite, ("gpt2",), "-async", alloc, steps=8)
 
 
 def part_more(suite):
