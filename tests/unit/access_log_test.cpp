@@ -19,6 +19,15 @@
 namespace vgpumem::scheduler {
 namespace {
 
+// The slot the launch path keeps for the calling thread (vmm::LaunchThread),
+// which every record the pager hands over carries: so these streams take the
+// log's inline path, as a program's do. (A record without one, as in
+// NothingIsRecordedFromARandomStream, takes the log's own look-up.)
+vmm::FeedThreadSlot* launch_slot() {
+  thread_local vmm::FeedThreadSlot slot;
+  return &slot;
+}
+
 // A step of `ops` operations over `units`: operation i touches units i % n
 // and (i + 1) % n, identity derived from i (distinct within the step).
 struct Step {
@@ -35,6 +44,7 @@ struct Step {
     for (std::size_t i = from; i < std::min(to, ops); ++i) {
       std::array<vmm::Unit*, 2> touched{&units[i % units.size()], &units[(i + 1) % units.size()]};
       vmm::AccessRecord record{};
+      record.thread_slot = launch_slot();
       record.identity = identity(i);
       record.stream_bit = 1;
       record.api = "cuLaunchKernel";
@@ -210,6 +220,7 @@ TEST(AccessLog, WithoutUntimedIterationsOnlyTheTimedArePublishedAndEveryOneIsNum
       for (std::size_t i = 0; i < step.ops; ++i) {
         std::array<vmm::Unit*, 2> touched{&step.units[i % 10], &step.units[(i + 1) % 10]};
         vmm::AccessRecord record{};
+        record.thread_slot = launch_slot();
         record.identity = step.identity(i);
         record.stream_bit = 1;
         record.api = "cuLaunchKernel";

@@ -20,6 +20,13 @@
 namespace vgpumem::scheduler {
 namespace {
 
+// The slot the launch path keeps for the calling thread (vmm::LaunchThread):
+// records carry it as the pager's do, so the log's inline path runs.
+vmm::FeedThreadSlot* launch_slot() {
+  thread_local vmm::FeedThreadSlot slot;
+  return &slot;
+}
+
 constexpr std::uint64_t kMiB = 1 << 20;
 
 // A pager that moves nothing and keeps a simulated clock for the marks.
@@ -120,6 +127,7 @@ struct Step {
         std::vector<vmm::Unit*> touched;
         for (std::uint32_t u : touches[op]) touched.push_back(&units[u]);
         vmm::AccessRecord record{};
+        record.thread_slot = launch_slot();
         record.identity = identity(op);
         record.stream_bit = 1;
         record.function = reinterpret_cast<CUfunction>(op + 1);
@@ -463,6 +471,7 @@ TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
       if (scheduler.wants_timing() && !copy[op]) answers.push_back(scheduler.marks_kernel_too());
       vmm::Unit* touched = &unit;
       vmm::AccessRecord record{};
+      record.thread_slot = launch_slot();
       record.identity = 0x51ED + op;
       record.stream_bit = 1;
       record.function = copy[op] ? nullptr : reinterpret_cast<CUfunction>(op + 1);
