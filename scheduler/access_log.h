@@ -216,8 +216,8 @@ class AccessLog final : public vmm::AccessFeed {
   void release_marks(const vmm::AccessRecord& record);
   void append(ThreadLog& log, const vmm::AccessRecord& record);
   static StreamPosition position_of(FollowedThread& log) {
-    return {&log,       log.detector.locked(), log.lock_count, log.detector.phase(),
-            &log.counts, log.recording && log.timing};
+    return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), &log.counts,
+            log.recording && log.timing};
   }
   // follow() on a thread whose slot does not name this log yet.
   StreamPosition follow_first(const vmm::AccessRecord& record) noexcept;
