@@ -62,16 +62,10 @@ AccessLog::ThreadLog& AccessLog::thread_log() {
   return *threads_.back();
 }
 
-AccessLog::ThreadLog& AccessLog::thread_log(vmm::FeedThreadSlot* slot) {
-  if (slot == nullptr) return thread_log();
-  if (slot->owner != serial_) *slot = vmm::FeedThreadSlot{serial_, static_cast<FollowedThread*>(&thread_log())};
-  return static_cast<ThreadLog&>(*static_cast<FollowedThread*>(slot->state));
-}
-
-StreamPosition AccessLog::follow_first(const vmm::AccessRecord& record) noexcept {
-  ThreadLog& log = thread_log(record.thread_slot);
-  ThreadCounts::bump(log.operations);
-  return follow_otherwise(log, log.detector.observe(record.identity), record);
+FollowedThread& AccessLog::followed_thread(vmm::FeedThreadSlot* slot) {
+  FollowedThread& log = thread_log();
+  if (slot != nullptr) *slot = vmm::FeedThreadSlot{serial_, &log};
+  return log;
 }
 
 StreamPosition AccessLog::follow_otherwise(FollowedThread& followed, IterationDetector::Event event,

@@ -161,8 +161,8 @@ class AccessLog final : public vmm::AccessFeed {
   // one: a detector's step and a count; the rest goes out of line.
   StreamPosition follow(const vmm::AccessRecord& record) noexcept {
     const vmm::FeedThreadSlot* slot = record.thread_slot;
-    if (slot == nullptr || slot->owner != serial_) [[unlikely]] return follow_first(record);
-    FollowedThread& log = *static_cast<FollowedThread*>(slot->state);
+    FollowedThread& log = slot != nullptr && slot->owner == serial_ ? *static_cast<FollowedThread*>(slot->state)
+                                                                     : followed_thread(record.thread_slot);
     ThreadCounts::bump(log.operations);
     const IterationDetector::Event event = log.detector.observe(record.identity);
     if (event == IterationDetector::Event::none && log.recording && !log.keeping && record.started == nullptr &&
@@ -205,9 +205,9 @@ class AccessLog final : public vmm::AccessFeed {
  private:
   struct ThreadLog;
   ThreadLog& thread_log();
-  // The thread's log through the slot the launch path keeps for it, when
-  // it keeps one (no thread_local lookup of the log's own then).
-  ThreadLog& thread_log(vmm::FeedThreadSlot* slot);
+  // The calling thread's log, where `slot` (the launch path's for the
+  // thread, or null) does not name it yet; the slot is made to name it.
+  FollowedThread& followed_thread(vmm::FeedThreadSlot* slot);
   void start_iteration(ThreadLog& log, const vmm::AccessRecord& last);
   void publish(ThreadLog& log, const vmm::AccessRecord& last);
   // A timed iteration about to start after `last`: marks the end of `last`.
@@ -219,8 +219,6 @@ class AccessLog final : public vmm::AccessFeed {
     return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), &log.counts,
             log.recording && log.timing};
   }
-  // follow() on a thread whose slot does not name this log yet.
-  StreamPosition follow_first(const vmm::AccessRecord& record) noexcept;
   // follow() for everything but the inline case, `event` observed already.
   StreamPosition follow_otherwise(FollowedThread& log, IterationDetector::Event event,
                                   const vmm::AccessRecord& record) noexcept;
