@@ -217,14 +217,11 @@ CUresult Pager::order_after_users(DeviceState& state, Unit* unit) {
     // graph: a unit a capture may still use stays where it is.
     if (capture_open() && capturing(user.stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     CUevent done = nullptr;
-    if (driver_.event_create(&done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    if (record_on_stream(user.stream, &done) != CUDA_SUCCESS) {
       synchronise = true;
       break;
     }
-    if (driver_.event_record(done, user.stream) != CUDA_SUCCESS ||
-        driver_.stream_wait_event(state.copy_stream, done, 0) != CUDA_SUCCESS) {
-      synchronise = true;
-    }
+    if (driver_.stream_wait_event(state.copy_stream, done, 0) != CUDA_SUCCESS) synchronise = true;
     driver_.event_destroy(done);
   }
   if (!synchronise) return CUDA_SUCCESS;
