@@ -9,10 +9,7 @@ std::uint64_t StreamRegistry::bit_for(CUstream stream, bool per_thread, CUcontex
     note_context(current);
     return kUnnamedBit;
   }
-  if ((stream == nullptr || stream == CU_STREAM_LEGACY) && current == nullptr) {
-    unnamed_other_.store(true, std::memory_order_relaxed);
-    return kUnnamedBit;
-  }
+  if ((stream == nullptr || stream == CU_STREAM_LEGACY) && current == nullptr) return unnamed_other();
   const std::uintptr_t key = key_of(stream, current);
   for (unsigned i = 0; i < kNamed; ++i) {
     if (slots_[i].key.load(std::memory_order_acquire) == key) return std::uint64_t{1} << i;
@@ -20,8 +17,7 @@ std::uint64_t StreamRegistry::bit_for(CUstream stream, bool per_thread, CUcontex
   CUcontext context = current;
   if (stream != nullptr && stream != CU_STREAM_LEGACY) {
     if (driver_.stream_get_context == nullptr || driver_.stream_get_context(stream, &context) != CUDA_SUCCESS) {
-      unnamed_other_.store(true, std::memory_order_relaxed);
-      return kUnnamedBit;  // not a stream the driver knows: nothing to record on
+      return unnamed_other();  // not a stream the driver knows: nothing to record on
     }
   }
   return insert(key, stream == nullptr ? CU_STREAM_LEGACY : stream, context);
@@ -37,10 +33,7 @@ std::uint64_t StreamRegistry::insert(std::uintptr_t key, CUstream stream, CUcont
     if (seen == key) return std::uint64_t{1} << i;  // another thread named it first
     if (seen == 0 && free_slot == kNamed) free_slot = i;
   }
-  if (free_slot == kNamed) {
-    unnamed_other_.store(true, std::memory_order_relaxed);
-    return kUnnamedBit;
-  }
+  if (free_slot == kNamed) return unnamed_other();
   Slot& slot = slots_[free_slot];
   slot.stream = stream;
   slot.context = context;

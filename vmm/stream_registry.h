@@ -89,6 +89,12 @@ class StreamRegistry {
                                                            : reinterpret_cast<std::uintptr_t>(stream);
   }
   std::uint64_t insert(std::uintptr_t key, CUstream stream, CUcontext context);
+  // The unnamed bit, for a stream that is not a per-thread default stream
+  // (unnamed_is_per_thread_only() is false from then on).
+  std::uint64_t unnamed_other() {
+    unnamed_other_.store(true, std::memory_order_relaxed);
+    return kUnnamedBit;
+  }
   void note_context(CUcontext context);
   int device_of(CUcontext context) const;
 
