@@ -133,6 +133,13 @@ std::string pieces_for(const Options& options, const std::string& policy) {
   return std::to_string(chunks * kChunkMiB) + "MiB";
 }
 
+// VGPUMEM_LEND_MAX_BYTES scaled with the sizes, as the pieces are: the
+// allocations that would be small at full size (the shim's 2 MiB default).
+std::string lend_max_for(const Options& options) {
+  const std::uint64_t bytes = (Config{}.lend_max_bytes) / static_cast<std::uint64_t>(options.scale);
+  return std::to_string(std::max<std::uint64_t>(512, bytes));
+}
+
 std::uint64_t number(const std::string& text) { return text.empty() ? 0 : std::stoull(text); }
 
 struct Cell {
@@ -215,6 +222,7 @@ int run_bench(const std::vector<std::string>& args) {
             << "; VGPUMEM_PIECE_BYTES "
             << (options.piece_bytes.empty() ? pieces_for(options, "auto") + " under auto (the default scaled)"
                                             : options.piece_bytes)
+            << "; VGPUMEM_LEND_MAX_BYTES " << lend_max_for(options) << " (the default scaled)"
             << "\n\n";
   const std::string header =
       "| workload | cap | policy | step | floor | step / floor | step / uncapped | out / step | in / step | "
@@ -266,6 +274,7 @@ int run_bench(const std::vector<std::string>& args) {
           request.policy = policy;
           request.extra_environment["VGPUMEM_LIBRARY_HOOKS"] = hooks;
           request.extra_environment["VGPUMEM_PIECE_BYTES"] = pieces_for(options, policy);
+          request.extra_environment["VGPUMEM_LEND_MAX_BYTES"] = lend_max_for(options);
           request.name = model + "-" + cap_text + "-" + policy + (hooks == "off" ? "-hooks-off" : "");
           const SimRun run = run_simulated(request);
           Cell cell;

@@ -42,6 +42,8 @@ constexpr std::string_view kCheckForms = "one of fast, strict, torture";
 constexpr std::string_view kCuptiForms = "one of auto, off";
 constexpr std::string_view kVictimForms = "one of auto, lru, next-use";
 constexpr std::string_view kOnOffForms = "one of on, off";
+constexpr std::string_view kGraceKindForms = "one of lend, blanket";
+constexpr std::string_view kLendMaxForms = "a size of at least 512 bytes with an optional unit K/M/G/T (powers of 1024), e.g. 2MiB";
 constexpr std::string_view kGraceForms = "an integer from 0 (off) to 65536, e.g. 8";
 constexpr std::string_view kPieceForms =
     "off, or a size that is a multiple of 2 MiB with an optional unit K/M/G/T (powers of 1024), e.g. 4MiB";
@@ -294,6 +296,21 @@ constexpr Variable kVariables[] = {
        if (equals_ignoring_case(v, "on")) c.library_hooks = true;
        else if (equals_ignoring_case(v, "off")) c.library_hooks = false;
        else return v.empty() ? "the value is empty" : "";
+       return kAccepted;
+     }},
+    {"VGPUMEM_GRACE", kGraceKindForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       if (equals_ignoring_case(v, "lend")) c.grace = vmm::GraceKind::lend;
+       else if (equals_ignoring_case(v, "blanket")) c.grace = vmm::GraceKind::blanket;
+       else return v.empty() ? "the value is empty" : "";
+       return kAccepted;
+     }},
+    {"VGPUMEM_LEND_MAX_BYTES", kLendMaxForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       std::uint64_t bytes = 0;
+       if (Verdict problem = store(check_nonzero_byte_size(v), bytes)) return problem;
+       if (bytes < 512) return "smaller than one 512-byte cell";
+       c.lend_max_bytes = bytes;
        return kAccepted;
      }},
     {"VGPUMEM_GRACE_LAUNCHES", kGraceForms,

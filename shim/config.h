@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "vmm/check_mode.h"
+#include "vmm/grace_kind.h"
 
 namespace vgpumem {
 
@@ -63,6 +64,8 @@ struct Config {
   std::optional<std::uint64_t> host_limit; // VGPUMEM_HOST_LIMIT: pinned host bytes; unset = no cap
   vmm::CheckMode check = vmm::CheckMode::fast;  // VGPUMEM_CHECK
   std::uint32_t grace_operations = 8;           // VGPUMEM_GRACE_LAUNCHES (vmm/launch_grace.h)
+  vmm::GraceKind grace = vmm::GraceKind::lend;  // VGPUMEM_GRACE (vmm/table_lending.h)
+  std::uint64_t lend_max_bytes = std::uint64_t{2} << 20;  // VGPUMEM_LEND_MAX_BYTES (vmm/pager.h)
   // VGPUMEM_PIECE_BYTES (vmm/pager.h); 0 = off. Unset: kDefaultPieceBytes
   // under auto, whose plans move part of a large buffer; off otherwise.
   std::uint64_t piece_bytes = 0;

@@ -115,6 +115,8 @@ vmm::Pager* Runtime::create_pager() {
     options.host_limit = config_.host_limit;
     options.check = config_.check;
     options.grace_operations = config_.grace_operations;
+    options.grace = config_.grace;
+    options.lend_max_bytes = config_.lend_max_bytes;
     options.piece_bytes = config_.piece_bytes;
     options.block_chunks = config_.block_bytes / vmm::kChunkBytes;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
@@ -124,7 +126,10 @@ vmm::Pager* Runtime::create_pager() {
       plan.planner = config_.policy == Policy::vdnn_all    ? scheduler::Planner::vdnn_all
                      : config_.policy == Policy::vdnn_conv ? scheduler::Planner::vdnn_conv
                                                            : scheduler::Planner::swap;
-      plan.grace_operations = config_.grace_operations;
+      // A blanket grace keeps each unit K operations past its use, so a plan's
+      // offload goes no sooner; lending keeps nothing (a consumer is lent what
+      // it needs back), so it goes with the last use.
+      plan.grace_operations = config_.grace == vmm::GraceKind::blanket ? config_.grace_operations : 0;
       plan.victims_in_order = orders_victims_by_next_use(config_);
       // Leaked with the pager, whose feed it is; its planning thread stops at exit.
       // Kernel durations: while kernel_times() is active, the kernels of a timed

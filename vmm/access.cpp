@@ -41,6 +41,14 @@ void Access::hold_new() {
   for (; held_ < count_; ++held_) at(held_)->launching.fetch_add(1, std::memory_order_seq_cst);
 }
 
+void Access::drop_from(std::size_t from) {
+  if (from >= count_) return;
+  for (std::size_t i = from; i < held_; ++i) at(i)->launching.fetch_sub(1, std::memory_order_release);
+  held_ = std::min(held_, from);
+  count_ = from;
+  if (spilled_) spill_.resize(from);
+}
+
 void Access::tell_feed() {
   if (count_ > 0) {
     identity_.mix(reinterpret_cast<std::uintptr_t>(record_.function != nullptr
@@ -71,6 +79,7 @@ void Access::release() {
   if (feed_ != nullptr) tell_feed();
   wants_launch_id_ = false;
   identity_.reset();
+  names_.begin();
   count_ = 0;
   if (spilled_) {
     spill_.clear();

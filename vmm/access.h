@@ -15,6 +15,7 @@
 
 #include "vmm/access_feed.h"
 #include "vmm/pager_control.h"
+#include "vmm/table_lending.h"
 #include "vmm/unit.h"
 
 namespace vgpumem::vmm {
@@ -81,6 +82,9 @@ class Access {
   void drop_duplicates_from(std::size_t from);
   // Holds every unit added since the last call.
   void hold_new();
+  // Lets go of units [from, size()) (lent units that cannot fit beside the
+  // operation's own).
+  void drop_from(std::size_t from);
   // release() for a noted operation: completes the record and hands it
   // over (an operation that touched nothing gives its mark back).
   void tell_feed();
@@ -137,6 +141,9 @@ class Access {
   // where no feed hears of the operation (zeroing it would cost every
   // paged launch under on-demand paging): read only while `feed_` is set.
   AccessRecord record_;
+  // What the operation's words named, for lending (vmm/table_lending.h):
+  // begun empty, filled by Pager::add_named_by_words, kept by settle().
+  TableLending::Names names_;
 };
 
 }  // namespace vgpumem::vmm

@@ -69,6 +69,8 @@ void Pager::add_named_by_words(const std::uint64_t* words, std::size_t count, Ac
       // The identity names the allocation, not the piece the word lands in.
       const Unit* named = unit->first_piece != nullptr ? unit->first_piece : unit;
       access.mix_operand(named, words[i] - named->address);
+      access.names_.add_word(words[i]);
+      if (holds_small_allocations(*unit)) access.names_.add_small_cell(words[i]);
       into_table |= add_whole(unit, access);
     } else {
       into_table |= tables_.may_point_into_host(words[i]);
@@ -137,6 +139,7 @@ void Pager::add_named_by_range(std::uint64_t address, std::uint64_t bytes, Acces
 CUresult Pager::prepare_everything(int device, CUstream stream, bool per_thread, Access& access,
                                    const Operation& op) {
   const std::size_t from = access.size();
+  access.names_.named_everything = true;  // no table it writes can be lent: its units are stamped
   {
     std::lock_guard lock(mutex_);
     if (auto it = devices_.find(device); it != devices_.end()) {
@@ -166,6 +169,8 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, tick, op, thread);
   const bool timed_next = access.feed_ != nullptr && thread.time_next == access.feed_;
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
+  const std::size_t lent_from = access.size();
+  if (access.names_.names_small() && lending_.window() != 0) lend(access, stamp);
   bool slow = options_.check == CheckMode::torture;
   for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
   if (slow) {
@@ -173,14 +178,21 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     std::lock_guard lock(mutex_);
     phases_.add(PagerPhase::lock_wait, monotonic_ns() - started);
     RelaxedCaptureMode relaxed(driver_, capture_open());
-    const CUresult result = make_held_resident(access, from, named, bit, op);
+    const CUresult result = make_held_resident(access, from, lent_from, named, bit, op);
     slow_path_ns_.fetch_add(monotonic_ns() - started, std::memory_order_relaxed);
     if (result != CUDA_SUCCESS) return result;
   }
+  // Under lending only an operation whose names could not be kept (too many
+  // words, or every unit) leaves the blanket grace's stamp on its units.
+  const bool stamps = options_.grace == GraceKind::blanket || access.names_.overflowed();
   for (std::size_t i = from; i < access.size(); ++i) {
     note_use(access.at(i), bit, tick);
-    LaunchGrace::stamp(*access.at(i), stamp);
+    if (stamps) LaunchGrace::stamp(*access.at(i), stamp);
   }
+  if (access.names_.names_small()) {
+    lending_.keep(LaunchGrace::stream_of_stamp(stamp), LaunchGrace::sequence_of_stamp(stamp), access.names_);
+  }
+  access.names_.begin();  // a second range the operation settles (a copy's, a tensor map's) names anew
   if (timed_next && !access.timed()) {
     // A kernel the feed times off the stream (CUPTI) needs no marks on it:
     // its launcher pushes a launch id instead. Copies and memsets have no
@@ -198,11 +210,19 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
 // Under the lock, with every unit of the operation held: first what is on
 // the host comes back (on the copy streams), and only when all of it could,
 // the operation's stream is made to wait for what is still arriving.
-CUresult Pager::make_held_resident(Access& access, std::size_t from, CUstream stream, std::uint64_t bit,
-                                   const Operation& op) {
+CUresult Pager::make_held_resident(Access& access, std::size_t from, std::size_t lent_from, CUstream stream,
+                                   std::uint64_t bit, const Operation& op) {
   {
     PhaseTimer timer(phases_, PagerPhase::reap);
     reap_saved_units(false);
+  }
+  if (lent_from < access.size() && !fits_under_caps(access)) {
+    // What the operation was lent cannot be resident beside what it names:
+    // it goes without, as a consumer past the grace does (what it reads
+    // through the table is then not the pager's to keep; strict mode makes
+    // such a read fault).
+    lent_left_out_.fetch_add(1, std::memory_order_relaxed);
+    access.drop_from(lent_from);
   }
   if (const CUresult result = refuse_unfit(access, op); result != CUDA_SUCCESS) return result;
   if (options_.check == CheckMode::torture) offload_all_unheld();
@@ -216,19 +236,36 @@ CUresult Pager::make_held_resident(Access& access, std::size_t from, CUstream st
   return CUDA_SUCCESS;
 }
 
-// An operation whose units need more than a device's cap at once can never
-// run: refused before anything moves.
-CUresult Pager::refuse_unfit(Access& access, const Operation& op) {
-  constexpr int kDevices = 64;
-  std::array<std::uint64_t, kDevices> needed{};
+// The bytes of the units in `access` per device, each unit once: an
+// operation needs them resident at once.
+std::array<std::uint64_t, kMaxDevices> Pager::needed_per_device(Access& access) {
+  std::array<std::uint64_t, kMaxDevices> needed{};
   for (std::size_t i = 0; i < access.size(); ++i) {
     Unit* unit = access.at(i);
-    if (unit->retired || unit->marked || unit->device < 0 || unit->device >= kDevices) continue;
+    if (unit->retired || unit->marked || unit->device < 0 || unit->device >= kMaxDevices) continue;
     unit->marked = true;
     needed[static_cast<std::size_t>(unit->device)] += unit->bytes;
   }
   for (std::size_t i = 0; i < access.size(); ++i) access.at(i)->marked = false;
-  for (int device = 0; device < kDevices; ++device) {
+  return needed;
+}
+
+bool Pager::fits_under_caps(Access& access) {
+  const std::array<std::uint64_t, kMaxDevices> needed = needed_per_device(access);
+  for (int device = 0; device < kMaxDevices; ++device) {
+    const std::uint64_t bytes = needed[static_cast<std::size_t>(device)];
+    if (bytes == 0) continue;
+    const std::uint64_t cap = ledger_.cap(device);
+    if (cap != kUncapped && bytes > cap) return false;
+  }
+  return true;
+}
+
+// An operation whose units need more than a device's cap at once can never
+// run: refused before anything moves.
+CUresult Pager::refuse_unfit(Access& access, const Operation& op) {
+  const std::array<std::uint64_t, kMaxDevices> needed = needed_per_device(access);
+  for (int device = 0; device < kMaxDevices; ++device) {
     // Only a device the operation names is asked for its cap: asking
     // resolves it, and the trace lists every device whose cap was resolved.
     const std::uint64_t bytes = needed[static_cast<std::size_t>(device)];
@@ -242,6 +279,24 @@ CUresult Pager::refuse_unfit(Access& access, const Operation& op) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return CUDA_SUCCESS;
+}
+
+// Lending (vmm/table_lending.h): what the recent operations of the stream
+// that named one of this operation's small cells named joins it, held.
+// `stamp`: the operation's, from the grace's counter (its stream and number).
+void Pager::lend(Access& access, std::uint64_t stamp) {
+  const std::size_t lent_from = access.size();
+  const GranuleIndex::Window window = index_.window();
+  const std::size_t lenders =
+      lending_.lend(LaunchGrace::stream_of_stamp(stamp), LaunchGrace::sequence_of_stamp(stamp), access.names_,
+                    [&](std::uint64_t word) {
+                      if (Unit* unit = index_.lookup(window, word)) add_whole(unit, access);
+                    });
+  if (lenders == 0) return;
+  access.drop_duplicates_from(lent_from);
+  access.hold_new();
+  lendings_.fetch_add(1, std::memory_order_relaxed);
+  lent_units_.fetch_add(access.size() - lent_from, std::memory_order_relaxed);
 }
 
 CUresult Pager::bring_in(Unit* unit, const Operation& op) {

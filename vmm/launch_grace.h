@@ -31,6 +31,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "vmm/grace_kind.h"
 #include "vmm/unit.h"
 
 namespace vgpumem::vmm {
@@ -51,6 +52,10 @@ class LaunchGrace {
     const std::uint64_t sequence = counters_[stream].operations.fetch_add(1, std::memory_order_relaxed) + 1;
     return (sequence << kStreamBits) | stream;
   }
+
+  // The stream (its counter's index) and number on it a stamp holds.
+  static unsigned stream_of_stamp(std::uint64_t stamp) { return static_cast<unsigned>(stamp & (kStreams - 1)); }
+  static std::uint64_t sequence_of_stamp(std::uint64_t stamp) { return stamp >> kStreamBits; }
 
   // Leaves `stamp` on `unit`, writing only when it changes (the unit's line
   // is shared by every thread that uses it).

@@ -31,6 +31,7 @@ Pager::Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observe
       options_(options),
       streams_(driver),
       grace_(options.grace_operations),
+      lending_(options.grace == GraceKind::lend ? options.grace_operations : 0),
       host_(driver, options.host_limit, [this](int device) { drain_copy_stream(device_state(device)); }) {
   if (options_.reclaimer && driver_.context_set_current != nullptr) {
     reclaimer_ = std::make_unique<Reclaimer>([this] { reclaim(); });
@@ -1157,6 +1158,10 @@ nlohmann::json Pager::summary() const {
           {"mappings", {{"made", home_mappings_.load()}, {"chunks", chunks_mapped_.load()}}},
           {"grace",
            {{"operations", grace_.operations()},
+            {"kind", options_.grace == GraceKind::lend ? "lend" : "blanket"},
+            {"lendings", lendings_.load()},
+            {"lent_units", lent_units_.load()},
+            {"lent_left_out", lent_left_out_.load()},
             {"evictions_inside", grace_evictions_.load()},
             {"planned_inside", planned_grace_evictions_.load()}}},
           {"stalled_operations", stalls_.load()},

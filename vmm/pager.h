@@ -49,6 +49,7 @@
 #include "vmm/program_streams.h"
 #include "vmm/reclaimer.h"
 #include "vmm/stream_registry.h"
+#include "vmm/table_lending.h"
 #include "vmm/unit.h"
 #include "vmm/victim_policy.h"
 
@@ -62,6 +63,14 @@ struct PagerOptions {
   std::size_t spare_chunks = 8;  // free chunks the reclaimer keeps ready while the cap has room
   CheckMode check = CheckMode::fast;
   std::uint32_t grace_operations = 8;  // VGPUMEM_GRACE_LAUNCHES: K of LaunchGrace; 0 turns it off
+  // VGPUMEM_GRACE: what the grace keeps for K operations. `lend`: a later
+  // operation naming a small cell an earlier one named is lent its units
+  // (vmm/table_lending.h); `blanket`: every unit an operation named stays
+  // (vmm/launch_grace.h).
+  GraceKind grace = GraceKind::lend;
+  // VGPUMEM_LEND_MAX_BYTES: the largest allocation lending looks for a table
+  // in (PyTorch's small-pool segments are 2 MiB; its tables are far smaller).
+  std::uint64_t lend_max_bytes = std::uint64_t{2} << 20;
   // VGPUMEM_PIECE_BYTES: an allocation larger than this is made of pieces of
   // this size (a multiple of 2 MiB), each a unit that moves on its own, so a
   // plan can move part of a large buffer (Unit::first_piece). 0: every
@@ -332,9 +341,21 @@ class Pager final : public PagerControl {
   void follow_tables(const GranuleIndex::Window& window, const std::uint64_t* words, std::size_t count,
                      Access& access);
   CUresult settle(Access& access, std::size_t from, CUstream stream, bool per_thread, const Operation& op);
-  CUresult make_held_resident(Access& access, std::size_t from, CUstream stream, std::uint64_t bit,
+  CUresult make_held_resident(Access& access, std::size_t from, std::size_t lent_from, CUstream stream,
+                              std::uint64_t bit,
                               const Operation& op);
   CUresult refuse_unfit(Access& access, const Operation& op);
+  static std::array<std::uint64_t, kMaxDevices> needed_per_device(Access& access);
+  bool fits_under_caps(Access& access);
+  void lend(Access& access, std::uint64_t stamp);
+  // A unit that holds small allocations only (PagerOptions::lend_max_bytes):
+  // an allocation no larger, or a slab when everything slabbed is. Pointer
+  // tables built on the device live in such (TableLending).
+  bool holds_small_allocations(const Unit& unit) const {
+    return unit.first_piece == nullptr &&
+           (unit.slab ? options_.slab_max_bytes <= options_.lend_max_bytes
+                      : unit.requested != 0 && unit.requested <= options_.lend_max_bytes);
+  }
   CUresult bring_in(Unit* unit, const Operation& op);
   CUresult order_stream(Unit* unit, CUstream stream, std::uint64_t bit);
   void offload_all_unheld();
@@ -477,6 +498,7 @@ class Pager final : public PagerControl {
   ProgramStreams program_streams_;  // under mutex_
   std::atomic<std::uint64_t> tick_{1};
   LaunchGrace grace_;
+  TableLending lending_;
   LinkMeter link_meter_{driver_};  // under mutex_, but for its rates
   MarkPool marks_{driver_};         // timing marks, reused (its own lock)
   std::atomic<AccessFeed*> feed_{nullptr};
@@ -486,6 +508,9 @@ class Pager final : public PagerControl {
   // informed (VictimPolicy::informed).
   std::atomic<std::uint64_t> victims_taken_{0}, victims_in_order_{0};
   std::atomic<std::uint64_t> grace_evictions_{0};  // victims taken inside their grace: nothing else could go
+  std::atomic<std::uint64_t> lendings_{0};       // operations lent what an earlier one named (TableLending)
+  std::atomic<std::uint64_t> lent_units_{0};     // units they were lent
+  std::atomic<std::uint64_t> lent_left_out_{0};  // operations whose lent units could not fit beside their own
   std::atomic<std::uint64_t> planned_grace_evictions_{0};  // scheduled offloads inside a grace (a plan that cut it)
 
   mutable std::mutex mutex_;

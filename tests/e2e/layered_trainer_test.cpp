@@ -207,13 +207,16 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
 // 16 steps under auto with a cap of `numerator` / `denominator` of its
 // uncapped peak: a clean run, every bit as uncapped.
 void run_vgg16_under_auto(const std::string& tag, std::uint64_t numerator, std::uint64_t denominator,
-                          PagedRun* run) {
+                          PagedRun* run, const std::string& grace = "lend") {
   const std::vector<std::string> args{"--model", "vgg16", "--scale", "32", "--steps", "16"};
   const Result baseline = uncapped(args);
   ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
   const std::uint64_t cap = baseline.wanted * numerator / denominator;
   *run = run_paged(tag, trainer(args), std::to_string(cap),
-                   {{"VGPUMEM_POLICY", "auto"}, {"VGPUSIM_LINK_GBPS", "1.71875"}});
+                   {{"VGPUMEM_POLICY", "auto"},
+                    {"VGPUSIM_LINK_GBPS", "1.71875"},
+                    {"VGPUMEM_GRACE", grace},
+                    {"VGPUMEM_LEND_MAX_BYTES", "64KiB"}});  // 2 MiB scaled, as vgpumem bench does
   ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(*run, "RESULT", cap));
   EXPECT_EQ(parse(run->process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
 }
@@ -228,15 +231,16 @@ std::map<std::string, double> trial_steps(const nlohmann::json& trial) {
   return measured;
 }
 
-// VGG-16's short step of large maps at half its peak: with the pager's
-// launch grace of eight operations no plan fits (the units of the last
-// eight operations fill the cap), so auto's way in the trial is its plan
-// with the grace cut, its offloads allowed inside the grace — as on demand
-// itself evicts there at this cap. It is measured against on demand and
-// vDNN, runs faster than on demand, and every bit is as uncapped.
-TEST(PagingLayered, WhereTheGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncapped) {
+// VGG-16's short step of large maps at half its peak: with the blanket
+// launch grace of eight operations (VGPUMEM_GRACE=blanket) no plan fits (the
+// units of the last eight operations fill the cap), so auto's way in the
+// trial is its plan with the grace cut, its offloads allowed inside the
+// grace — as on demand itself evicts there at this cap. It is measured
+// against on demand and vDNN, runs faster than on demand, and every bit is
+// as uncapped.
+TEST(PagingLayered, WhereTheBlanketGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncapped) {
   PagedRun run;
-  ASSERT_NO_FATAL_FAILURE(run_vgg16_under_auto("grace-cut", 1, 2, &run));
+  ASSERT_NO_FATAL_FAILURE(run_vgg16_under_auto("grace-cut", 1, 2, &run, "blanket"));
   const nlohmann::json& vgpumem = run.trace["vgpumem"];
   const nlohmann::json& schedule = vgpumem["schedule"];
   ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
@@ -252,24 +256,38 @@ TEST(PagingLayered, WhereTheGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAsUncappe
 // VGG-16 at a third of its peak (scaled: two fifths, below): two
 // operations of its first fully connected layer's backward pass name more
 // than the cap between them, so only a plan whose offloads go as each last
-// use is enqueued fits — with the grace cut to none (an offload issued an
-// operation later left none that fits). Measured in the trial, it beats on
-// demand and vDNN, runs the step, and every bit is as uncapped.
+// use is enqueued fits. Under the blanket grace that takes the grace cut to
+// none (an offload issued an operation later left none that fits), and the
+// plan is measured in a trial against on demand and vDNN, beats both and
+// runs the step; under lending, the default, the plan is made so from the
+// start, fits without a trial, and no offload goes inside a grace. Every bit
+// is as uncapped.
 TEST(PagingLayered, WhereOnlyOffloadsWithTheLastUseFitAutosPlanBeatsOnDemandWithEveryBit) {
-  PagedRun run;
-  ASSERT_NO_FATAL_FAILURE(run_vgg16_under_auto("partial-plan", 2, 5, &run));
-  const nlohmann::json& vgpumem = run.trace["vgpumem"];
-  const nlohmann::json& schedule = vgpumem["schedule"];
-  ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
-  EXPECT_TRUE(schedule["plan"]["fits"].get<bool>()) << schedule["plan"].dump();
-  EXPECT_EQ(schedule["plan"]["grace_operations"].get<int>(), 0) << schedule["plan"].dump();
-  EXPECT_GT(vgpumem["paging"]["grace"]["planned_inside"].get<int>(), 0) << vgpumem["paging"]["grace"].dump();
-  const nlohmann::json& trial = schedule["trial"];
-  ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << schedule.dump();
-  std::map<std::string, double> measured = trial_steps(trial);
-  ASSERT_TRUE(measured.count("auto") != 0 && measured.count("on demand") != 0) << trial.dump();
-  EXPECT_LT(measured["auto"], measured["on demand"]) << trial.dump();
-  EXPECT_EQ(trial["chosen"], "auto") << trial.dump();
+  for (const std::string grace : {"lend", "blanket"}) {
+    SCOPED_TRACE(grace);
+    PagedRun run;
+    ASSERT_NO_FATAL_FAILURE(run_vgg16_under_auto("partial-plan-" + grace, 2, 5, &run, grace));
+    const nlohmann::json& vgpumem = run.trace["vgpumem"];
+    const nlohmann::json& schedule = vgpumem["schedule"];
+    ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
+    EXPECT_TRUE(schedule["plan"]["fits"].get<bool>()) << schedule["plan"].dump();
+    EXPECT_EQ(schedule["plan"]["grace_operations"].get<int>(), 0) << schedule["plan"].dump();
+    const nlohmann::json& kept = vgpumem["paging"]["grace"];
+    EXPECT_EQ(kept["kind"], grace) << kept.dump();
+    if (grace == "lend") {
+      EXPECT_EQ(kept["planned_inside"].get<int>(), 0) << kept.dump();
+      EXPECT_FALSE(schedule.contains("trial")) << schedule.dump();
+      EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
+      continue;
+    }
+    EXPECT_GT(kept["planned_inside"].get<int>(), 0) << kept.dump();
+    const nlohmann::json& trial = schedule["trial"];
+    ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << schedule.dump();
+    std::map<std::string, double> measured = trial_steps(trial);
+    ASSERT_TRUE(measured.count("auto") != 0 && measured.count("on demand") != 0) << trial.dump();
+    EXPECT_LT(measured["auto"], measured["on demand"]) << trial.dump();
+    EXPECT_EQ(trial["chosen"], "auto") << trial.dump();
+  }
 }
 
 // VGG-16 at a third of its peak (scaled), where no plan fits and on demand

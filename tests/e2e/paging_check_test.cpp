@@ -19,12 +19,18 @@ constexpr std::uint64_t kCap = 16 * kMiB;
 // between use (18 MiB), fit; the other four buffers of the probe do not.
 constexpr std::uint64_t kNearCap = 24 * kMiB;
 
-PagedRun run_hidden(const std::string& check, const std::string& distance = "far",
-                    const std::string& grace = "") {
+// `grace`: VGPUMEM_GRACE_LAUNCHES; `more`: further variables.
+PagedRun run_hidden(const std::string& check, const std::string& distance = "far", const std::string& grace = "",
+                    const std::map<std::string, std::string>& more = {}) {
   std::map<std::string, std::string> env = {{"VGPUMEM_CHECK", check}};
   if (!grace.empty()) env["VGPUMEM_GRACE_LAUNCHES"] = grace;
+  std::string tag;
+  for (const auto& [name, value] : more) {
+    env[name] = value;
+    tag += "-" + value;
+  }
   const std::string limit = distance == "near" ? "24MiB" : "16MiB";
-  return run_paged("hidden-" + check + "-" + distance + grace, {program("hidden_probe"), distance}, limit, env);
+  return run_paged("hidden-" + check + "-" + distance + grace + tag, {program("hidden_probe"), distance}, limit, env);
 }
 
 const nlohmann::json& paging(const PagedRun& run) { return run.trace["vgpumem"]["paging"]; }
@@ -51,12 +57,27 @@ TEST(PagingCheck, AHiddenPointerFaultsUnderStrict) { expect_fault(run_hidden("st
 TEST(PagingCheck, AHiddenPointerFaultsUnderTorture) { expect_fault(run_hidden("torture")); }
 
 // A table built by one kernel and read two launches later (a prepare kernel
-// and its consumer): the grace keeps what the writer named on the device,
-// even under torture, which offloads everything else before each launch.
+// and its consumer): the reader names the table the writer named, so it is
+// lent what the writer named (vmm/table_lending.h), even under torture,
+// which offloads everything else before each launch.
 TEST(PagingCheck, ATableReadSoonAfterItIsBuiltOnTheDeviceIsExactUnderTorture) {
   const PagedRun run = run_hidden("torture", "near");
   expect_exact(run);
   EXPECT_EQ(paging(run)["grace"]["operations"].get<int>(), 8);
+  EXPECT_EQ(paging(run)["grace"]["kind"], "lend");
+  EXPECT_GE(paging(run)["grace"]["lendings"].get<int>(), 1) << paging(run)["grace"].dump();
+}
+// The blanket grace (VGPUMEM_GRACE=blanket) keeps the pair exact too.
+TEST(PagingCheck, TheBlanketGraceKeepsATableReadSoonAfterExactUnderTorture) {
+  const PagedRun run = run_hidden("torture", "near", "", {{"VGPUMEM_GRACE", "blanket"}});
+  expect_exact(run);
+  EXPECT_EQ(paging(run)["grace"]["lendings"].get<int>(), 0);
+}
+// Lending looks for tables in small allocations only: with the table's
+// allocation above VGPUMEM_LEND_MAX_BYTES nothing is lent, and the pair
+// faults as with no grace.
+TEST(PagingCheck, ATableOutsideTheSmallAllocationsIsNotLentAndFaultsUnderTorture) {
+  expect_fault(run_hidden("torture", "near", "", {{"VGPUMEM_LEND_MAX_BYTES", "512"}}), kNearCap);
 }
 TEST(PagingCheck, ATableReadSoonAfterItIsBuiltOnTheDeviceIsExactUnderStrict) {
   expect_exact(run_hidden("strict", "near"));

@@ -14,12 +14,14 @@ namespace vgpumem::test {
 namespace {
 
 // Each mode without the reclaimer thread, so nothing unmaps behind the test;
-// `grace`: VGPUMEM_GRACE_LAUNCHES (off unless a test is about it).
+// `grace`: VGPUMEM_GRACE_LAUNCHES (off unless a test is about it), the
+// blanket grace's (lending has its own tests, lending_test.cpp).
 auto with(vmm::CheckMode mode, std::uint32_t grace = 0) {
   return [mode, grace](vmm::PagerOptions& options) {
     options.check = mode;
     options.reclaimer = false;
     options.grace_operations = grace;
+    options.grace = vmm::GraceKind::blanket;
   };
 }
 

@@ -364,7 +364,10 @@ TEST_F(ScheduledMovesTest, AnOffloadOfAUnitStillArrivingWaitsForItsArrival) {
 // fitted outside it), is counted as such, and never under torture.
 TEST_F(ScheduledMovesTest, AnOffloadInsideTheGraceOnlyForAPlanThatCutItAndNeverUnderTorture) {
   for (const vmm::CheckMode check : {vmm::CheckMode::fast, vmm::CheckMode::torture}) {
-    make_pager(4 * kChunk, std::nullopt, [check](vmm::PagerOptions& options) { options.check = check; });
+    make_pager(4 * kChunk, std::nullopt, [check](vmm::PagerOptions& options) {
+      options.check = check;
+      options.grace = vmm::GraceKind::blanket;
+    });
     UnitCatcher catcher;
     pager_->set_access_feed(&catcher);
     std::array<CUdeviceptr, 2> buffers{};
@@ -453,6 +456,7 @@ TEST_F(ScheduledMovesTest, AnOffloadAsItsLastUseIsEnqueuedSavesWhatThatUseWrote)
 TEST_F(ScheduledMovesTest, UnderAGraceOfKAnOffloadGoesAsTheKthOperationAfterItsUseIsEnqueued) {
   make_pager(16 * kChunk, std::nullopt, [](vmm::PagerOptions& options) {
     options.grace_operations = 2;
+    options.grace = vmm::GraceKind::blanket;
     options.reclaimer = false;
   });
   OffloadAsFed feed(*pager_);

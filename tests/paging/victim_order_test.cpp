@@ -36,6 +36,7 @@ class VictimOrderTest : public PagerTest {
       options.check = vmm::CheckMode::strict;
       options.reclaimer = false;
       options.grace_operations = grace;
+      options.grace = vmm::GraceKind::blanket;
     });
     pager_->set_access_feed(&catcher_);
     for (unsigned i = 0; i < 3; ++i) {

@@ -155,6 +155,8 @@ TEST(ParseConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(config.policy, Policy::off);
   EXPECT_FALSE(config.host_limit);
   EXPECT_EQ(config.grace_operations, 8u);
+  EXPECT_EQ(config.grace, vmm::GraceKind::lend);
+  EXPECT_EQ(config.lend_max_bytes, 2 * MiB);
   EXPECT_EQ(config.piece_bytes, 0u);
   EXPECT_EQ(config.cupti, CuptiUse::automatic);
   EXPECT_TRUE(config.library_hooks);
@@ -172,6 +174,8 @@ TEST(ParseConfig, ReadsEveryVariable) {
                                   {"VGPUMEM_POLICY", "off"},
                                   {"VGPUMEM_HOST_LIMIT", "64G"},
                                   {"VGPUMEM_GRACE_LAUNCHES", "0"},
+                                  {"VGPUMEM_GRACE", "Blanket"},
+                                  {"VGPUMEM_LEND_MAX_BYTES", "64KiB"},
                                   {"VGPUMEM_PIECE_BYTES", "6MiB"},
                                   {"VGPUMEM_CUPTI", "off"},
                                   {"VGPUMEM_VICTIMS", "Next-Use"},
@@ -189,6 +193,8 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.policy, Policy::off);  // given explicitly, despite the caps
   EXPECT_EQ(config.host_limit, 64 * GiB);
   EXPECT_EQ(config.grace_operations, 0u);
+  EXPECT_EQ(config.grace, vmm::GraceKind::blanket);
+  EXPECT_EQ(config.lend_max_bytes, 64 * KiB);
   EXPECT_EQ(config.piece_bytes, 6 * MiB);
   EXPECT_EQ(config.cupti, CuptiUse::off);
   EXPECT_EQ(config.victims, VictimOrder::next_use);
@@ -287,6 +293,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_HOST_LIMIT", "0"}, BadCase{"VGPUMEM_POLICY", "fastest"},
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", "65537"}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "-1"},
                       BadCase{"VGPUMEM_GRACE_LAUNCHES", ""}, BadCase{"VGPUMEM_GRACE_LAUNCHES", "2.5"},
+                      BadCase{"VGPUMEM_GRACE", "all"}, BadCase{"VGPUMEM_GRACE", ""},
+                      BadCase{"VGPUMEM_LEND_MAX_BYTES", "100"}, BadCase{"VGPUMEM_LEND_MAX_BYTES", "0"},
+                      BadCase{"VGPUMEM_LEND_MAX_BYTES", ""},
                       BadCase{"VGPUMEM_PIECE_BYTES", "3MiB"}, BadCase{"VGPUMEM_PIECE_BYTES", "1K"},
                       BadCase{"VGPUMEM_PIECE_BYTES", "0"}, BadCase{"VGPUMEM_PIECE_BYTES", ""},
                       BadCase{"VGPUMEM_BLOCK_BYTES", "3MiB"}, BadCase{"VGPUMEM_BLOCK_BYTES", "66MiB"},

@@ -1,0 +1,46 @@
+#include "vmm/table_lending.h"
+
+#include <algorithm>
+
+namespace vgpumem::vmm {
+
+// A seqlock: the number goes to 0 while the rest changes and is published
+// last, so a reader that sees the same number before and after read a whole
+// operation's names.
+void TableLending::Slot::write(std::uint64_t number, const Names& names) {
+  while (writing.exchange(true, std::memory_order_acquire)) {
+  }
+  sequence.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  mask.store(names.mask, std::memory_order_relaxed);
+  cell_count.store(names.cell_count, std::memory_order_relaxed);
+  word_count.store(names.word_count, std::memory_order_relaxed);
+  const std::uint32_t cells_kept = std::min<std::uint32_t>(names.cell_count, kCells);
+  for (std::uint32_t i = 0; i < cells_kept; ++i) cells[i].store(names.cells[i], std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < names.word_count; ++i) words[i].store(names.words[i], std::memory_order_relaxed);
+  sequence.store(number, std::memory_order_release);
+  writing.store(false, std::memory_order_release);
+}
+
+bool TableLending::Slot::read(std::uint64_t number, Kept* out) const {
+  out->mask = mask.load(std::memory_order_relaxed);
+  out->cell_count = cell_count.load(std::memory_order_relaxed);
+  out->word_count = std::min<std::uint32_t>(word_count.load(std::memory_order_relaxed), kWords);
+  const std::uint32_t cells_kept = std::min<std::uint32_t>(out->cell_count, kCells);
+  for (std::uint32_t i = 0; i < cells_kept; ++i) out->cells[i] = cells[i].load(std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < out->word_count; ++i) out->words[i] = words[i].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return sequence.load(std::memory_order_relaxed) == number;
+}
+
+bool TableLending::shares_a_cell(const Kept& kept, const Names& names) {
+  if (kept.cell_count > kCells || names.cell_count > kCells) return (kept.mask & names.mask) != 0;
+  for (std::uint32_t i = 0; i < kept.cell_count; ++i) {
+    for (std::uint32_t j = 0; j < names.cell_count; ++j) {
+      if (kept.cells[i] == names.cells[j]) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace vgpumem::vmm
