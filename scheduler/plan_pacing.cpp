@@ -31,9 +31,10 @@ void replan_on_own_timeline(const IterationProfile& profile, const LinkModel& li
     const std::vector<PlannedSwap> pool = auto_candidates(timeline, link, leads);
     bool improved = false;
     for (const GapOrder order : {GapOrder::free_time, GapOrder::coverage}) {
-      Plan trial = plan_auto_greedy(timeline, plan->budget, link, leads, pool, order);
+      Plan trial = plan_auto_greedy(timeline, plan->budget, link, leads, pool, order, plan->target);
       if (!trial.fits) continue;
       defer_saves_behind_program_copies(timeline, link, &trial);
+      hoist_prefetches_over_program_copies(timeline, link, &trial);
       const double ns = simulate(profile, trial, link).step_ns;
       if (ns >= best_ns) continue;
       trial.offload_delay = plan->offload_delay;

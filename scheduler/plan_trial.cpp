@@ -28,6 +28,7 @@ const char* trial_way_name(TrialWay way) {
     case TrialWay::automatic: return "auto";
     case TrialWay::vdnn_all: return "vdnn-all";
     case TrialWay::vdnn_conv: return "vdnn-conv";
+    case TrialWay::automatic_one_chunk: return "auto, one-chunk margin";
   }
   return "?";
 }

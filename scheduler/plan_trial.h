@@ -1,4 +1,5 @@
-// A trial of the ways to run a step no plan fits.
+// A trial of the ways to run a step no plan fits (or, where auto's fits,
+// of its margin: TrialWay::automatic_one_chunk).
 //
 // When auto's plan cannot bring the step under the cap, what is left runs
 // on demand, and whether a partial plan helps or hurts is not something the
@@ -26,8 +27,13 @@
 namespace vgpumem::scheduler {
 
 // The ways tried: what no plan covers pages on demand in each.
-enum class TrialWay : std::uint8_t { on_demand, automatic, vdnn_all, vdnn_conv };
-const char* trial_way_name(TrialWay way);  // "on demand", "auto", "vdnn-all", "vdnn-conv"
+// `automatic_one_chunk`: auto's plan with a margin of one chunk instead of
+// the standard one (PlanMargin), tried against auto's where both fit and
+// the tighter is predicted faster: whether the profile saw everything the
+// step needs room for is measured, not assumed.
+enum class TrialWay : std::uint8_t { on_demand, automatic, vdnn_all, vdnn_conv, automatic_one_chunk };
+// "on demand", "auto", "vdnn-all", "vdnn-conv", "auto, one-chunk margin"
+const char* trial_way_name(TrialWay way);
 
 struct TrialCandidate {
   TrialWay way = TrialWay::on_demand;
@@ -37,9 +43,10 @@ struct TrialCandidate {
 
 class PlanTrial {
  public:
-  // `candidates[0]` is on demand. Those measured already (step_ns >= 0)
-  // are not run again; the rest are run in turn. Candidates whose moves
-  // equal an earlier one's are dropped.
+  // `candidates[0]` is the way in force when the trial begins (on demand,
+  // or auto's plan that fits). Those measured already (step_ns >= 0) are
+  // not run again; the rest are run in turn. Candidates whose moves equal
+  // an earlier one's are dropped.
   PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCandidate> candidates);
 
   bool covers(const void* thread, std::uint64_t lock) const { return thread == thread_ && lock == lock_; }

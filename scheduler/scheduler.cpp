@@ -221,7 +221,7 @@ bool Scheduler::plan_now() {
     switch (options_.planner) {
       // The greedy plan first: it is ready in milliseconds, and a plan that
       // comes a step late is a step on demand. Refined below.
-      case Planner::swap: plan = plan_auto(step, budget, link, leads, /*refine=*/false); break;
+      case Planner::swap: plan = plan_auto(step, budget, link, leads, /*refine=*/false, margin_for(*iteration)); break;
       case Planner::vdnn_all: plan = plan_vdnn(step, budget, link, false); break;
       case Planner::vdnn_conv: plan = plan_vdnn(step, budget, link, true); break;
     }
@@ -261,6 +261,7 @@ bool Scheduler::plan_now() {
       predicted = refined;
       publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
     }
+    try_one_chunk_margin(*iteration, step, budget, link, leads, plan, predicted.step_ns);
   }
   nlohmann::json numbers = {{"period", step.period()},
                             {"compute_ns", step.step_ns},
@@ -297,7 +298,8 @@ namespace {
 Plan plan_for(TrialWay way, const IterationProfile& step, std::uint64_t budget, const LinkModel& link,
               const Plan& automatic) {
   switch (way) {
-    case TrialWay::automatic: return automatic;
+    case TrialWay::automatic:
+    case TrialWay::automatic_one_chunk: return automatic;  // (a margin's trial is of plans that fit)
     case TrialWay::vdnn_all: return plan_vdnn(step, budget, link, false);
     case TrialWay::vdnn_conv: return plan_vdnn(step, budget, link, true);
     case TrialWay::on_demand: break;
@@ -339,6 +341,29 @@ Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationPr
   return trial_->current().plan;
 }
 
+PlanMargin Scheduler::margin_for(const RecordedIteration& iteration) const {
+  const bool measured = trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock) && trial_->done();
+  return measured && trial_->best().way == TrialWay::automatic_one_chunk ? PlanMargin::one_chunk
+                                                                         : PlanMargin::standard;
+}
+
+void Scheduler::try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step,
+                                     std::uint64_t budget, const LinkModel& link, const PrefetchLeads& leads,
+                                     const Plan& plan, double predicted_ns) {
+  if (!plan.fits || plan.offload_delay || (trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock))) {
+    return;
+  }
+  Plan tight = plan_auto(step, budget, link, leads, /*refine=*/true, PlanMargin::one_chunk);
+  if (!tight.fits || tight.swaps.empty() || !(simulate(step, tight, link).step_ns < predicted_ns)) return;
+  std::vector<TrialCandidate> candidates;
+  candidates.push_back({TrialWay::automatic, plan, -1});  // in force
+  candidates.push_back({TrialWay::automatic_one_chunk, std::move(tight), -1});
+  trial_ = std::make_unique<PlanTrial>(iteration.thread, iteration.lock, std::move(candidates));
+  trial_step_ = step;
+  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
+  VGPUMEM_LOG_INFO("schedule: measuring auto's plan against the same with a one-chunk margin, a step each");
+}
+
 // A step timed during the trial in progress: if it is the one asked for,
 // its cost goes to the candidate in force, and the next candidate (or, once
 // all are measured, the fastest) is published, planned on the step the
@@ -356,7 +381,10 @@ bool Scheduler::measure_trial(const RecordedIteration& iteration, const Iteratio
   }
   std::lock_guard lock(mutex_);
   last_trial_ = trial_->summary();
-  if (last_plan_.is_object()) last_plan_["swaps"] = trial_->current().plan.swaps.size();
+  if (last_plan_.is_object()) {
+    last_plan_["swaps"] = trial_->current().plan.swaps.size();
+    last_plan_["target"] = trial_->current().plan.target;
+  }
   return true;
 }
 

@@ -97,6 +97,15 @@ class Scheduler final : public vmm::AccessFeed {
   Plan unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
                   const LinkModel& link, const Plan& automatic);
   bool measure_trial(const RecordedIteration& iteration, const IterationProfile& step);
+  // The margin auto plans with for `iteration`'s lock: the standard one
+  // until a trial of the two measured the tighter faster.
+  PlanMargin margin_for(const RecordedIteration& iteration) const;
+  // Where auto's plan fits and has not been tried against a one-chunk
+  // margin in this lock: plans with that margin, and where that plan fits
+  // too and is predicted faster, measures both (plan_trial.h).
+  void try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
+                            const LinkModel& link, const PrefetchLeads& leads, const Plan& plan,
+                            double predicted_ns);
   void publish(std::unique_ptr<TriggerTable> table);
 
   const Options options_;

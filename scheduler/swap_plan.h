@@ -94,6 +94,14 @@ IterationProfile profile_for(const IterationProfile& profile, const Plan& plan);
 // nanoseconds its trigger moves earlier than the link alone says.
 using PrefetchLeads = std::map<std::pair<const vmm::Unit*, std::uint32_t>, double>;
 
+// The room a plan keeps below its budget for what the profile does not see
+// (a unit allocated mid-step, rounding). `standard`: 3 % of the budget, at
+// least one 2 MiB chunk. `one_chunk`: a chunk alone — for a step the
+// profile saw whole, which the scheduler finds out by measuring both
+// (scheduler.h, the margin's trial).
+enum class PlanMargin { standard, one_chunk };
+std::uint64_t plan_margin(std::uint64_t budget, PlanMargin margin);
+
 // Capuchin's swap planner, without recomputation: gaps ranked by free
 // time, taken at the predicted peak until it is under `budget` less a
 // margin; prefetches placed on the simulated copy-in timeline to land in
@@ -101,7 +109,7 @@ using PrefetchLeads = std::map<std::pair<const vmm::Unit*, std::uint32_t>, doubl
 // `refine`: then improve a plan that fits (refine_auto_plan: planned again
 // on the timeline it runs on, then local search).
 Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-               const PrefetchLeads& leads = {}, bool refine = true);
+               const PrefetchLeads& leads = {}, bool refine = true, PlanMargin margin = PlanMargin::standard);
 // The order plan_auto's greedy takes gaps in at the peak. By free time
 // (Capuchin's): the copies hide best, what a step with compute to spare
 // wants. By coverage: the excess over the target a gap covers, summed over
@@ -113,8 +121,11 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
 // faster.
 enum class GapOrder { free_time, coverage };
 // One greedy pass over `pool` (plan_auto's candidate gaps: auto_candidates).
+// `target`: what to bring the step under (default: `budget` less the
+// standard margin).
 Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-                      const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order);
+                      const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order,
+                      std::optional<std::uint64_t> target = std::nullopt);
 std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const LinkModel& link,
                                          const PrefetchLeads& leads);
 // Improves a plan that fits: plan_auto's greedy again on the timeline the
@@ -155,6 +166,13 @@ std::uint64_t excess_left(const IterationProfile& profile, const Plan& plan);
 // that way and the step is then faster (by simulate()); the closest to the
 // copy first.
 void defer_saves_behind_program_copies(const IterationProfile& profile, const LinkModel& link, Plan* plan);
+// The same copies make the program wait until they land, and nothing after
+// them is issued meanwhile: a prefetch triggered after one starts only
+// then, though the copy-in engine may be idle. Each such prefetch is
+// triggered by the operation before the copy instead, where the plan still
+// fits that way and the step is then faster (by simulate()); the earliest
+// needed first (prefetch_hoisting.cpp).
+void hoist_prefetches_over_program_copies(const IterationProfile& profile, const LinkModel& link, Plan* plan);
 
 // vDNN: each forward layer's input (the units its leading kernel touches
 // that wait for the backward pass) goes out after its forward use and comes

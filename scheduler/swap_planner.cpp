@@ -17,12 +17,6 @@ namespace vgpumem::scheduler {
 
 namespace {
 
-// Room kept below the budget: 3 % of it and at least one 2 MiB chunk, for
-// what the profile cannot see (a unit allocated mid-step, rounding).
-std::uint64_t margin(std::uint64_t budget) {
-  return std::max<std::uint64_t>(budget / 33, std::uint64_t{2} << 20);
-}
-
 // Every gap between two consecutive uses of a unit, the wrapping one
 // included, with the prefetch as late as the link alone allows.
 std::vector<PlannedSwap> candidates(const IterationProfile& profile, const LinkModel& link,
@@ -150,6 +144,11 @@ std::vector<std::uint64_t> resident_curve(const IterationProfile& profile, const
   return curve;
 }
 
+std::uint64_t plan_margin(std::uint64_t budget, PlanMargin margin) {
+  constexpr std::uint64_t kChunk = std::uint64_t{2} << 20;
+  return margin == PlanMargin::one_chunk ? kChunk : std::max<std::uint64_t>(budget / 33, kChunk);
+}
+
 std::vector<PlannedSwap> auto_candidates(const IterationProfile& profile, const LinkModel& link,
                                          const PrefetchLeads& leads) {
   return candidates(profile, link, leads);
@@ -179,14 +178,16 @@ void refine_with_pool(const IterationProfile& profile, const LinkModel& link, co
 
 void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan) {
   refine_with_pool(profile, link, leads, nullptr, plan);
+  hoist_prefetches_over_program_copies(profile, link, plan);
 }
 
 Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-                      const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order) {
+                      const PrefetchLeads& leads, const std::vector<PlannedSwap>& pool, GapOrder order,
+                      std::optional<std::uint64_t> target) {
   Plan plan;
   plan.policy = "auto";
   plan.budget = budget;
-  plan.target = budget - std::min(budget, margin(budget));
+  plan.target = target.value_or(budget - std::min(budget, plan_margin(budget, PlanMargin::standard)));
   plan.peak_before = plan.peak_after = profile.total_bytes;
   if (profile.period() == 0 || profile.total_bytes <= plan.target) return plan;
 
@@ -256,18 +257,25 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
 
 // Both greedy orders; the model keeps the one that fits, or the faster.
 Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
-               const PrefetchLeads& leads, bool refine) {
+               const PrefetchLeads& leads, bool refine, PlanMargin margin) {
   const std::vector<PlannedSwap> pool = candidates(profile, link, leads);
-  Plan plan = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::free_time);
+  const std::uint64_t target = budget - std::min(budget, plan_margin(budget, margin));
+  Plan plan = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::free_time, target);
   if (!plan.swaps.empty()) {
-    Plan covering = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::coverage);
+    Plan covering = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::coverage, target);
     if (covering.fits != plan.fits ? covering.fits
                                    : simulate(profile, covering, link).step_ns < simulate(profile, plan, link).step_ns) {
       plan = std::move(covering);
     }
   }
-  if (plan.fits) defer_saves_behind_program_copies(profile, link, &plan);
-  if (plan.fits && refine) refine_with_pool(profile, link, leads, &pool, &plan);
+  if (plan.fits) {
+    defer_saves_behind_program_copies(profile, link, &plan);
+    hoist_prefetches_over_program_copies(profile, link, &plan);
+  }
+  if (plan.fits && refine) {
+    refine_with_pool(profile, link, leads, &pool, &plan);
+    hoist_prefetches_over_program_copies(profile, link, &plan);
+  }
   return plan;
 }
 

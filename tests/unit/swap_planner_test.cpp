@@ -321,6 +321,70 @@ TEST(SwapPlanner, SavesJustBeforeTheProgramsCopyToTheHostAreHeldBackUntilAfterIt
   }
 }
 
+// A step that ends with the loss read, which the program waits for: a
+// prefetch triggered after it (by the next step's first operation) starts
+// only once the read is done. Triggered by the operation before the read,
+// it lands while the program waits, and the step is faster for it; with
+// the read a kernel (nothing waits for it) the trigger stays.
+TEST(SwapPlanner, APrefetchTriggeredAfterTheProgramsCopyToTheHostGoesBeforeIt) {
+  SyntheticStep step(2);
+  step.bytes = {64 * kMiB, 2 * kMiB};
+  step.op(10'000, {});      // 0: the batch
+  step.op(10'000, {0});     // 1: needs unit 0
+  step.op(4'000'000, {});   // 2
+  step.op(10'000, {1});     // 3
+  step.op(4'000'000, {});   // 4: room for the copy back
+  step.op(2'000, {1});      // 5: the loss read
+  step.copies_to_host.insert(5);
+  const IterationProfile profile = step.profile(0);
+  Plan plan;
+  plan.budget = plan.target = 128 * kMiB;
+  PlannedSwap away;
+  away.unit = 0, away.offload_after = 1, away.needed_by = 1, away.prefetch_at = 0;  // fired by the next step's first
+  plan.swaps = {away};
+  const LinkModel link;
+  const double before = simulate(profile, plan, link).step_ns;
+  Plan hoisted = plan;
+  hoist_prefetches_over_program_copies(profile, link, &hoisted);
+  EXPECT_EQ(hoisted.swaps[0].prefetch_at, 4u) << "the operation before the read";
+  EXPECT_LT(simulate(profile, hoisted, link).step_ns, before - link.to_device_ns(64 * kMiB) / 2);
+
+  step.copies_to_host.clear();
+  const IterationProfile no_copy = step.profile(0);
+  Plan kept = plan;
+  hoist_prefetches_over_program_copies(no_copy, link, &kept);
+  EXPECT_EQ(kept.swaps[0].prefetch_at, 0u) << "no copy to the host, nothing moved";
+}
+
+// The same, where another unit fills the room before the read: brought back
+// there, unit 0 would not fit, so its trigger stays.
+TEST(SwapPlanner, APrefetchGoesBeforeTheProgramsCopyToTheHostOnlyWhereItFits) {
+  SyntheticStep step(3);
+  step.bytes = {64 * kMiB, 2 * kMiB, 62 * kMiB};
+  step.op(10'000, {});        // 0
+  step.op(10'000, {0});       // 1
+  step.op(4'000'000, {});     // 2
+  step.op(10'000, {1, 2});    // 3
+  step.op(4'000'000, {2});    // 4
+  step.op(2'000, {1, 2});     // 5: the loss read (and the metric beside it)
+  step.copies_to_host.insert(5);
+  const IterationProfile profile = step.profile(0);
+  Plan plan;
+  plan.budget = plan.target = 66 * kMiB;
+  PlannedSwap zero, two;
+  zero.unit = 0, zero.offload_after = 1, zero.needed_by = 1, zero.prefetch_at = 0;
+  two.unit = 2, two.offload_after = 5, two.needed_by = 3, two.prefetch_at = 2;
+  plan.swaps = {zero, two};
+  const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+  ASSERT_LE(*std::max_element(curve.begin(), curve.end()), plan.target) << "the plan fits as it is";
+  Plan unfit = plan;
+  unfit.swaps[0].prefetch_at = 4;
+  const std::vector<std::uint64_t> hoisted_curve = resident_curve(profile, unfit);
+  ASSERT_GT(*std::max_element(hoisted_curve.begin(), hoisted_curve.end()), plan.target);
+  hoist_prefetches_over_program_copies(profile, LinkModel{}, &plan);
+  EXPECT_EQ(plan.swaps[0].prefetch_at, 0u) << "unit 0 beside unit 2 at operation 4 would not fit";
+}
+
 TEST(StepFloor, ActivationsThatGoOutInTheForwardPassAndComeBackInTheBackwardCostBothWays) {
   // Eight 64 MiB activations written in a forward pass and read back in
   // reverse, 10 µs an operation: the link sets the pace. Half the bytes
