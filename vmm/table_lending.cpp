@@ -4,32 +4,33 @@
 
 namespace vgpumem::vmm {
 
-// A seqlock: the number goes to 0 while the rest changes and is published
-// last, so a reader that sees the same number before and after read a whole
-// operation's names.
+// A seqlock without fences (GCC's ThreadSanitizer does not take them): the
+// number goes to 0 first, each field is stored with release, the number
+// last. A reader that loads a field (acquire) a later writer stored then
+// sees that writer's 0 or its number when it loads the number again, so
+// seeing the same number before and after means it read one operation's
+// names whole.
 void TableLending::Slot::write(std::uint64_t number, const Names& names) {
   while (writing.exchange(true, std::memory_order_acquire)) {
   }
   sequence.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  mask.store(names.mask, std::memory_order_relaxed);
-  cell_count.store(names.cell_count, std::memory_order_relaxed);
-  word_count.store(names.word_count, std::memory_order_relaxed);
+  mask.store(names.mask, std::memory_order_release);
+  cell_count.store(names.cell_count, std::memory_order_release);
+  word_count.store(names.word_count, std::memory_order_release);
   const std::uint32_t cells_kept = std::min<std::uint32_t>(names.cell_count, kCells);
-  for (std::uint32_t i = 0; i < cells_kept; ++i) cells[i].store(names.cells[i], std::memory_order_relaxed);
-  for (std::uint32_t i = 0; i < names.word_count; ++i) words[i].store(names.words[i], std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < cells_kept; ++i) cells[i].store(names.cells[i], std::memory_order_release);
+  for (std::uint32_t i = 0; i < names.word_count; ++i) words[i].store(names.words[i], std::memory_order_release);
   sequence.store(number, std::memory_order_release);
   writing.store(false, std::memory_order_release);
 }
 
 bool TableLending::Slot::read(std::uint64_t number, Kept* out) const {
-  out->mask = mask.load(std::memory_order_relaxed);
-  out->cell_count = cell_count.load(std::memory_order_relaxed);
-  out->word_count = std::min<std::uint32_t>(word_count.load(std::memory_order_relaxed), kWords);
+  out->mask = mask.load(std::memory_order_acquire);
+  out->cell_count = cell_count.load(std::memory_order_acquire);
+  out->word_count = std::min<std::uint32_t>(word_count.load(std::memory_order_acquire), kWords);
   const std::uint32_t cells_kept = std::min<std::uint32_t>(out->cell_count, kCells);
-  for (std::uint32_t i = 0; i < cells_kept; ++i) out->cells[i] = cells[i].load(std::memory_order_relaxed);
-  for (std::uint32_t i = 0; i < out->word_count; ++i) out->words[i] = words[i].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  for (std::uint32_t i = 0; i < cells_kept; ++i) out->cells[i] = cells[i].load(std::memory_order_acquire);
+  for (std::uint32_t i = 0; i < out->word_count; ++i) out->words[i] = words[i].load(std::memory_order_acquire);
   return sequence.load(std::memory_order_relaxed) == number;
 }
 
