@@ -10,7 +10,7 @@ namespace vgpumem::vmm {
 // sees that writer's 0 or its number when it loads the number again, so
 // seeing the same number before and after means it read one operation's
 // names whole.
-void TableLending::Slot::write(std::uint64_t number, const Names& names) {
+void TableLending::Slot::write(std::uint64_t number, const Names& names, std::atomic<std::uint64_t>& mask) {
   while (writing.exchange(true, std::memory_order_acquire)) {
   }
   sequence.store(0, std::memory_order_relaxed);
@@ -24,24 +24,22 @@ void TableLending::Slot::write(std::uint64_t number, const Names& names) {
   writing.store(false, std::memory_order_release);
 }
 
-bool TableLending::Slot::read(std::uint64_t number, Kept* out) const {
-  out->mask = mask.load(std::memory_order_acquire);
-  out->cell_count = cell_count.load(std::memory_order_acquire);
-  out->word_count = std::min<std::uint32_t>(word_count.load(std::memory_order_acquire), kWords);
-  const std::uint32_t cells_kept = std::min<std::uint32_t>(out->cell_count, kCells);
-  for (std::uint32_t i = 0; i < cells_kept; ++i) out->cells[i] = cells[i].load(std::memory_order_acquire);
-  for (std::uint32_t i = 0; i < out->word_count; ++i) out->words[i] = words[i].load(std::memory_order_acquire);
-  return sequence.load(std::memory_order_relaxed) == number;
-}
-
-bool TableLending::shares_a_cell(const Kept& kept, const Names& names) {
-  if (kept.cell_count > kCells || names.cell_count > kCells) return (kept.mask & names.mask) != 0;
-  for (std::uint32_t i = 0; i < kept.cell_count; ++i) {
+bool TableLending::Slot::shares_a_cell(const Names& names) const {
+  const std::uint32_t count = cell_count.load(std::memory_order_acquire);
+  if (count > kCells || names.cell_count > kCells) return true;  // the masks met
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::uint64_t cell = cells[i].load(std::memory_order_acquire);
     for (std::uint32_t j = 0; j < names.cell_count; ++j) {
-      if (kept.cells[i] == names.cells[j]) return true;
+      if (cell == names.cells[j]) return true;
     }
   }
   return false;
+}
+
+bool TableLending::Slot::read(std::uint64_t number, Kept* out) const {
+  out->word_count = std::min<std::uint32_t>(word_count.load(std::memory_order_acquire), kWords);
+  for (std::uint32_t i = 0; i < out->word_count; ++i) out->words[i] = words[i].load(std::memory_order_acquire);
+  return sequence.load(std::memory_order_relaxed) == number;
 }
 
 }  // namespace vgpumem::vmm

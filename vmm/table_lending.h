@@ -55,7 +55,7 @@ class TableLending {
   static constexpr unsigned kStreams = 64;  // one ring per stream bit, as LaunchGrace
   static constexpr std::size_t kSlots = 8;  // operations naming a small cell kept per stream
   static constexpr std::size_t kCells = 4;
-  static constexpr std::size_t kWords = 16;
+  static constexpr std::size_t kWords = 8;
   static constexpr unsigned kCellShift = 9;  // 512-byte cells
 
   // What one operation named, gathered as its words are looked up. Only the
@@ -104,12 +104,14 @@ class TableLending {
   std::size_t lend(unsigned stream, std::uint64_t sequence, const Names& names, Lend&& lend) const {
     if (window_ == 0 || !names.names_small()) return 0;
     std::size_t lenders = 0;
-    for (const Slot& slot : rings_[stream % kStreams].slots) {
-      if ((slot.mask.load(std::memory_order_relaxed) & names.mask) == 0) continue;
+    const Ring& ring = rings_[stream % kStreams];
+    for (std::size_t at = 0; at < kSlots; ++at) {
+      if ((ring.masks[at].load(std::memory_order_relaxed) & names.mask) == 0) continue;
+      const Slot& slot = ring.slots[at];
       const std::uint64_t seen = slot.sequence.load(std::memory_order_acquire);
-      if (seen == 0 || seen >= sequence || sequence - seen > window_) continue;
+      if (seen == 0 || seen >= sequence || sequence - seen > window_ || !slot.shares_a_cell(names)) continue;
       Kept kept;
-      if (!slot.read(seen, &kept) || !shares_a_cell(kept, names)) continue;
+      if (!slot.read(seen, &kept)) continue;  // rewritten meanwhile: by an operation after this one
       for (std::uint32_t i = 0; i < kept.word_count; ++i) lend(kept.words[i]);
       ++lenders;
     }
@@ -122,32 +124,40 @@ class TableLending {
     if (window_ == 0 || !names.names_small() || names.overflowed()) return;
     Ring& ring = rings_[stream % kStreams];
     const std::size_t at = ring.next.fetch_add(1, std::memory_order_relaxed) % kSlots;
-    ring.slots[at].write(sequence, names);
+    ring.slots[at].write(sequence, names, ring.masks[at]);
   }
 
  private:
-  // A slot's contents read out whole (Slot::read).
+  // A slot's words read out whole (Slot::read).
   struct Kept {
-    std::uint64_t mask = 0;
-    std::uint32_t cell_count = 0, word_count = 0;
-    std::array<std::uint64_t, kCells> cells{};
-    std::array<std::uint64_t, kWords> words{};
+    std::uint32_t word_count = 0;
+    std::array<std::uint64_t, kWords> words;  // read up to word_count
   };
 
-  struct Slot {
-    std::atomic<bool> writing{false};        // a writer holds the slot
+  // What a reader checks first (sequence, cells) in one cache line, the
+  // words after it.
+  struct alignas(64) Slot {
     std::atomic<std::uint64_t> sequence{0};  // 0: empty, or being written
-    std::atomic<std::uint64_t> mask{0};
     std::atomic<std::uint32_t> cell_count{0}, word_count{0};
     std::array<std::atomic<std::uint64_t>, kCells> cells{};
+    std::atomic<bool> writing{false};        // a writer holds the slot
     std::array<std::atomic<std::uint64_t>, kWords> words{};
 
-    void write(std::uint64_t number, const Names& names);
-    // False when a writer came between (the slot no longer holds `number`).
+    // Also sets `mask`, the slot's filter in its ring.
+    void write(std::uint64_t number, const Names& names, std::atomic<std::uint64_t>& mask);
+    // Whether one of its cells is one `names` names; past kCells on either
+    // side only the masks are known, and they met (the caller checked).
+    // Read before the words, so that most slots the mask lets through cost
+    // a few loads; a writer racing it is caught by read().
+    bool shares_a_cell(const Names& names) const;
+    // Its words; false when a writer came between (the slot no longer
+    // holds `number`).
     bool read(std::uint64_t number, Kept* out) const;
   };
 
+  // The slots' masks side by side: a launch checks all eight in one line.
   struct alignas(64) Ring {
+    std::array<std::atomic<std::uint64_t>, kSlots> masks{};
     std::atomic<std::size_t> next{0};
     std::array<Slot, kSlots> slots{};
   };
@@ -155,10 +165,6 @@ class TableLending {
   static std::uint64_t bit_of(std::uint64_t cell) {
     return std::uint64_t{1} << ((cell * 0x9E3779B97F4A7C15ull) >> 58);
   }
-  // Whether a cell of `kept` is one `names` names; past kCells on either
-  // side only the masks are known, and they met.
-  static bool shares_a_cell(const Kept& kept, const Names& names);
-
   const std::uint32_t window_;
   std::array<Ring, kStreams> rings_{};
 };
