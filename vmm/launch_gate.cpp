@@ -5,6 +5,8 @@
 // argument word, one atomic increment per unit, two atomic loads per unit.
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/format_bytes.h"
@@ -175,10 +177,23 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
   if (slow) {
     const std::uint64_t started = monotonic_ns();
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     phases_.add(PagerPhase::lock_wait, monotonic_ns() - started);
     RelaxedCaptureMode relaxed(driver_, capture_open());
-    const CUresult result = make_held_resident(access, from, lent_from, named, bit, op);
+    // Room other launches hold only until they are enqueued (their own
+    // units, and what they were lent) is not the cap: wait for it a while
+    // before the program is told it is out of memory.
+    CUresult result = CUDA_SUCCESS;
+    for (std::uint64_t wait_us = 10;; wait_us = std::min<std::uint64_t>(2 * wait_us, 1000)) {
+      const bool last_try = monotonic_ns() - started > kHeldRoomWaitNs || !others_hold_units(access);
+      result = make_held_resident(access, from, lent_from, named, bit, op, last_try);
+      // (What can never fit under the cap was refused, logged, at once.)
+      if (result != CUDA_ERROR_OUT_OF_MEMORY || last_try || !fits_under_caps(access)) break;
+      ooms_.fetch_sub(1, std::memory_order_relaxed);  // counted by the try; not the program's
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
+      lock.lock();
+    }
     slow_path_ns_.fetch_add(monotonic_ns() - started, std::memory_order_relaxed);
     if (result != CUDA_SUCCESS) return result;
   }
@@ -211,7 +226,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
 // the host comes back (on the copy streams), and only when all of it could,
 // the operation's stream is made to wait for what is still arriving.
 CUresult Pager::make_held_resident(Access& access, std::size_t from, std::size_t lent_from, CUstream stream,
-                                   std::uint64_t bit, const Operation& op) {
+                                   std::uint64_t bit, const Operation& op, bool last_try) {
   {
     PhaseTimer timer(phases_, PagerPhase::reap);
     reap_saved_units(false);
@@ -226,8 +241,23 @@ CUresult Pager::make_held_resident(Access& access, std::size_t from, std::size_t
   }
   if (const CUresult result = refuse_unfit(access, op); result != CUDA_SUCCESS) return result;
   if (options_.check == CheckMode::torture) offload_all_unheld();
-  for (std::size_t i = 0; i < access.size(); ++i) {
-    if (const CUresult result = bring_in(access.at(i), op); result != CUDA_SUCCESS) return result;
+  for (std::size_t i = 0; i < lent_from; ++i) {
+    if (const CUresult result = bring_in(access.at(i), op, last_try); result != CUDA_SUCCESS) return result;
+  }
+  // What the operation was lent comes after its own, which it can never
+  // displace (they are held); where other threads' held work leaves it no
+  // room, the operation goes without it rather than fail.
+  for (std::size_t i = lent_from; i < access.size(); ++i) {
+    Unit* unit = access.at(i);
+    if (unit->retired || unit->state.load() != Residency::on_host) continue;
+    const CUresult result = fetch(unit, library_call_on_this_thread());
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+      ooms_.fetch_sub(1, std::memory_order_relaxed);  // counted by the fetch; not the program's
+      lent_left_out_.fetch_add(1, std::memory_order_relaxed);
+      access.drop_from(lent_from);
+      break;
+    }
+    if (result != CUDA_SUCCESS) return result;
   }
   PhaseTimer timer(phases_, PagerPhase::order);
   for (std::size_t i = from; i < access.size(); ++i) {
@@ -299,10 +329,24 @@ void Pager::lend(Access& access, std::uint64_t stamp) {
   lent_units_.fetch_add(access.size() - lent_from, std::memory_order_relaxed);
 }
 
-CUresult Pager::bring_in(Unit* unit, const Operation& op) {
+// Under the lock: whether a launch other than `access`'s holds a unit (it
+// is between its check and its enqueue, and lets go then).
+bool Pager::others_hold_units(Access& access) {
+  for (std::size_t i = 0; i < access.size(); ++i) access.at(i)->marked = true;
+  bool others = false;
+  for (const auto& [device, state] : devices_) {
+    for (const auto& unit : state->units) {
+      if (!unit->marked && unit->launching.load(std::memory_order_relaxed) != 0) others = true;
+    }
+  }
+  for (std::size_t i = 0; i < access.size(); ++i) access.at(i)->marked = false;
+  return others;
+}
+
+CUresult Pager::bring_in(Unit* unit, const Operation& op, bool log) {
   if (unit->retired || unit->state.load() != Residency::on_host) return CUDA_SUCCESS;
   const CUresult result = fetch(unit, library_call_on_this_thread());
-  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+  if (result == CUDA_ERROR_OUT_OF_MEMORY && log) {
     VGPUMEM_LOG_ERROR("{} cannot have {} at {:#x} back on device {}: what else it names, and what other work holds "
                       "or pins, fill the cap of {}: CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",
                       operation_name(op), format_bytes(unit->bytes), unit->seen_at(), unit->device,

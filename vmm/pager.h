@@ -341,9 +341,10 @@ class Pager final : public PagerControl {
   void follow_tables(const GranuleIndex::Window& window, const std::uint64_t* words, std::size_t count,
                      Access& access);
   CUresult settle(Access& access, std::size_t from, CUstream stream, bool per_thread, const Operation& op);
+  // `last_try`: an out-of-memory result is the program's (logged), not one
+  // settle() waits out.
   CUresult make_held_resident(Access& access, std::size_t from, std::size_t lent_from, CUstream stream,
-                              std::uint64_t bit,
-                              const Operation& op);
+                              std::uint64_t bit, const Operation& op, bool last_try);
   CUresult refuse_unfit(Access& access, const Operation& op);
   static std::array<std::uint64_t, kMaxDevices> needed_per_device(Access& access);
   bool fits_under_caps(Access& access);
@@ -356,7 +357,12 @@ class Pager final : public PagerControl {
            (unit.slab ? options_.slab_max_bytes <= options_.lend_max_bytes
                       : unit.requested != 0 && unit.requested <= options_.lend_max_bytes);
   }
-  CUresult bring_in(Unit* unit, const Operation& op);
+  // `log`: say so when it cannot (not on a try that is waited out).
+  CUresult bring_in(Unit* unit, const Operation& op, bool log = true);
+  bool others_hold_units(Access& access);
+  // How long a slow path waits for room other launches hold before it
+  // returns out of memory.
+  static constexpr std::uint64_t kHeldRoomWaitNs = 50'000'000;
   CUresult order_stream(Unit* unit, CUstream stream, std::uint64_t bit);
   void offload_all_unheld();
   std::string operation_name(const Operation& op) const;

@@ -4,6 +4,8 @@
 // operation does not hold goes to the host before it, so what is mapped
 // while the consumer holds its units is exactly what it was lent.
 #include <array>
+#include <atomic>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -158,6 +160,40 @@ TEST_F(LendingTest, ATargetFreedInBetweenIsNotLent) {
   launch({table_[0]}, nullptr, [&] { EXPECT_TRUE(mapped_now(targets_[1], kTarget)); });
   EXPECT_EQ(grace()["lent_units"].get<int>(), 1) << grace().dump();
   EXPECT_TRUE(holds(targets_[1], kTarget, 1));
+}
+
+}  // namespace
+}  // namespace vgpumem::test
+
+namespace vgpumem::test {
+namespace {
+
+// Room another launch holds only until it is enqueued (its own units, and
+// what it was lent) is waited for: a launch that finds the cap full of held
+// units gets its room once they are let go, not an out-of-memory error.
+TEST_F(LendingTest, ALaunchWaitsForRoomAnotherLaunchHoldsInsteadOfFailing) {
+  make(8 * kMiB, 8, [](vmm::PagerOptions& options) { options.check = vmm::CheckMode::fast; });
+  std::array<CUdeviceptr, 3> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kTarget));  // the third pushed the first out
+  std::atomic<bool> held{false}, done{false};
+  std::thread holder([&] {
+    CUcontext context = nullptr;
+    ASSERT_EQ(cuDevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSetCurrent(context), CUDA_SUCCESS);
+    vmm::Access access;  // the first two, held as a launch between its check and its enqueue holds them
+    const std::vector<std::uint64_t> words{buffers[0], buffers[1]};
+    EXPECT_EQ(pager_->prepare(words.data(), words.size(), nullptr, false, access), CUDA_SUCCESS);
+    held = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(done.load()) << "the other launch did not wait";
+  });
+  while (!held.load()) std::this_thread::yield();
+  const std::vector<std::uint64_t> third{buffers[2]};
+  vmm::Access access;
+  EXPECT_EQ(pager_->prepare(third.data(), third.size(), nullptr, false, access), CUDA_SUCCESS);
+  done = true;
+  holder.join();
+  EXPECT_EQ(pager_->summary()["ooms"].get<int>(), 0);
 }
 
 }  // namespace
