@@ -354,7 +354,13 @@ void Scheduler::try_one_chunk_margin(const RecordedIteration& iteration, const I
     return;
   }
   Plan tight = plan_auto(step, budget, link, leads, /*refine=*/true, PlanMargin::one_chunk);
-  if (!tight.fits || tight.swaps.empty() || !(simulate(step, tight, link).step_ns < predicted_ns)) return;
+  if (!tight.fits || tight.swaps.empty()) return;
+  // Predicted faster, or as fast with fewer bytes over the link.
+  const PlanTiming tighter = simulate(step, tight, link), standard = simulate(step, plan, link);
+  const bool better = tighter.step_ns < predicted_ns ||
+                      (tighter.step_ns <= predicted_ns && tighter.bytes_to_host + tighter.bytes_to_device <
+                                                              standard.bytes_to_host + standard.bytes_to_device);
+  if (!better) return;
   std::vector<TrialCandidate> candidates;
   candidates.push_back({TrialWay::automatic, plan, -1});  // in force
   candidates.push_back({TrialWay::automatic_one_chunk, std::move(tight), -1});

@@ -102,7 +102,8 @@ class Scheduler final : public vmm::AccessFeed {
   PlanMargin margin_for(const RecordedIteration& iteration) const;
   // Where auto's plan fits and has not been tried against a one-chunk
   // margin in this lock: plans with that margin, and where that plan fits
-  // too and is predicted faster, measures both (plan_trial.h).
+  // too and is predicted faster (or as fast, moving fewer bytes), measures
+  // both (plan_trial.h).
   void try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
                             const LinkModel& link, const PrefetchLeads& leads, const Plan& plan,
                             double predicted_ns);

@@ -270,18 +270,20 @@ TEST(PagingLayered, WhereTheBlanketGraceLeavesNoPlanRoomAutoCutsItWithEveryBitAs
 // The same step under lending, the default: the blanket's eight
 // operations are not kept, so auto's plan fits at once with every offload
 // going with its last use. At a 16th of the sizes the standard margin is
-// two chunks and more; the plan with a one-chunk margin is predicted
-// faster there, so both are measured a step each and the faster kept.
-// Every bit as uncapped.
-TEST(PagingLayered, UnderLendingAutosPlanFitsAtHalfThePeakAndItsMarginIsMeasured) {
+// two chunks and more; where the plan with a one-chunk margin is predicted
+// faster (which depends on the step the planner recorded), both are
+// measured a step each and the faster kept (the trial itself is tested on
+// a fixed step in Scheduler.WhereAutosPlanFitsItsMarginIsMeasured). Every
+// bit as uncapped.
+TEST(PagingLayered, UnderLendingAutosPlanFitsAtHalfThePeakWithEveryBitAsUncapped) {
   PagedRun run;
   ASSERT_NO_FATAL_FAILURE(run_vgg16_under_auto("lend-half", 1, 2, &run, "lend", 16));
   const nlohmann::json& schedule = run.trace["vgpumem"]["schedule"];
   ASSERT_TRUE(schedule["plan"].is_object()) << schedule.dump();
   EXPECT_TRUE(schedule["plan"]["fits"].get<bool>()) << schedule["plan"].dump();
   EXPECT_EQ(schedule["plan"]["grace_operations"].get<int>(), 0) << schedule["plan"].dump();
-  ASSERT_TRUE(schedule.contains("trial")) << schedule.dump();
-  expect_margin_trial(schedule["trial"]);
+  EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
+  if (schedule.contains("trial")) expect_margin_trial(schedule["trial"]);
 }
 
 // VGG-16 at a third of its peak (scaled: two fifths, below): two
