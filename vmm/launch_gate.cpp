@@ -185,11 +185,15 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     // before the program is told it is out of memory.
     CUresult result = CUDA_SUCCESS;
     for (std::uint64_t wait_us = 10;; wait_us = std::min<std::uint64_t>(2 * wait_us, 1000)) {
-      const bool last_try = monotonic_ns() - started > kHeldRoomWaitNs || !others_hold_units(access);
+      const bool last_try = monotonic_ns() - started > kHeldRoomWaitNs;
       result = make_held_resident(access, from, lent_from, named, bit, op, last_try);
       // (What can never fit under the cap was refused, logged, at once.)
       if (result != CUDA_ERROR_OUT_OF_MEMORY || last_try || !fits_under_caps(access)) break;
       ooms_.fetch_sub(1, std::memory_order_relaxed);  // counted by the try; not the program's
+      if (!others_hold_units(access)) {  // nothing to wait for: the program's, and said so
+        result = make_held_resident(access, from, lent_from, named, bit, op, true);
+        break;
+      }
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
       lock.lock();

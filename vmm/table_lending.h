@@ -97,11 +97,11 @@ class TableLending {
 
   std::uint32_t window() const { return window_; }
 
-  // Calls `lend(word)` for each word kept by an operation of `stream` at
+  // Calls `on_word(word)` for each word kept by an operation of `stream` at
   // most `window` operations before `sequence` (the consumer's number there)
   // that named a small cell `names` names. Returns how many operations lent.
-  template <typename Lend>
-  std::size_t lend(unsigned stream, std::uint64_t sequence, const Names& names, Lend&& lend) const {
+  template <typename OnWord>
+  std::size_t lend(unsigned stream, std::uint64_t sequence, const Names& names, OnWord&& on_word) const {
     if (window_ == 0 || !names.names_small()) return 0;
     std::size_t lenders = 0;
     const Ring& ring = rings_[stream % kStreams];
@@ -112,7 +112,7 @@ class TableLending {
       if (seen == 0 || seen >= sequence || sequence - seen > window_ || !slot.shares_a_cell(names)) continue;
       Kept kept;
       if (!slot.read(seen, &kept)) continue;  // rewritten meanwhile: by an operation after this one
-      for (std::uint32_t i = 0; i < kept.word_count; ++i) lend(kept.words[i]);
+      for (std::uint32_t i = 0; i < kept.word_count; ++i) on_word(kept.words[i]);
       ++lenders;
     }
     return lenders;
