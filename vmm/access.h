@@ -34,6 +34,10 @@ struct LaunchThread {
   // stream's bit. That operation is enqueued, so the launch grace counts it
   // as done (LaunchGrace::protects).
   std::uint64_t enqueued_bit = 0;
+  // Set by the pager when it could find no room (nothing it may evict) for
+  // this thread's operation: the try that failed so is worth another once
+  // other launches let their units go (Pager::settle).
+  bool short_of_room = false;
 };
 
 // The calling thread's. Declared const, as the C library declares

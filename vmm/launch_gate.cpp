@@ -186,9 +186,12 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     CUresult result = CUDA_SUCCESS;
     for (std::uint64_t wait_us = 10;; wait_us = std::min<std::uint64_t>(2 * wait_us, 1000)) {
       const bool last_try = monotonic_ns() - started > kHeldRoomWaitNs;
+      thread.short_of_room = false;
       result = make_held_resident(access, from, lent_from, named, bit, op, last_try);
-      // (What can never fit under the cap was refused, logged, at once.)
-      if (result != CUDA_ERROR_OUT_OF_MEMORY || last_try || !fits_under_caps(access)) break;
+      // Only a try that found nothing to evict is tried again (what can never
+      // fit under the cap was refused, logged, at once; a failed copy is the
+      // program's, logged too).
+      if (result != CUDA_ERROR_OUT_OF_MEMORY || last_try || !thread.short_of_room || !fits_under_caps(access)) break;
       ooms_.fetch_sub(1, std::memory_order_relaxed);  // counted by the try; not the program's
       if (!others_hold_units(access)) {  // nothing to wait for: the program's, and said so
         result = make_held_resident(access, from, lent_from, named, bit, op, true);
@@ -350,7 +353,7 @@ bool Pager::others_hold_units(Access& access) {
 CUresult Pager::bring_in(Unit* unit, const Operation& op, bool log) {
   if (unit->retired || unit->state.load() != Residency::on_host) return CUDA_SUCCESS;
   const CUresult result = fetch(unit, library_call_on_this_thread());
-  if (result == CUDA_ERROR_OUT_OF_MEMORY && log) {
+  if (result == CUDA_ERROR_OUT_OF_MEMORY && (log || !launch_thread().short_of_room)) {
     VGPUMEM_LOG_ERROR("{} cannot have {} at {:#x} back on device {}: what else it names, and what other work holds "
                       "or pins, fill the cap of {}: CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",
                       operation_name(op), format_bytes(unit->bytes), unit->seen_at(), unit->device,

@@ -741,6 +741,7 @@ CUresult Pager::take_chunks(DeviceState& state, std::size_t count, const Unit* k
     if (unmap_oldest_save(state)) continue;  // strict: its chunks come back
     if (!offload_victim(state, keep)) {
       ooms_.fetch_add(1, std::memory_order_relaxed);
+      launch_thread().short_of_room = true;
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }

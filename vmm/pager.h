@@ -357,7 +357,8 @@ class Pager final : public PagerControl {
            (unit.slab ? options_.slab_max_bytes <= options_.lend_max_bytes
                       : unit.requested != 0 && unit.requested <= options_.lend_max_bytes);
   }
-  // `log`: say so when it cannot (not on a try that is waited out).
+  // `log`: say so when there is no room (not on a try that is waited out;
+  // any other failure is said).
   CUresult bring_in(Unit* unit, const Operation& op, bool log = true);
   bool others_hold_units(Access& access);
   // How long a slow path waits for room other launches hold before it
