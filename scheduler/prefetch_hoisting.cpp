@@ -24,11 +24,6 @@ namespace vgpumem::scheduler {
 
 namespace {
 
-bool fits(const IterationProfile& profile, const Plan& plan) {
-  const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
-  return curve.empty() || *std::max_element(curve.begin(), curve.end()) <= plan.target;
-}
-
 // The unrolled position (from `swap`'s last use) of the program's copy to
 // the host that lies last in the swap's gap before its prefetch, or 0 if
 // none does.
@@ -65,7 +60,7 @@ void hoist_prefetches_over_program_copies(const IterationProfile& profile, const
     const PlannedSwap before = swap;
     swap.prefetch_at = static_cast<std::uint32_t>((copy - 1) % period);
     swap.not_before = std::min<std::uint32_t>(swap.not_before, static_cast<std::uint32_t>(copy - 1));
-    if (fits(profile, *plan)) {
+    if (plan_fits(profile, *plan)) {
       if (const double ns = simulate(profile, *plan, link).step_ns; ns < best_ns) {
         best_ns = ns;
         continue;

@@ -21,11 +21,6 @@ namespace vgpumem::scheduler {
 
 namespace {
 
-bool fits(const IterationProfile& profile, const Plan& plan) {
-  const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
-  return curve.empty() || *std::max_element(curve.begin(), curve.end()) <= plan.target;
-}
-
 // Holds `swap`'s offload back until the operation after `copy` (unrolled
 // from the swap's own positions); false, changing nothing, if the unit
 // would then no longer be away before it is wanted again.
@@ -65,7 +60,7 @@ void defer_saves_behind_program_copies(const IterationProfile& profile, const Li
       Plan trial = *plan;
       bool held = false;
       for (std::size_t i = 0; i < n; ++i) held = hold_past(profile, copy, &trial.swaps[before[i].second]) || held;
-      if (held && fits(profile, trial)) {
+      if (held && plan_fits(profile, trial)) {
         if (const double ns = simulate(profile, trial, link).step_ns; ns < best_ns) {
           best = std::move(trial);
           best_ns = ns;

@@ -261,7 +261,7 @@ bool Scheduler::plan_now() {
       predicted = refined;
       publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
     }
-    try_one_chunk_margin(*iteration, step, budget, link, leads, plan, predicted.step_ns);
+    try_one_chunk_margin(*iteration, step, budget, link, leads, plan, predicted);
   }
   nlohmann::json numbers = {{"period", step.period()},
                             {"compute_ns", step.step_ns},
@@ -349,17 +349,17 @@ PlanMargin Scheduler::margin_for(const RecordedIteration& iteration) const {
 
 void Scheduler::try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step,
                                      std::uint64_t budget, const LinkModel& link, const PrefetchLeads& leads,
-                                     const Plan& plan, double predicted_ns) {
+                                     const Plan& plan, const PlanTiming& predicted) {
   if (!plan.fits || plan.offload_delay || (trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock))) {
     return;
   }
   Plan tight = plan_auto(step, budget, link, leads, /*refine=*/true, PlanMargin::one_chunk);
   if (!tight.fits || tight.swaps.empty()) return;
   // Predicted faster, or as fast with fewer bytes over the link.
-  const PlanTiming tighter = simulate(step, tight, link), standard = simulate(step, plan, link);
-  const bool better = tighter.step_ns < predicted_ns ||
-                      (tighter.step_ns <= predicted_ns && tighter.bytes_to_host + tighter.bytes_to_device <
-                                                              standard.bytes_to_host + standard.bytes_to_device);
+  const PlanTiming tighter = simulate(step, tight, link);
+  const bool better = tighter.step_ns < predicted.step_ns ||
+                      (tighter.step_ns <= predicted.step_ns && tighter.bytes_to_host + tighter.bytes_to_device <
+                                                                   predicted.bytes_to_host + predicted.bytes_to_device);
   if (!better) return;
   std::vector<TrialCandidate> candidates;
   candidates.push_back({TrialWay::automatic, plan, -1});  // in force

@@ -106,7 +106,7 @@ class Scheduler final : public vmm::AccessFeed {
   // both (plan_trial.h).
   void try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
                             const LinkModel& link, const PrefetchLeads& leads, const Plan& plan,
-                            double predicted_ns);
+                            const PlanTiming& predicted);
   void publish(std::unique_ptr<TriggerTable> table);
 
   const Options options_;

@@ -182,6 +182,8 @@ Plan plan_vdnn(const IterationProfile& profile, std::uint64_t budget, const Link
 
 // The predicted resident bytes when each operation is issued, under `plan`.
 std::vector<std::uint64_t> resident_curve(const IterationProfile& profile, const Plan& plan);
+// Whether that curve stays under the plan's target throughout.
+bool plan_fits(const IterationProfile& profile, const Plan& plan);
 
 // What a plan costs on the two-engine copy timeline, in the steady state
 // (the second of two iterations run back to back).

@@ -144,6 +144,11 @@ std::vector<std::uint64_t> resident_curve(const IterationProfile& profile, const
   return curve;
 }
 
+bool plan_fits(const IterationProfile& profile, const Plan& plan) {
+  const std::vector<std::uint64_t> curve = resident_curve(profile, plan);
+  return curve.empty() || *std::max_element(curve.begin(), curve.end()) <= plan.target;
+}
+
 std::uint64_t plan_margin(std::uint64_t budget, PlanMargin margin) {
   constexpr std::uint64_t kChunk = std::uint64_t{2} << 20;
   return margin == PlanMargin::one_chunk ? kChunk : std::max<std::uint64_t>(budget / 33, kChunk);
@@ -159,6 +164,8 @@ namespace {
 // refine_auto_plan, with the candidate gaps on `profile`'s own timeline
 // where the caller has them (plan_auto): the refinement takes them where
 // the plan keeps that timeline, instead of building them again.
+// The local search may move triggers back after the program's copies:
+// the prefetches there are hoisted once more at the end.
 void refine_with_pool(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads,
                       const std::vector<PlannedSwap>* pool, Plan* plan) {
   replan_on_own_timeline(profile, link, leads, plan);
@@ -168,17 +175,17 @@ void refine_with_pool(const IterationProfile& profile, const LinkModel& link, co
     } else {
       refine_plan(profile, link, leads, candidates(profile, link, leads), plan);
     }
-    return;
+  } else {
+    const IterationProfile timeline = paced(profile, *plan->pace);
+    refine_plan(timeline, link, leads, candidates(timeline, link, leads), plan);
   }
-  const IterationProfile timeline = paced(profile, *plan->pace);
-  refine_plan(timeline, link, leads, candidates(timeline, link, leads), plan);
+  hoist_prefetches_over_program_copies(profile, link, plan);
 }
 
 }  // namespace
 
 void refine_auto_plan(const IterationProfile& profile, const LinkModel& link, const PrefetchLeads& leads, Plan* plan) {
   refine_with_pool(profile, link, leads, nullptr, plan);
-  hoist_prefetches_over_program_copies(profile, link, plan);
 }
 
 Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, const LinkModel& link,
@@ -272,10 +279,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
     defer_saves_behind_program_copies(profile, link, &plan);
     hoist_prefetches_over_program_copies(profile, link, &plan);
   }
-  if (plan.fits && refine) {
-    refine_with_pool(profile, link, leads, &pool, &plan);
-    hoist_prefetches_over_program_copies(profile, link, &plan);
-  }
+  if (plan.fits && refine) refine_with_pool(profile, link, leads, &pool, &plan);
   return plan;
 }
 

@@ -287,35 +287,33 @@ std::array<std::uint64_t, kMaxDevices> Pager::needed_per_device(Access& access) 
   return needed;
 }
 
-bool Pager::fits_under_caps(Access& access) {
-  const std::array<std::uint64_t, kMaxDevices> needed = needed_per_device(access);
+// The first device whose cap `needed` exceeds, or -1. Only a device the
+// operation names is asked for its cap: asking resolves it, and the trace
+// lists every device whose cap was resolved.
+int Pager::device_over_cap(const std::array<std::uint64_t, kMaxDevices>& needed) {
   for (int device = 0; device < kMaxDevices; ++device) {
     const std::uint64_t bytes = needed[static_cast<std::size_t>(device)];
     if (bytes == 0) continue;
     const std::uint64_t cap = ledger_.cap(device);
-    if (cap != kUncapped && bytes > cap) return false;
+    if (cap != kUncapped && bytes > cap) return device;
   }
-  return true;
+  return -1;
 }
+
+bool Pager::fits_under_caps(Access& access) { return device_over_cap(needed_per_device(access)) < 0; }
 
 // An operation whose units need more than a device's cap at once can never
 // run: refused before anything moves.
 CUresult Pager::refuse_unfit(Access& access, const Operation& op) {
   const std::array<std::uint64_t, kMaxDevices> needed = needed_per_device(access);
-  for (int device = 0; device < kMaxDevices; ++device) {
-    // Only a device the operation names is asked for its cap: asking
-    // resolves it, and the trace lists every device whose cap was resolved.
-    const std::uint64_t bytes = needed[static_cast<std::size_t>(device)];
-    if (bytes == 0) continue;
-    const std::uint64_t cap = ledger_.cap(device);
-    if (cap == kUncapped || bytes <= cap) continue;
-    ooms_.fetch_add(1, std::memory_order_relaxed);
-    VGPUMEM_LOG_ERROR("{} needs {} of paged memory resident at once on device {}, more than its cap of {}: "
-                      "CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",
-                      operation_name(op), format_bytes(bytes), device, format_bytes(cap));
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return CUDA_SUCCESS;
+  const int device = device_over_cap(needed);
+  if (device < 0) return CUDA_SUCCESS;
+  ooms_.fetch_add(1, std::memory_order_relaxed);
+  VGPUMEM_LOG_ERROR("{} needs {} of paged memory resident at once on device {}, more than its cap of {}: "
+                    "CUDA_ERROR_OUT_OF_MEMORY, nothing enqueued",
+                    operation_name(op), format_bytes(needed[static_cast<std::size_t>(device)]), device,
+                    format_bytes(ledger_.cap(device)));
+  return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 // Lending (vmm/table_lending.h): what the recent operations of the stream

@@ -347,6 +347,7 @@ class Pager final : public PagerControl {
                               std::uint64_t bit, const Operation& op, bool last_try);
   CUresult refuse_unfit(Access& access, const Operation& op);
   static std::array<std::uint64_t, kMaxDevices> needed_per_device(Access& access);
+  int device_over_cap(const std::array<std::uint64_t, kMaxDevices>& needed);
   bool fits_under_caps(Access& access);
   void lend(Access& access, std::uint64_t stamp);
   // A unit that holds small allocations only (PagerOptions::lend_max_bytes):
