@@ -2,6 +2,7 @@
 same runs without it, in one device call that fits its time limit.
 
     python3 scripts/gpu/suite.py OUT BUILD [--budget S] [--parts a,b,...]
+                                           [--workloads w,...] [--resume OLD/results.json]
 
 BUILD is the folder scripts/gpu/build.sh made (lib/libvgpumem.so,
 gpu-probes/). OUT receives:
@@ -13,34 +14,43 @@ gpu-probes/). OUT receives:
     traces.tar.xz  the shim's traces (schedule.profile is the access log of a
                    real training step: `vgpumem simulate` replays it)
     log.txt        stderr of every step
+    *.png          the plots (plot_suite.py), where this Python has matplotlib;
+                   else run plot_suite.py on results.json elsewhere
 
-Parts run in the order given (default: all, in priority order); a part whose
-steps would pass the budget is cut short and says so, so a later call can run
-the rest with --parts. Caps are fractions of the uncapped run's peak
+Parts run in the order given (default: learned, checks, async, more); a part
+whose steps would pass the budget is cut short and says so, so a later call
+can run the rest with --parts, given the first call's results.json with
+--resume (its finished steps are kept, not run again). Caps are fractions of the uncapped run's peak
 (torch.cuda.max_memory_reserved of the run without the shim), so the part
 that measures a workload without the shim runs first.
 """
 import argparse
+import inspect
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
+import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PY = sys.executable
+import capacity
+import suite_jax
+import torch_tests
+import plot_suite
+from suite_steps import HERE, PY, cap_env, ensure_uncapped, limit_at, peak_of_step, percent, train_argv
 
 
 class Suite:
-    def __init__(self, out, build, budget):
+    def __init__(self, out, build, budget, resumed=None):
         self.out, self.build, self.deadline = out, build, time.time() + budget
         self.shim = os.path.join(build, "lib", "libvgpumem.so")
         self.probes = os.path.join(build, "gpu-probes")
         self.work = tempfile.mkdtemp(prefix="vgpumem-suite.")
-        self.results = {}
+        # Steps of an earlier call (--resume): kept, and not run again where they ran to the end.
+        self.results = dict(resumed or {})
+        self.resumed = {label for label, e in self.results.items() if e.get("rc") == 0}
         self.log = open(os.path.join(out, "log.txt"), "a")
         self.base_env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1")
 
@@ -50,8 +60,12 @@ class Suite:
     def trace_path(self, label):
         return os.path.join(self.work, f"trace-{label}.json")
 
-    def start(self, label, argv, env_extra, timeout, shim=False, trace=False):
-        """Starts a step; returns a handle for finish(), or None if out of budget."""
+    def start(self, label, argv, env_extra, timeout, shim=False, trace=False, digest=None, cwd=None):
+        """Starts a step; returns a handle for finish(), or None if out of budget. digest(stdout, stderr), if
+        given, returns what to add to the step's entry (for programs whose output is more than a RESULT line)."""
+        if label in self.resumed:
+            print(f"  {label:<40} from the resumed results", flush=True)
+            return label
         timeout = min(timeout, self.left() - 5)
         if timeout < 20:
             self.results[label] = {"label": label, "skipped": "time budget"}
@@ -68,13 +82,15 @@ class Suite:
         self.log.write(f"== {label} ({time.strftime('%H:%M:%S')}, limit {timeout:.0f}s): {shown} {' '.join(argv)}\n")
         self.log.flush()
         proc = subprocess.Popen(["timeout", "-k", "5", str(int(timeout))] + argv, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        return (label, argv, shown, proc, time.time())
+                                stderr=subprocess.PIPE, text=True, cwd=cwd)
+        return (label, argv, shown, proc, time.time(), digest)
 
     def finish(self, handle):
         if handle is None:
             return None
-        label, argv, shown, proc, t0 = handle
+        if isinstance(handle, str):  # resumed
+            return self.results[handle]
+        label, argv, shown, proc, t0, digest = handle
         stdout, stderr = proc.communicate()
         seconds = round(time.time() - t0, 1)
         self.log.write(f"-- {label}: rc={proc.returncode} {seconds}s\n{stderr[-6000:]}\n")
@@ -101,6 +117,8 @@ class Suite:
         lines = [l for l in stdout.splitlines() if l.startswith("{")]
         if lines and "result" not in entry:
             entry["json_lines"] = [json.loads(l) for l in lines if l.rstrip().endswith("}")]
+        if digest:
+            entry.update(digest(stdout, stderr))
         trace = self.trace_path(label)
         if os.path.exists(trace):
             try:
@@ -176,38 +194,6 @@ def meta_info(build):
 
 
 # ---- parts -------------------------------------------------------------------
-
-TRAIN = os.path.join(HERE, "train_workload.py")
-STEPS = {"resnet50": 16, "gpt2": 16, "bert": 16, "vgg16": 16}
-BATCH = {"resnet50": 64, "gpt2": 4, "bert": 8, "vgg16": 32}
-
-
-def train_argv(workload, label, steps=None, batch=None, memory=None):
-    argv = [PY, TRAIN, workload, label, str(steps or STEPS[workload]), str(batch or BATCH[workload])]
-    return argv + [memory] if memory else argv
-
-
-def peak_of_step(suite, label):
-    """torch.cuda.max_memory_reserved of the step `label`, if it ran to the end."""
-    r = suite.results.get(label, {}).get("result", {})
-    return r.get("max_memory_reserved") if r.get("ok") else None
-
-
-def peak_of(suite, workload, suffix=""):
-    return peak_of_step(suite, f"{workload}{suffix}-noshim")
-
-
-def limit_at(peak, fraction=1.0):
-    """VGPUMEM_LIMIT for `fraction` of `peak`, in whole 2 MiB chunks."""
-    return str(int(peak * fraction) // (2 << 20) * (2 << 20))
-
-
-def cap_env(suite, workload, fraction, suffix=""):
-    peak = peak_of(suite, workload, suffix)
-    if not peak:
-        return None
-    return {"VGPUMEM_LIMIT": limit_at(peak, fraction)}
-
 
 def part_learned(suite, workloads=("resnet50", "gpt2"), suffix="", alloc_env=None, steps=None):
     """Issue 14's GPU check: lru and auto at half the peak against uncapped, timed, one at a time."""
@@ -332,6 +318,24 @@ def part_alternatives(suite, workloads=("resnet50", "gpt2")):
             suite.run(f"{w}-auto-at-{mode}", train_argv(w, f"auto_at_{mode}"), env, 240, shim=True, trace=True)
 
 
+POLICIES = ("auto", "lru", "vdnn-all", "vdnn-conv")
+FRACTIONS = (0.5, 1 / 3, 0.25)
+
+
+def part_caps(suite, workloads=("resnet50", "gpt2", "bert", "vgg16")):
+    """Issue 16's matrix: every policy at a half, a third and a quarter of the uncapped peak, timed, one at a
+    time; steps an earlier call ran (--resume, or another part of this call) are not run again."""
+    for w in workloads:
+        if not ensure_uncapped(suite, w):
+            suite.results[f"{w}-caps"] = {"skipped": "no uncapped peak"}
+            continue
+        for fraction in FRACTIONS:
+            for policy in POLICIES:
+                label = f"{w}-{policy}{percent(fraction)}"
+                env = dict(cap_env(suite, w, fraction), VGPUMEM_POLICY=policy)
+                suite.run(label, train_argv(w, label), env, 240, shim=True, trace=True)
+
+
 DDP = os.path.join(HERE, "ddp_workload.py")
 
 
@@ -372,7 +376,10 @@ def part_twoproc(suite, workload="resnet50"):
     suite.save()
 
 
-PARTS = {"diag": part_diag, "blocks": part_blocks, "alternatives": part_alternatives, "twoproc": part_twoproc, "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more}
+PARTS = {"diag": part_diag, "blocks": part_blocks, "alternatives": part_alternatives, "twoproc": part_twoproc,
+         "learned": part_learned, "checks": part_checks, "probe": part_probe, "async": part_async, "more": part_more,
+         "caps": part_caps, "capacity": capacity.part_capacity, "jax": suite_jax.part_jax,
+         "torchtests": torch_tests.part_torchtests}
 
 
 # ---- report --------------------------------------------------------------------
@@ -384,7 +391,7 @@ def report(suite):
             "|" + "---|" * 17]
     for label, e in suite.results.items():
         r = e.get("result", {})
-        if not r or "workload" not in r:
+        if not r or "workload" not in r or e.get("part") == "capacity":
             continue
         w = r["workload"] + ("-async" if "-async" in label else "")
         base = suite.results.get(f"{w}-noshim", {}).get("result", {})
@@ -418,11 +425,13 @@ def report(suite):
     others = []
     for label, e in suite.results.items():
         r = e.get("result", {})
-        if r and "workload" in r:
+        if (r and "workload" in r) or e.get("capacity") or e.get("tests"):
             continue
         others.append(f"- {label}: rc={e.get('rc')} {json.dumps(r)[:300] if r else e.get('skipped') or e.get('error_line') or ''}")
     with open(os.path.join(suite.out, "summary.md"), "w") as f:
         f.write(f"# vgpumem GPU suite {suite.meta['date_utc']}\n\n{json.dumps(suite.meta)}\n\n" + "\n".join(rows) +
+                "\n\n" + "\n".join(capacity.report_lines(suite.results)) +
+                "\n\n" + "\n".join(torch_tests.report_lines(suite.results)) +
                 "\n\n" + "\n".join(others) + "\n")
 
 
@@ -432,18 +441,31 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--budget", type=float, default=480)
     ap.add_argument("--parts", default="learned,checks,async,more")
+    ap.add_argument("--workloads", help="comma-separated: the workloads of the parts that take a list")
+    ap.add_argument("--resume", help="results.json of an earlier call: its steps are kept and those that ran to "
+                                     "the end are not run again (the uncapped peaks that caps derive from, too)")
     a = ap.parse_args()
+    unknown = [name for name in a.parts.split(",") if name not in PARTS]
+    if unknown:
+        raise SystemExit(f"unknown part {unknown[0]!r}: expected some of {', '.join(PARTS)}")
     os.makedirs(a.out, exist_ok=True)
-    suite = Suite(os.path.abspath(a.out), os.path.abspath(a.build), a.budget)
+    resumed = None
+    if a.resume:
+        with open(a.resume) as f:
+            resumed = json.load(f).get("steps", {})
+    suite = Suite(os.path.abspath(a.out), os.path.abspath(a.build), a.budget, resumed)
     suite.meta = meta_info(suite.build)
     print(json.dumps(suite.meta), flush=True)
     for name in a.parts.split(","):
-        if name not in PARTS:
-            raise SystemExit(f"unknown part {name!r}: expected some of {', '.join(PARTS)}")
         print(f"part {name} ({suite.left():.0f}s left)", flush=True)
         try:
-            PARTS[name](suite)
+            part = PARTS[name]
+            if a.workloads and "workloads" in inspect.signature(part).parameters:
+                part(suite, workloads=tuple(a.workloads.split(",")))
+            else:
+                part(suite)
         except Exception as e:  # a broken part must not lose the others
+            traceback.print_exc()
             suite.results[f"part-{name}-error"] = {"error_line": f"{type(e).__name__}: {e}"[:500]}
     suite.save()
     report(suite)
@@ -453,6 +475,7 @@ def main():
             for t in sorted(traces):
                 tar.add(t, arcname=os.path.basename(t))
     shutil.rmtree(suite.work, ignore_errors=True)
+    print(plot_suite.plot_or_say_why(os.path.join(suite.out, "results.json"), suite.out), flush=True)
     print(open(os.path.join(suite.out, "summary.md")).read()[:9000])
 
 
