@@ -38,7 +38,8 @@ def main():
         os.makedirs(tests)
         shutil.copy(os.path.join(HERE, "gpu_suite_stand_in_tests.py"), os.path.join(tests, "test_cuda.py"))
         out = os.path.join(work, "out")
-        r = suite(python, work, out, "--parts", "caps,capacity,jax,torchtests", "--workloads", "resnet50")
+        r = suite(python, work, out, "--parts", "caps,capacity,jax,torchtests,async,alternatives",
+                  "--workloads", "resnet50")
         expect(r.returncode == 0, "the suite runs its parts on the stand-ins", r)
         with open(os.path.join(out, "results.json")) as f:
             steps = json.load(f)["steps"]
@@ -71,6 +72,17 @@ def main():
                    f"{label} ran under the cap, as the capacity part's")
 
         expect("no JAX with a GPU here" in steps["jax"]["skipped"], "JAX is skipped with its reason")
+
+        # async: its own uncapped run under cudaMallocAsync, its caps a half of that run's peak.
+        for label in ("resnet50-async-noshim", "resnet50-async-auto50", "gpt2-async-lru50"):
+            expect(steps[label]["env"].get("PYTORCH_CUDA_ALLOC_CONF") == "backend:cudaMallocAsync",
+                   f"{label} runs under cudaMallocAsync")
+        expect(steps["gpt2-async-auto50"]["env"]["VGPUMEM_LIMIT"] == str(100 * MIB)
+               and steps["gpt2-async-auto50"]["result"]["steps"] == 8, "GPT-2 under cudaMallocAsync: 8 steps, half of its 4 x 50 MiB")
+        # alternatives: checkpointing's peak at the usual batch is 64 x 50 MiB / 4, vgpumem capped there.
+        expect(steps["resnet50-auto-at-checkpoint"]["env"]["VGPUMEM_LIMIT"] == str(800 * MIB)
+               and steps["resnet50-auto-at-save_on_cpu"]["env"]["VGPUMEM_LIMIT"] == str(1600 * MIB),
+               "the alternatives' peaks are vgpumem's caps")
 
         noshim, shim = steps["torchtests-noshim"], steps["torchtests-shim-nocap"]
         expect(noshim["counts"] == {"ok": 2, "skipped": 1, "ERROR": 1}, f"the tests' outcomes are read: {noshim['counts']}")
