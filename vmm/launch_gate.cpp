@@ -192,7 +192,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
       // fit under the cap was refused, logged, at once; a failed copy is the
       // program's, logged too).
       if (result != CUDA_ERROR_OUT_OF_MEMORY || last_try || !thread.short_of_room || !fits_under_caps(access)) break;
-      ooms_.fetch_sub(1, std::memory_order_relaxed);  // counted by the try; not the program's
+      absorb_oom();  // the try's; not the program's
       if (!others_hold_units(access)) {  // nothing to wait for: the program's, and said so
         result = make_held_resident(access, from, lent_from, named, bit, op, true);
         break;
@@ -259,7 +259,7 @@ CUresult Pager::make_held_resident(Access& access, std::size_t from, std::size_t
     if (unit->retired || unit->state.load() != Residency::on_host) continue;
     const CUresult result = fetch(unit, library_call_on_this_thread());
     if (result == CUDA_ERROR_OUT_OF_MEMORY) {
-      ooms_.fetch_sub(1, std::memory_order_relaxed);  // counted by the fetch; not the program's
+      absorb_oom();  // the fetch's; not the program's
       lent_left_out_.fetch_add(1, std::memory_order_relaxed);
       access.drop_from(lent_from);
       break;

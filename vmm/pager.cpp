@@ -112,7 +112,7 @@ CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
   if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
     VGPUMEM_LOG_WARN("cannot keep {} at {:#x} resident ({}): error {}", format_bytes(unit->bytes), unit->seen_at(),
                      kBecause[reason], static_cast<int>(result));
-    ooms_.fetch_add(1, std::memory_order_relaxed);
+    if (result != CUDA_ERROR_OUT_OF_MEMORY) ooms_.fetch_add(1, std::memory_order_relaxed);  // else counted already
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const std::uint8_t before = unit->lifetime_pins.fetch_or(bit);

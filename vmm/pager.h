@@ -554,7 +554,14 @@ class Pager final : public PagerControl {
   // Units that came back without the bytes a library call overwrites
   // (LibraryCallScope), those bytes, and calls that failed and had them restored.
   std::atomic<std::uint64_t> overwritten_fetches_{0}, bytes_not_fetched_{0}, overwrites_restored_{0};
-  std::atomic<std::uint64_t> context_syncs_{0}, ooms_{0};
+  std::atomic<std::uint64_t> context_syncs_{0};
+  // Out-of-memory answers: counted where one arises (a refusal, no room in
+  // take_chunks, a failed copy back), once; a caller that absorbs it instead
+  // of passing it on to the program (a lent unit left out, a settle that
+  // waits and tries again, a scheduled prefetch) takes it back with
+  // absorb_oom(), so `paging.ooms` counts what the program was answered.
+  std::atomic<std::uint64_t> ooms_{0};
+  void absorb_oom() { ooms_.fetch_sub(1, std::memory_order_relaxed); }
   std::atomic<std::uint64_t> frees_waiting_for_program_{0}, frees_waiting_for_contexts_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
   std::atomic<std::uint64_t> lifetime_pinned_bytes_[kLifetimePinReasons] = {};  // by LifetimePin bit

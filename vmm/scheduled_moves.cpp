@@ -47,6 +47,7 @@ bool Pager::prefetch_unit(Unit* unit) {
   const CUresult result = fetch(unit);
   unit->launching.fetch_sub(1, std::memory_order_release);
   if (result != CUDA_SUCCESS) {
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) absorb_oom();  // the scheduler's to hear of, not the program's
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }

@@ -307,6 +307,51 @@ TEST_F(ScheduledMovesTest, RoomForAPrefetchIsNotMadeOfAUnitJustPrefetched) {
   expect_held(buffers, kChunk);
 }
 
+// A prefetch that finds no room (everything resident is held by operations
+// not yet enqueued) is refused, and the program never hears of it: it is
+// no out-of-memory of the program's, and `paging.ooms` says so.
+TEST_F(ScheduledMovesTest, APrefetchRefusedForRoomIsNoOutOfMemoryOfTheProgram) {
+  make_pager(2 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 3> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  ASSERT_FALSE(pager_->facts(units[0]).resident);
+  vmm::Access held;  // 1 and 2 held, as by a launch between its settle and its enqueue
+  ASSERT_EQ(pager_->prepare_range(buffers[1], kChunk, nullptr, false, held), CUDA_SUCCESS);
+  ASSERT_EQ(pager_->prepare_range(buffers[2], kChunk, nullptr, false, held), CUDA_SUCCESS);
+  EXPECT_FALSE(pager_->prefetch_unit(units[0]));
+  const nlohmann::json summary = pager_->summary();
+  EXPECT_EQ(summary["ooms"].get<int>(), 0);
+  EXPECT_EQ(summary["scheduled_refused"].get<int>(), 1);
+  held.release();
+  ASSERT_TRUE(pager_->prefetch_unit(units[0])) << "room once the holds are let go";
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+}
+
+// The program's out-of-memory answer is counted once, where it arose: a
+// pin for life that finds no room for its unit is one, not two.
+TEST_F(ScheduledMovesTest, APinForLifeRefusedForRoomCountsOneOutOfMemory) {
+  make_pager(2 * kChunk, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 3> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
+  ASSERT_FALSE(pager_->facts(units[0]).resident);
+  vmm::Access held;
+  ASSERT_EQ(pager_->prepare_range(buffers[1], kChunk, nullptr, false, held), CUDA_SUCCESS);
+  ASSERT_EQ(pager_->prepare_range(buffers[2], kChunk, nullptr, false, held), CUDA_SUCCESS);
+  const std::uint64_t word = buffers[0];
+  EXPECT_EQ(pager_->pin_for_life(&word, 1, vmm::LifetimePin::ipc), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(pager_->summary()["ooms"].get<int>(), 1);
+  held.release();
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+}
+
 // A prefetch given a chunk whose save is still running, behind none, must
 // still wait for that save: here an 8 MiB save outlasts the 2 MiB copy in.
 TEST_F(ScheduledMovesTest, APrefetchWaitsForTheSaveOfTheChunkItWasGivenNotOnlyTheLast) {
