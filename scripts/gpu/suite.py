@@ -452,12 +452,19 @@ def main():
     if unknown:
         raise SystemExit(f"unknown part {unknown[0]!r}: expected some of {', '.join(PARTS)}")
     os.makedirs(a.out, exist_ok=True)
+    meta = meta_info(os.path.abspath(a.build))
     resumed = None
     if a.resume:
         with open(a.resume) as f:
-            resumed = json.load(f).get("steps", {})
+            earlier = json.load(f)
+        theirs, ours = earlier.get("meta", {}).get("nvidia_smi"), meta["nvidia_smi"]
+        if theirs != ours:  # the peaks, and so every cap derived from them, belong to that device
+            raise SystemExit(f"--resume {a.resume}: its runs were on {theirs!r}, this machine is {ours!r}; "
+                             "resume only results of this device and driver")
+        resumed = earlier.get("steps", {})
+        meta["resumed_from"] = earlier.get("meta", {}).get("date_utc")
     suite = Suite(os.path.abspath(a.out), os.path.abspath(a.build), a.budget, resumed)
-    suite.meta = meta_info(suite.build)
+    suite.meta = meta
     print(json.dumps(suite.meta), flush=True)
     for name in a.parts.split(","):
         print(f"part {name} ({suite.left():.0f}s left)", flush=True)

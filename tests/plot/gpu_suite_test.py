@@ -119,6 +119,16 @@ def main():
         with open(os.path.join(again, "results.json")) as f:
             expect("resnet50-capacity" in json.load(f)["steps"], "--resume keeps the earlier call's results")
 
+        with open(os.path.join(out, "results.json")) as f:
+            other = json.load(f)
+        other["meta"]["nvidia_smi"] = "NVIDIA H100 80GB HBM3, 580.00, 81559 MiB, 1980 MHz"
+        elsewhere = os.path.join(work, "elsewhere.json")
+        with open(elsewhere, "w") as f:
+            json.dump(other, f)
+        r = suite(python, work, os.path.join(work, "moved"), "--parts", "caps", "--resume", elsewhere)
+        expect(r.returncode != 0 and "its runs were on 'NVIDIA H100" in r.stderr,
+               "--resume refuses another device's results (their peaks are not this one's)", r)
+
         r = suite(python, work, os.path.join(work, "bad"), "--parts", "caps,nosuch")
         expect(r.returncode != 0 and "unknown part 'nosuch'" in r.stderr, "an unknown part is named", r)
     finally:
