@@ -20,7 +20,8 @@ gpu-probes/). OUT receives:
 Parts run in the order given (default: learned, checks, async, more); a part
 whose steps would pass the budget is cut short and says so, so a later call
 can run the rest with --parts, given the first call's results.json with
---resume (its finished steps are kept, not run again). Caps are fractions of the uncapped run's peak
+--resume (its finished steps are kept, not run again; only results of the
+same device and driver). Caps are fractions of the uncapped run's peak
 (torch.cuda.max_memory_reserved of the run without the shim), so the part
 that measures a workload without the shim runs first.
 """
