@@ -561,7 +561,11 @@ class Pager final : public PagerControl {
   // waits and tries again, a scheduled prefetch) takes it back with
   // absorb_oom(), so `paging.ooms` counts what the program was answered.
   std::atomic<std::uint64_t> ooms_{0};
-  void absorb_oom() { ooms_.fetch_sub(1, std::memory_order_relaxed); }
+  void absorb_oom() {  // never below zero: a driver's own out-of-memory (a stream it could not make) is uncounted
+    std::uint64_t count = ooms_.load(std::memory_order_relaxed);
+    while (count > 0 && !ooms_.compare_exchange_weak(count, count - 1, std::memory_order_relaxed)) {
+    }
+  }
   std::atomic<std::uint64_t> frees_waiting_for_program_{0}, frees_waiting_for_contexts_{0};
   std::atomic<int> captures_{0};                // stream captures open in the process
   std::atomic<std::uint64_t> lifetime_pinned_bytes_[kLifetimePinReasons] = {};  // by LifetimePin bit
