@@ -19,6 +19,8 @@ import json
 import os
 import sys
 
+from suite_steps import compared_with
+
 
 def training_runs(steps):
     """(workload key, label, result, trace, uncapped result) of every run with an uncapped run to compare."""
@@ -27,8 +29,7 @@ def training_runs(steps):
         r = e.get("result") or {}
         if not r.get("ok") or "workload" not in r or e.get("part") == "capacity" or label.endswith("-noshim"):
             continue
-        w = r["workload"] + ("-async" if "-async" in label else "")
-        base = (steps.get(f"{w}-noshim") or {}).get("result") or {}
+        w, base = compared_with(steps, label, r)
         if base.get("ok") and base.get("median_step_ms_second_half") and r.get("median_step_ms_second_half"):
             runs.append((w, label, r, e.get("trace") or {}, base))
     return runs
@@ -49,12 +50,13 @@ def plot_step_times(plt, runs, path):
         labels = [label.removeprefix(w + "-") for _, label, *_ in group]
         ratios = [r["median_step_ms_second_half"] / base_ms for _, _, r, _, _ in group]
         ax.barh(range(len(group)), ratios, color="tab:blue", label="step time / uncapped")
+        floor_labelled = False
         for i, (_, _, _, t, _) in enumerate(group):
             floor = ((t.get("schedule") or {}).get("plan") or {}).get("floor_ns")
             if floor:
                 ax.plot(floor / 1e6 / base_ms, i, "k|", markersize=14, markeredgewidth=2,
-                        label="planner's floor" if i == 0 or "planner's floor" not in ax.get_legend_handles_labels()[1]
-                        else None)
+                        label=None if floor_labelled else "planner's floor")
+                floor_labelled = True
         ax.set_yticks(range(len(group)), labels)
         ax.invert_yaxis()
         ax.set_xscale("log")

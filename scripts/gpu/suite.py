@@ -40,7 +40,7 @@ import capacity
 import suite_jax
 import torch_tests
 import plot_suite
-from suite_steps import HERE, PY, cap_env, ensure_uncapped, limit_at, peak_of_step, percent, train_argv
+from suite_steps import HERE, PY, cap_env, compared_with, ensure_uncapped, limit_at, peak_of_step, percent, train_argv
 
 
 class Suite:
@@ -397,8 +397,7 @@ def report(suite):
         r = e.get("result", {})
         if not r or "workload" not in r or e.get("part") == "capacity":
             continue
-        w = r["workload"] + ("-async" if "-async" in label else "")
-        base = suite.results.get(f"{w}-noshim", {}).get("result", {})
+        _, base = compared_with(suite.results, label, r)
         t = e.get("trace", {})
         p = t.get("paging", {}) or {}
         sch = t.get("schedule", {}) or {}

@@ -30,6 +30,13 @@ def peak_of(suite, workload, suffix=""):
     return peak_of_step(suite, f"{workload}{suffix}-noshim")
 
 
+def compared_with(steps, label, result):
+    """(workload key, the result of the run without the shim that the step `label` compares with): its
+    workload's, under the same allocator (`-async` steps have their own uncapped run)."""
+    w = result["workload"] + ("-async" if "-async" in label else "")
+    return w, (steps.get(f"{w}-noshim") or {}).get("result") or {}
+
+
 def limit_at(peak, fraction=1.0):
     """VGPUMEM_LIMIT for `fraction` of `peak`, in whole 2 MiB chunks."""
     return str(int(peak * fraction) // CHUNK * CHUNK)

@@ -19,7 +19,16 @@
 namespace vgpumem::test {
 namespace {
 
-class ScheduledMovesTest : public PagerTest {};
+class ScheduledMovesTest : public PagerTest {
+ protected:
+  void first_of_three_on_host(UnitCatcher& catcher, std::array<CUdeviceptr, 3>& buffers,
+                              std::vector<vmm::Unit*>* units);
+  // Holds the other two in `held`, as a launch between its settle and its enqueue does.
+  void hold_the_other_two(const std::array<CUdeviceptr, 3>& buffers, vmm::Access& held) {
+    ASSERT_EQ(pager_->prepare_range(buffers[1], kChunk, nullptr, false, held), CUDA_SUCCESS);
+    ASSERT_EQ(pager_->prepare_range(buffers[2], kChunk, nullptr, false, held), CUDA_SUCCESS);
+  }
+};
 
 // Units by buffer, caught from `feed` (anything with a `last`: the first
 // unit of the last operation it heard of) as each is touched once more.
@@ -260,6 +269,18 @@ TEST_F(ScheduledMovesTest, APrefetchedUnitFreedBeforeItsUseIsNotWrittenAfterItsC
 // The launch grace off: a unit may go the moment its last user is issued.
 void without_grace(vmm::PagerOptions& options) { options.grace_operations = 0; }
 
+// A pager under a cap of two chunks, without the grace, and three written
+// chunk-sized buffers, caught by `catcher` as each is named once more in
+// order: the first is then on the host, the other two resident.
+void ScheduledMovesTest::first_of_three_on_host(UnitCatcher& catcher, std::array<CUdeviceptr, 3>& buffers,
+                                                std::vector<vmm::Unit*>* units) {
+  make_pager(2 * kChunk, std::nullopt, without_grace);
+  pager_->set_access_feed(&catcher);
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
+  *units = units_of(*pager_, catcher, buffers);
+  ASSERT_FALSE(pager_->facts((*units)[0]).resident);
+}
+
 // The reclaimer off: it would wait for saves and reads on its own thread
 // and make the simulator run them early, which these tests must control.
 void without_grace_or_reclaimer(vmm::PagerOptions& options) {
@@ -290,14 +311,10 @@ TEST_F(ScheduledMovesTest, APrefetchIntoChunksStillBeingSavedWaitsForTheSave) {
 // room runs short sends back what it has just fetched, and the use that
 // wanted it fetches it again, on demand.
 TEST_F(ScheduledMovesTest, RoomForAPrefetchIsNotMadeOfAUnitJustPrefetched) {
-  make_pager(2 * kChunk, std::nullopt, without_grace);
   UnitCatcher catcher;
-  pager_->set_access_feed(&catcher);
   std::array<CUdeviceptr, 3> buffers{};
-  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
-  // Touched in this order: 0 goes out; 1 and 2 stay, 2 last named.
-  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
-  ASSERT_FALSE(pager_->facts(units[0]).resident);
+  std::vector<vmm::Unit*> units;  // touched in this order: 0 goes out; 1 and 2 stay, 2 last named
+  ASSERT_NO_FATAL_FAILURE(first_of_three_on_host(catcher, buffers, &units));
   ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // room: 1, the least recently used
   ASSERT_FALSE(pager_->facts(units[1]).resident);
   ASSERT_TRUE(pager_->prefetch_unit(units[1]));  // room: 2, not 0 that has just come
@@ -311,16 +328,12 @@ TEST_F(ScheduledMovesTest, RoomForAPrefetchIsNotMadeOfAUnitJustPrefetched) {
 // not yet enqueued) is refused, and the program never hears of it: it is
 // no out-of-memory of the program's, and `paging.ooms` says so.
 TEST_F(ScheduledMovesTest, APrefetchRefusedForRoomIsNoOutOfMemoryOfTheProgram) {
-  make_pager(2 * kChunk, std::nullopt, without_grace);
   UnitCatcher catcher;
-  pager_->set_access_feed(&catcher);
   std::array<CUdeviceptr, 3> buffers{};
-  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
-  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
-  ASSERT_FALSE(pager_->facts(units[0]).resident);
-  vmm::Access held;  // 1 and 2 held, as by a launch between its settle and its enqueue
-  ASSERT_EQ(pager_->prepare_range(buffers[1], kChunk, nullptr, false, held), CUDA_SUCCESS);
-  ASSERT_EQ(pager_->prepare_range(buffers[2], kChunk, nullptr, false, held), CUDA_SUCCESS);
+  std::vector<vmm::Unit*> units;
+  ASSERT_NO_FATAL_FAILURE(first_of_three_on_host(catcher, buffers, &units));
+  vmm::Access held;
+  ASSERT_NO_FATAL_FAILURE(hold_the_other_two(buffers, held));
   EXPECT_FALSE(pager_->prefetch_unit(units[0]));
   const nlohmann::json summary = pager_->summary();
   EXPECT_EQ(summary["ooms"].get<int>(), 0);
@@ -334,16 +347,12 @@ TEST_F(ScheduledMovesTest, APrefetchRefusedForRoomIsNoOutOfMemoryOfTheProgram) {
 // The program's out-of-memory answer is counted once, where it arose: a
 // pin for life that finds no room for its unit is one, not two.
 TEST_F(ScheduledMovesTest, APinForLifeRefusedForRoomCountsOneOutOfMemory) {
-  make_pager(2 * kChunk, std::nullopt, without_grace);
   UnitCatcher catcher;
-  pager_->set_access_feed(&catcher);
   std::array<CUdeviceptr, 3> buffers{};
-  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kChunk));
-  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers);
-  ASSERT_FALSE(pager_->facts(units[0]).resident);
+  std::vector<vmm::Unit*> units;
+  ASSERT_NO_FATAL_FAILURE(first_of_three_on_host(catcher, buffers, &units));
   vmm::Access held;
-  ASSERT_EQ(pager_->prepare_range(buffers[1], kChunk, nullptr, false, held), CUDA_SUCCESS);
-  ASSERT_EQ(pager_->prepare_range(buffers[2], kChunk, nullptr, false, held), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(hold_the_other_two(buffers, held));
   const std::uint64_t word = buffers[0];
   EXPECT_EQ(pager_->pin_for_life(&word, 1, vmm::LifetimePin::ipc), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(pager_->summary()["ooms"].get<int>(), 1);
