@@ -138,6 +138,14 @@ CUresult vgpusimMulticastWrite(CUmemGenericAllocationHandle object, unsigned lon
  * (each thread has its own clock, advanced by its synchronising calls). */
 unsigned long long vgpusimHostTimeNs(void);
 
+/* The calling thread has just learned of something another thread did at
+ * `ns` on that thread's clock (a handoff through a mutex, a condition
+ * variable, a queue): its own clock moves there if it is behind. Host-side
+ * synchronisation is invisible to the simulator, so a program whose threads
+ * hand work to each other (a framework's autograd thread) carries the time
+ * across with this, as a real thread would have waited. */
+void vgpusimHostHandoff(unsigned long long ns);
+
 /* Bytes of copies between host and device issued so far, each way (the
  * report's bytes_h2d and bytes_d2h count them as they run). */
 void vgpusimCopiedBytes(unsigned long long *to_device, unsigned long long *to_host);

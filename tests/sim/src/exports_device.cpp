@@ -292,6 +292,12 @@ SIM_EXPORT unsigned long long vgpusimHostTimeNs(void) {
   return static_cast<unsigned long long>(host_now(sim));
 }
 
+SIM_EXPORT void vgpusimHostHandoff(unsigned long long ns) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  advance_host(sim, static_cast<double>(ns));
+}
+
 SIM_EXPORT void vgpusimCopiedBytes(unsigned long long* to_device, unsigned long long* to_host) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);

@@ -152,6 +152,27 @@ TEST_F(Timeline, AThreadThatWaitsDelaysOnlyItself) {
   EXPECT_GE(vgpusimHostTimeNs() - before, 1'000'000u) << "and waits itself when it synchronises";
 }
 
+// A framework hands backward to another thread and waits for it (PyTorch's
+// autograd engine): the time it waited is carried across by hand, as the
+// simulator cannot see the mutex, and only forward, never back.
+TEST_F(Timeline, AHandoffCarriesAThreadsClockToAnother) {
+  int one = 1;
+  ASSERT_EQ(launch(add_1ms_, non_blocking_, {&out_, &one}), CUDA_SUCCESS);
+  unsigned long long worker_done = 0;
+  std::thread worker([&] {
+    ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamSynchronize(non_blocking_), CUDA_SUCCESS);
+    worker_done = vgpusimHostTimeNs();
+  });
+  worker.join();
+  const unsigned long long mine = vgpusimHostTimeNs();
+  ASSERT_LT(mine, worker_done) << "the worker waited, this thread did not";
+  vgpusimHostHandoff(worker_done);
+  EXPECT_EQ(vgpusimHostTimeNs(), worker_done) << "the handoff moves the clock to the worker's";
+  vgpusimHostHandoff(mine);
+  EXPECT_EQ(vgpusimHostTimeNs(), worker_done) << "and never back";
+}
+
 TEST_F(Timeline, CopyEnginesOverlapAcrossDirectionsAndWithCompute) {
   CUdeviceptr second = 0;
   void* pinned_second = nullptr;
