@@ -146,6 +146,12 @@ unsigned long long vgpusimHostTimeNs(void);
  * across with this, as a real thread would have waited. */
 void vgpusimHostHandoff(unsigned long long ns);
 
+/* The cost model from now on, as VGPUSIM_COST_MODEL would set it at cuInit:
+ * "calibrated" or "idle" (docs/simulated-driver.md, "Host costs").
+ * CUDA_ERROR_INVALID_VALUE for any other name. For tests that compare the two
+ * in one process. */
+CUresult vgpusimSetCostModel(const char *name);
+
 /* Bytes of copies between host and device issued so far, each way (the
  * report's bytes_h2d and bytes_d2h count them as they run). */
 void vgpusimCopiedBytes(unsigned long long *to_device, unsigned long long *to_host);

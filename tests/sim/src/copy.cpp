@@ -142,6 +142,7 @@ CUresult copy(const CopyShape& requested, CUstream stream_handle, bool per_threa
     return CUDA_SUCCESS;
   };
   const double duration_ns = operation.duration_ns;
+  if (stream->capture == nullptr) spend_issue_time(sim, Issue::copy);
   if (CUresult r = enqueue(sim, stream, std::move(operation))) return r;
   if (stream->capture != nullptr) return CUDA_SUCCESS;
   if (shape.dst_device && !shape.src_device) sim.stats.issued_h2d += bytes;
@@ -216,6 +217,7 @@ CUresult fill(std::uint64_t dst, std::uint64_t pitch, std::uint64_t value, unsig
     });
     return CUDA_SUCCESS;
   };
+  if (stream->capture == nullptr) spend_issue_time(sim, Issue::launch);  // a memset is a kernel
   return enqueue(sim, stream, std::move(operation));
 }
 

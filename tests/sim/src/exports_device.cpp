@@ -69,6 +69,12 @@ void configure(Simulator& sim) {
     *rate = std::strtod(v, &end);
     if (*v == '\0' || *end != '\0' || !(*rate > 0)) bad_setting(variable, v, "a positive number of GB/s");
   }
+  if (const char* v = std::getenv("VGPUSIM_COST_MODEL")) {
+    const std::string model = v;
+    if (model == "calibrated") sim.cost_model = CostModel::calibrated;
+    else if (model == "idle") sim.cost_model = CostModel::idle;
+    else bad_setting("VGPUSIM_COST_MODEL", v, "calibrated (what a training run on an H200 paid) or idle (the H100's idle medians)");
+  }
   if (const char* v = std::getenv("VGPUSIM_MAP_BUSY_US")) {
     char* end = nullptr;
     const double us = std::strtod(v, &end);
@@ -290,6 +296,15 @@ SIM_EXPORT unsigned long long vgpusimHostTimeNs(void) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
   return static_cast<unsigned long long>(host_now(sim));
+}
+
+SIM_EXPORT CUresult vgpusimSetCostModel(const char* name) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  if (name != nullptr && std::strcmp(name, "calibrated") == 0) sim.cost_model = CostModel::calibrated;
+  else if (name != nullptr && std::strcmp(name, "idle") == 0) sim.cost_model = CostModel::idle;
+  else return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
 }
 
 SIM_EXPORT void vgpusimHostHandoff(unsigned long long ns) {

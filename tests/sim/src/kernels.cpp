@@ -183,7 +183,10 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
     operation.duration_ns = kernel->desc.durationNs;
   }
   // A captured launch runs only as part of a graph: not observed (see docs/simulated-driver.md).
-  if (stream->capture == nullptr) operation.correlation = correlation;
+  if (stream->capture == nullptr) {
+    operation.correlation = correlation;
+    spend_issue_time(sim, Issue::launch);
+  }
   if (CUresult r = enqueue(sim, stream, std::move(operation))) return r;
   ++sim.stats.kernels;
   return CUDA_SUCCESS;

@@ -249,6 +249,7 @@ CUresult host_allocate(void** p, std::size_t bytes) {
   *p = std::aligned_alloc(4096, round_up(std::max<std::size_t>(bytes, 1), 4096));
   if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   track_pinned(sim, reinterpret_cast<std::uint64_t>(*p), bytes);
+  spend_pin_time(sim, bytes, /*registering=*/false);
   return CUDA_SUCCESS;
 }
 }  // namespace
@@ -280,6 +281,7 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned) {
   if (p == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (sim.inject_fault("hostalloc")) return CUDA_ERROR_OUT_OF_MEMORY;
   track_pinned(sim, reinterpret_cast<std::uint64_t>(p) | 1, bytes);  // registered, not owned
+  spend_pin_time(sim, bytes, /*registering=*/true);
   return CUDA_SUCCESS;
 }
 SIM_EXPORT CUresult cuMemHostUnregister(void* p) {

@@ -287,6 +287,24 @@ struct TimelineFile {
   std::vector<Entry> entries;
 };
 
+// VGPUSIM_COST_MODEL (host_costs.cpp): what the calibrated model charges
+// came from a training run on a real GPU; idle is the H100's idle medians.
+enum class CostModel : std::uint8_t { calibrated, idle };
+
+// The driver's API lock in simulated time: every VMM and pinning call of
+// every thread holds it for its cost. Threads have clocks of their own, so
+// the lock is a calendar of busy intervals and a call takes the first gap at
+// or after its thread's clock that holds it, whichever thread asked first.
+class DriverLock {
+ public:
+  // Books `duration` at or after `at`; returns when the call starts.
+  double book(double at, double duration);
+
+ private:
+  static constexpr std::size_t kKept = 4096;
+  std::map<double, double> busy_;  // start -> end, disjoint
+};
+
 class Simulator {
  public:
   static Simulator& get();
@@ -342,6 +360,10 @@ class Simulator {
   // µs per 2 MiB handle during training (docs/results.md), against ≈ 1 µs
   // idle on the H100: mapping waits on the GPU, per handle mapped.
   double map_busy_ns = 0;
+  CostModel cost_model = CostModel::calibrated;
+  DriverLock driver_lock;
+  double driver_lock_waited_ns = 0;  // calls of any thread waiting for the lock, for the report
+  std::uint64_t scrubbed_bytes = 0;
 
   // Count a call by its exported name (for the report). Takes its own lock:
   // entry points count before (or while) holding `mutex`.
@@ -428,14 +450,31 @@ void record_memory(Simulator& sim, int device);
 // Writes the file (Chrome trace-event format) to `path`.
 void write_timeline(Simulator& sim, const char* path);
 
-// The VMM calls' own cost on the calling thread (vmm_costs.cpp, measured on the H100).
+// ---- what driver calls cost (host_costs.cpp) --------------------------------
+// The VMM calls, costed by the model in force (Simulator::cost_model).
 enum class VmmCall { create, map, set_access, unmap, release, reserve, address_free };
-double vmm_call_ns(VmmCall call, std::uint64_t bytes);
-void spend_vmm_time(Simulator& sim, VmmCall call, std::uint64_t bytes);
-// A cuMemMap of `bytes` on `device`: the idle cost, or VGPUSIM_MAP_BUSY_US
-// (Simulator::map_busy_ns) where that is more and the device has work queued
-// or running.
+// A call over one handle (create, map, release) or a call of the idle model
+// by its size: its whole cost.
+double vmm_call_ns(const Simulator& sim, VmmCall call, std::uint64_t bytes);
+// A call over a range (set-access, unmap): the part per call, by the range's
+// size under the idle model; the calibrated model adds vmm_handle_ns for
+// each handle mapped in the range.
+double vmm_range_call_ns(const Simulator& sim, VmmCall call, std::uint64_t range_bytes);
+double vmm_handle_ns(const Simulator& sim, VmmCall call, std::uint64_t handle_bytes);
+// The calling thread pays `ns` for a VMM call: under the calibrated model
+// after waiting for the driver's lock.
+void spend_vmm_time(Simulator& sim, double ns);
+// A cuMemMap of `bytes` on `device`: under the idle model the idle cost, or
+// VGPUSIM_MAP_BUSY_US (Simulator::map_busy_ns) where that is more and the
+// device has work queued or running.
 void spend_map_time(Simulator& sim, int device, std::uint64_t bytes);
+// Pinning `bytes` of host memory (allocating pinned, or registering).
+void spend_pin_time(Simulator& sim, std::uint64_t bytes, bool registering);
+// Issuing work to a stream.
+enum class Issue { launch, copy, event_record, event_record_untimed, stream_wait };
+void spend_issue_time(Simulator& sim, Issue call);
+// Device memory given back to the driver is scrubbed by a copy engine.
+void scrub_released(Simulator& sim, int device, std::uint64_t bytes);
 // Simulated time by which everything issued to the context so far is done.
 double context_tail(Simulator& sim, const Context& context);
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture invalidated) if a

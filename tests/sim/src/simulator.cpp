@@ -104,7 +104,10 @@ void Simulator::write_report(const char* path) {
   }
   out << "},\"operations_pending\":" << pending.size() << ",\"operations_executed\":" << stats.operations_executed
       << ",\"kernels_launched\":" << stats.kernels << ",\"bytes_h2d\":" << stats.bytes_h2d
-      << ",\"bytes_d2h\":" << stats.bytes_d2h << ",\"pinned_host_bytes_peak\":" << stats.pinned_peak << ",\"calls\":{";
+      << ",\"bytes_d2h\":" << stats.bytes_d2h << ",\"pinned_host_bytes_peak\":" << stats.pinned_peak
+      << ",\"cost_model\":\"" << (cost_model == CostModel::idle ? "idle" : "calibrated")
+      << "\",\"driver_lock_waited_ns\":" << static_cast<std::uint64_t>(driver_lock_waited_ns)
+      << ",\"scrubbed_bytes\":" << scrubbed_bytes << ",\"calls\":{";
   bool first = true;
   std::lock_guard calls_lock(calls_mutex);
   for (const auto& [api, n] : stats.calls) {

@@ -116,6 +116,7 @@ CUresult event_record(CUevent handle, CUstream stream_handle, bool per_thread_ap
   Operation marker;
   marker.what = "event";
   marker.untimed = (event->flags & CU_EVENT_DISABLE_TIMING) != 0;
+  spend_issue_time(l.sim, marker.untimed ? Issue::event_record_untimed : Issue::event_record);
   if (CUresult r = enqueue(l.sim, stream, std::move(marker))) return r;
   std::lock_guard timing(l.sim.timing_mutex);
   event->capture = nullptr;
@@ -140,6 +141,7 @@ CUresult stream_wait_event(CUstream stream_handle, CUevent event_handle, bool pe
     }
     return CUDA_SUCCESS;
   }
+  spend_issue_time(l.sim, Issue::stream_wait);
   if (event->recorded) stream->tail_ns = std::max(stream->tail_ns, event->time_ns);
   return CUDA_SUCCESS;
 }

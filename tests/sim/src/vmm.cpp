@@ -4,7 +4,7 @@
 // memfd mapped into it without access; cuMemSetAccess grants access
 // (mprotect). Like the H100's, cuMemUnmap does not wait for work that still
 // uses the range (docs/gpu-facts.md §8.6c). Each call advances the host's
-// clock by what it cost on the H100 (vmm_costs.cpp).
+// clock by what it costs under the cost model in force (host_costs.cpp).
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,7 +20,10 @@ namespace {
 void release_physical_if_unused(Simulator& sim, std::uint64_t handle) {
   auto it = sim.physical.find(handle);
   if (it == sim.physical.end() || it->second.handle_refs > 0 || it->second.mappings > 0) return;
-  if (!it->second.host_location) sim.refund(it->second.device, it->second.size, false);
+  if (!it->second.host_location) {
+    sim.refund(it->second.device, it->second.size, false);
+    scrub_released(sim, it->second.device, it->second.size);
+  }
   ::close(it->second.fd);
   sim.physical.erase(it);
 }
@@ -61,7 +64,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
   const std::uint64_t h = sim.next_handle++;
   sim.physical[h] = Physical{host ? -1 : prop->location.id, size, fd, 1, 0, host, prop->requestedHandleTypes};
   *handle = h;
-  spend_vmm_time(sim, VmmCall::create, size);
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::create, size));
   return CUDA_SUCCESS;
 }
 
@@ -72,7 +75,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   auto it = sim.physical.find(handle);
   if (it == sim.physical.end() || it->second.handle_refs == 0) return CUDA_ERROR_INVALID_VALUE;
   --it->second.handle_refs;
-  spend_vmm_time(sim, VmmCall::release, it->second.size);
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::release, it->second.size));
   release_physical_if_unused(sim, handle);  // memory goes when no handle and no mapping remain
   return CUDA_SUCCESS;
 }
@@ -95,7 +98,7 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t al
   region.kind = Region::Kind::reservation;
   sim.regions[base] = region;
   *ptr = base;
-  spend_vmm_time(sim, VmmCall::reserve, size);
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::reserve, size));
   return CUDA_SUCCESS;
 }
 
@@ -109,7 +112,7 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   sim.regions.erase(it);  // the address space itself stays reserved (never reused)
-  spend_vmm_time(sim, VmmCall::address_free, size);
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::address_free, size));
   return CUDA_SUCCESS;
 }
 
@@ -157,8 +160,10 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
   }
   const std::uint64_t end = ptr - region->base + size;
   if (!region->covered_by_whole_mappings(ptr - region->base, size)) return CUDA_ERROR_INVALID_VALUE;
+  double cost = vmm_range_call_ns(sim, VmmCall::set_access, size);
   for (std::uint64_t at = ptr - region->base; at < end;) {
     auto& m = region->mappings[at];
+    cost += vmm_handle_ns(sim, VmmCall::set_access, m.size);  // per mapping: each is a handle's
     mprotect(reinterpret_cast<void*>(region->base + at), m.size, prot);
     // The host's page tables for the whole mapping in one call rather than
     // one fault a page on first touch (the copies that follow a map touch it
@@ -174,7 +179,7 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     }
     at += m.size;
   }
-  spend_vmm_time(sim, VmmCall::set_access, size);
+  spend_vmm_time(sim, cost);
   return CUDA_SUCCESS;
 }
 
@@ -189,9 +194,11 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (!region->covered_by_whole_mappings(ptr - region->base, size)) return CUDA_ERROR_INVALID_VALUE;
   // Like the real driver, unmapping does not wait for work that still uses
   // the range (measured on the H100): a kernel touching it afterwards faults.
+  double cost = vmm_range_call_ns(sim, VmmCall::unmap, size);
   for (std::uint64_t at = ptr - region->base; at < end;) {
     auto it = region->mappings.find(at);
     const std::uint64_t handle = it->second.handle, length = it->second.size;
+    cost += vmm_handle_ns(sim, VmmCall::unmap, length);
     protect_none(region->base + at, length);
     region->mappings.erase(it);
     auto phys = sim.physical.find(handle);
@@ -203,7 +210,7 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     }
     at += length;
   }
-  spend_vmm_time(sim, VmmCall::unmap, size);
+  spend_vmm_time(sim, cost);
   return CUDA_SUCCESS;
 }
 

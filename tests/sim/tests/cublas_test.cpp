@@ -449,6 +449,9 @@ TEST_F(Cublas, HandleStateReadsBack) {
 void sleep_body(void**, const vgpusimLaunch*, void*) {}
 
 TEST_F(Cublas, GemmRunsInOrderOnTheHandlesStreamForTheDocumentedDuration) {
+  // The clock's mechanics, exactly: the idle model charges no host time per call.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   static CUfunction one_ms = register_kernel("cublas_test_1ms", sleep_body, {}, 1'000'000);
   const int m = 256, n = 256, k = 256;
   float* a = static_cast<float*>(device(4));  // alpha == 0: A and B are not read
@@ -709,6 +712,9 @@ TEST_F(CublasLt, InvalidProblemsLaunchAndWriteNothing) {
 }
 
 TEST_F(CublasLt, MatmulRunsOnItsStreamForTheDocumentedDuration) {
+  // The clock's mechanics, exactly: the idle model charges no host time per call.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   const std::int64_t m = 512, n = 128, k = 1024, batch = 2;
   const cudaDataType type = CUDA_R_16F;
   const Matrix a{m, k, m, {}}, b{k, n, k, {}}, c{m, n, m, {}};

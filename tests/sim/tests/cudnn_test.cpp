@@ -961,6 +961,9 @@ TEST_F(Cudnn, DescriptorsReadBack) {
 // ---- the timeline ----
 
 TEST_F(Cudnn, ConvolutionsRunOnTheHandlesStreamForTheDocumentedDuration) {
+  // The clock's mechanics, exactly: the idle model charges no host time per call.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   static CUfunction one_ms = register_kernel("cudnn_test_1ms", idle_body, {}, 1'000'000);
   const Case cs{4, 16, 32, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, false};
   const Tensor x = random_tensor(cs.n, cs.c, cs.h, cs.w, 41), w = random_tensor(cs.k, cs.cg(), cs.r, cs.s, 42);

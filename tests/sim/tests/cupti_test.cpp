@@ -83,6 +83,9 @@ class SimulatedCupti : public ::testing::Test {
 };
 
 TEST_F(SimulatedCupti, KernelRecordsCarryTheSimulatedClockExactly) {
+  // The clock's mechanics, exactly: the idle model charges no host time per call.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   CUfunction short_kernel = register_kernel("cupti_short", 1500);
   CUfunction long_kernel = register_kernel("cupti_long", 40000);
   ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
@@ -115,6 +118,9 @@ TEST_F(SimulatedCupti, KernelRecordsCarryTheSimulatedClockExactly) {
 }
 
 TEST_F(SimulatedCupti, RecordsNameTheStreamAndTheExternalIdPushedAtLaunch) {
+  // The clock's mechanics, exactly: the idle model charges no host time per call.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   CUfunction f = register_kernel("cupti_streams", 2000);
   CUstream first = nullptr, second = nullptr;
   ASSERT_EQ(cuStreamCreate(&first, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);

@@ -22,6 +22,9 @@ using nlohmann::json;
 
 constexpr std::size_t kLinkBytes = 55'000'000;  // 1 ms at 55 GB/s
 constexpr double kCopySetupUs = 2.0;            // docs/simulated-driver.md, "Timeline"
+// Scenarios that check the clock's mechanics to the nanosecond run under the
+// idle model, which charges no host time for issuing work.
+constexpr const char* kIdleModel = "VGPUSIM_COST_MODEL=idle";
 
 void nothing(void**, const vgpusimLaunch*, void*) {}
 
@@ -46,7 +49,7 @@ std::vector<json> events(const json& timeline, const std::string& phase) {
 
 TEST(TimelineFile, OverlappingKernelAndCopiesLandOnThreeLanesAtTheirSimulatedTimes) {
   const std::string path = scratch("overlap.json");
-  ASSERT_EQ(run_child("overlap", {"VGPUSIM_TIMELINE=" + path}), 0);
+  ASSERT_EQ(run_child("overlap", {"VGPUSIM_TIMELINE=" + path, kIdleModel}), 0);
   const json timeline = read_json(path);
   const json times = read_json(path + ".times");
   std::remove(path.c_str());
@@ -161,7 +164,7 @@ TEST(TimelineFile, BoundedAndCountsWhatItDrops) {
 // the engine was free, so whatever it waited for was the engine, not the host.
 TEST(TimelineFile, EachOperationCarriesWhenItWasIssued) {
   const std::string path = scratch("queued.json");
-  ASSERT_EQ(run_child("queued", {"VGPUSIM_TIMELINE=" + path}), 0);
+  ASSERT_EQ(run_child("queued", {"VGPUSIM_TIMELINE=" + path, kIdleModel}), 0);
   const json timeline = read_json(path);
   const json times = read_json(path + ".times");
   std::remove(path.c_str());

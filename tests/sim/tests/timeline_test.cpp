@@ -238,6 +238,9 @@ TEST_F(Timeline, HostWaitsFollowCudaSynchronisationRules) {
 }
 
 TEST_F(Timeline, EventsMeasureAndOrderWork) {
+  // The clock's mechanics, exactly: the idle model charges no host time per call.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   CUevent start = nullptr, end = nullptr;
   ASSERT_EQ(cuEventCreate(&start, CU_EVENT_DEFAULT), CUDA_SUCCESS);
   ASSERT_EQ(cuEventCreate(&end, CU_EVENT_DEFAULT), CUDA_SUCCESS);
@@ -302,7 +305,9 @@ TEST_F(Timeline, UnmapAfterSynchronisingIsSafe) {
   ASSERT_EQ(cuMemAddressFree(va, 2 * kMiB), CUDA_SUCCESS);
 }
 
-TEST_F(Timeline, VmmCallsCostWhatTheyCostOnTheH100) {
+// The idle model (host_costs_test.cpp tests the calibrated one).
+TEST_F(Timeline, VmmCallsCostWhatTheyCostOnAnIdleH100UnderTheIdleModel) {
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
   const CUmemAllocationProp prop = device_memory();
   const CUmemAccessDesc access = read_write();
   // gpu-facts §8.6, µs: create/map/set-access/unmap/release for 2 and 64 MiB.
@@ -327,10 +332,10 @@ TEST(TimelineProcess, UnmapUnderARunningKernelFaultsAtSynchronisation) {
   EXPECT_EQ(run_child("unmap_under_kernel"), 0);
 }
 
-// VGPUSIM_MAP_BUSY_US: a map while the device works costs what the H200
+// VGPUSIM_MAP_BUSY_US (idle model): a map while the device works costs what the H200
 // showed under training (per handle), an idle map what the H100 took idle.
 TEST(TimelineProcess, MappingWhileTheDeviceWorksCostsWhatItIsSetTo) {
-  EXPECT_EQ(run_child("map_while_busy", {"VGPUSIM_MAP_BUSY_US=90"}), 0);
+  EXPECT_EQ(run_child("map_while_busy", {"VGPUSIM_MAP_BUSY_US=90", "VGPUSIM_COST_MODEL=idle"}), 0);
 }
 
 // ---- child scenarios (exit 0 on success) -------------------------------------------------
