@@ -75,6 +75,13 @@ void configure(Simulator& sim) {
     else if (model == "idle") sim.cost_model = CostModel::idle;
     else bad_setting("VGPUSIM_COST_MODEL", v, "calibrated (what a training run on an H200 paid) or idle (the H100's idle medians)");
   }
+  if (const char* v = std::getenv("VGPUSIM_KERNEL_TIME_SCALE")) {
+    char* end = nullptr;
+    sim.kernel_time_scale = std::strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !(sim.kernel_time_scale > 0)) {
+      bad_setting("VGPUSIM_KERNEL_TIME_SCALE", v, "a positive factor for every kernel's declared duration");
+    }
+  }
   if (const char* v = std::getenv("VGPUSIM_MAP_BUSY_US")) {
     char* end = nullptr;
     const double us = std::strtod(v, &end);

@@ -182,6 +182,7 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   } else {
     operation.duration_ns = kernel->desc.durationNs;
   }
+  operation.duration_ns *= sim.kernel_time_scale;
   // A captured launch runs only as part of a graph: not observed (see docs/simulated-driver.md).
   if (stream->capture == nullptr) {
     operation.correlation = correlation;

@@ -361,6 +361,10 @@ class Simulator {
   // idle on the H100: mapping waits on the GPU, per handle mapped.
   double map_busy_ns = 0;
   CostModel cost_model = CostModel::calibrated;
+  // VGPUSIM_KERNEL_TIME_SCALE: every kernel's declared duration times this,
+  // so that a workload's uncapped step can be set to a real GPU's measured
+  // one when a run of it is compared with that GPU's.
+  double kernel_time_scale = 1;
   DriverLock driver_lock;
   double driver_lock_waited_ns = 0;  // calls of any thread waiting for the lock, for the report
   std::uint64_t scrubbed_bytes = 0;

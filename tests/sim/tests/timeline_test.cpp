@@ -338,6 +338,11 @@ TEST(TimelineProcess, MappingWhileTheDeviceWorksCostsWhatItIsSetTo) {
   EXPECT_EQ(run_child("map_while_busy", {"VGPUSIM_MAP_BUSY_US=90", "VGPUSIM_COST_MODEL=idle"}), 0);
 }
 
+TEST(TimelineProcess, KernelDurationsScaleWithTheKernelTimeScale) {
+  EXPECT_EQ(run_child("kernel_time_scale", {"VGPUSIM_KERNEL_TIME_SCALE=2.5"}), 0);
+  EXPECT_EQ(run_child("kernel_time_scale", {"VGPUSIM_KERNEL_TIME_SCALE=0"}), 2) << "refused before anything runs";
+}
+
 // ---- child scenarios (exit 0 on success) -------------------------------------------------
 int child_map_while_busy() {
   CUcontext ctx = nullptr;
@@ -363,6 +368,22 @@ int child_map_while_busy() {
   if (cuCtxSynchronize() != CUDA_SUCCESS) return 15;
   if (std::abs(map_costs_us() - 1.0) > 0.01) return 16;  // idle again
   return 0;
+}
+
+// A 1 ms kernel under VGPUSIM_KERNEL_TIME_SCALE=2.5 takes 2.5 ms.
+int child_kernel_time_scale() {
+  CUcontext ctx = nullptr;
+  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
+  CUfunction add = register_kernel("child_scaled_1ms", add_body, {8, 4}, 1'000'000);
+  CUdeviceptr data = 0;
+  if (cuMemAlloc(&data, 4096)) return 11;
+  CUevent start = nullptr, end = nullptr;
+  if (cuEventCreate(&start, 0) || cuEventCreate(&end, 0)) return 12;
+  int one = 1;
+  if (cuEventRecord(start, nullptr) || launch(add, nullptr, {&data, &one}) || cuEventRecord(end, nullptr)) return 13;
+  float ms = 0;
+  if (cuEventSynchronize(end) || cuEventElapsedTime(&ms, start, end)) return 14;
+  return std::abs(ms - 2.5f) < 1e-3f ? 0 : 15;
 }
 
 int child_unmap_under_kernel() {
@@ -397,6 +418,7 @@ int main(int argc, char** argv) {
     const std::string name = argv[2];
     if (name == "unmap_under_kernel") return child_unmap_under_kernel();
     if (name == "map_while_busy") return child_map_while_busy();
+    if (name == "kernel_time_scale") return child_kernel_time_scale();
     return 99;
   }
   setenv("VGPUSIM_DEVICE_MEMORY", "1GiB", 1);
