@@ -161,6 +161,10 @@ TEST_F(FreeBarrierTest, AStreamNoHookSawMadeIsWaitedForOnceItNamedPagedMemory) {
 // context on the host: the offload returns at once and the bytes saved are
 // the kernel's.
 TEST_F(FreeBarrierTest, AnOffloadOfWhatAPerThreadStreamWroteWaitsOnTheDeviceForIt) {
+  // What the host waits for, on the simulated clock: under the idle cost model,
+  // which charges no host time for the driver calls around it.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   make_pager(2 * kChunk, std::nullopt, [](vmm::PagerOptions& options) { options.grace_operations = 0; });
   UnitCatcher catcher;
   pager_->set_access_feed(&catcher);

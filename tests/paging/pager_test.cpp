@@ -214,6 +214,10 @@ class StallTimingTest : public PagerTest, public ::testing::WithParamInterface<b
 };
 
 TEST_P(StallTimingTest, AStreamThatWaitsForAUnitOnItsWayInIsTimed) {
+  // What the host waits for, on the simulated clock: under the idle cost model,
+  // which charges no host time for the driver calls around it.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   // Units large enough that bringing one in outlasts the slow path's own
   // host time (its VMM calls): the stream reaches its wait with the copy
   // still under way, whether or not a save had to finish first.
@@ -310,6 +314,10 @@ class ReclaimerTest : public PagerTest {
 };
 
 TEST_F(ReclaimerTest, UnmapsFinishedOffloadsWithNoFurtherCall) {
+  // What the host waits for, on the simulated clock: under the idle cost model,
+  // which charges no host time for the driver calls around it.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   make_counted_pager(4 * kMiB);
   buffers_.resize(3);
   ASSERT_NO_FATAL_FAILURE(allocate_written(buffers_, 2 * kMiB));

@@ -611,6 +611,10 @@ TEST_F(ScheduledMovesTest, AUnitRevivedBeforeItsCopyInLandedIsReadOnlyOnceItHas)
 // save reads the wrong bytes. Ordered piece by piece, the fetch ends at
 // 610 us; ordered after the whole save, at 762.
 TEST_F(ScheduledMovesTest, AFetchIntoTheRoomOfALargeSaveFollowsItPieceByPiece) {
+  // What the host waits for, on the simulated clock: under the idle cost model,
+  // which charges no host time for the driver calls around it.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   make_pager(8 * kChunk, std::nullopt, without_grace_or_reclaimer);
   UnitCatcher catcher;
   pager_->set_access_feed(&catcher);
@@ -650,6 +654,10 @@ TEST_F(ScheduledMovesTest, AFetchIntoTheRoomOfALargeSaveFollowsItPieceByPiece) {
 // (each query a driver call: a microsecond of the simulated host's time
 // when not ready) made a move cost more the more saves were queued.
 TEST_F(ScheduledMovesTest, AMoveDoesNotAskEverySaveInFlightWhetherItIsDone) {
+  // What the host waits for, on the simulated clock: under the idle cost model,
+  // which charges no host time for the driver calls around it.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   constexpr unsigned kQueued = 30;
   make_pager((kQueued + 4) * kChunk, std::nullopt, without_grace_or_reclaimer);
   UnitCatcher catcher;

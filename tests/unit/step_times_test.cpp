@@ -102,6 +102,10 @@ TEST_F(StepTimesTest, KernelDurationsAreTheSimulatedClocksExactly) {
 // A kernel whose stream waits for a copy on another stream: its stall is the
 // gap after the kernel before it, the same as events around it measure.
 TEST_F(StepTimesTest, StallIsTheGapOnTheStreamAsEventsSeeIt) {
+  // What the host waits for, on the simulated clock: under the idle cost model,
+  // which charges no host time for the driver calls around it.
+  ASSERT_EQ(vgpusimSetCostModel("idle"), CUDA_SUCCESS);
+
   CuptiKernelClock clock(pointer_);
   KernelSpans spans(clock);
   CUfunction first = simulated_kernel("step_first", 800), second = simulated_kernel("step_second", 1500);

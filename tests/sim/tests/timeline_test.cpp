@@ -339,7 +339,7 @@ TEST(TimelineProcess, MappingWhileTheDeviceWorksCostsWhatItIsSetTo) {
 }
 
 TEST(TimelineProcess, KernelDurationsScaleWithTheKernelTimeScale) {
-  EXPECT_EQ(run_child("kernel_time_scale", {"VGPUSIM_KERNEL_TIME_SCALE=2.5"}), 0);
+  EXPECT_EQ(run_child("kernel_time_scale", {"VGPUSIM_KERNEL_TIME_SCALE=2.5", "VGPUSIM_COST_MODEL=idle"}), 0);
   EXPECT_EQ(run_child("kernel_time_scale", {"VGPUSIM_KERNEL_TIME_SCALE=0"}), 2) << "refused before anything runs";
 }
 
