@@ -203,6 +203,49 @@ TEST(PagingLayered, EvaluationStepsBreakTheScheduleAndItReturnsAfterEach) {
   EXPECT_GT(schedule["scheduled_offloads"].get<int>(), 0) << schedule.dump();
 }
 
+// Issued as PyTorch issues a step: backward from a second host thread, and
+// activations from a caching allocator (segments of several tensors each,
+// addresses that move between steps) -- the small CNN at a 16th of its
+// sizes, and GPT-2's shape with eager attention (two layers, its s x s
+// matrices at a 64th). At half its peak, under lru and under auto, every
+// bit as uncapped (and as the static allocator from one thread), no CUDA
+// error, no illegal access, under the cap.
+class LayeredAsPyTorchIssuesIt : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(LayeredAsPyTorchIssuesIt, AtHalfItsPeakUnderLruAndAutoEveryBitIsAsUncapped) {
+  std::vector<std::string> args = GetParam();
+  const Result one_thread_static = uncapped(args);
+  ASSERT_EQ(one_thread_static.process.exit_code, 0) << one_thread_static.process.out << one_thread_static.process.err;
+  args.insert(args.end(), {"--backward-thread", "--allocator", "caching"});
+  const Result baseline = uncapped(args);
+  ASSERT_EQ(baseline.process.exit_code, 0) << baseline.process.out << baseline.process.err;
+  ASSERT_NE(baseline.loss_and_weights, "");
+  EXPECT_EQ(baseline.loss_and_weights, one_thread_static.loss_and_weights);
+  const std::uint64_t cap = baseline.wanted / 2;
+  for (const std::string policy : {"lru", "auto"}) {
+    SCOPED_TRACE(policy);
+    const PagedRun run =
+        run_paged("as-pytorch-" + policy, trainer(args), std::to_string(cap), {{"VGPUMEM_POLICY", policy}});
+    ASSERT_NO_FATAL_FAILURE(expect_clean_probe_run(run, "RESULT", cap));
+    EXPECT_EQ(run.process.out.find("CUDA_ERROR"), std::string::npos) << run.process.out;
+    EXPECT_EQ(parse(run.process).loss_and_weights, baseline.loss_and_weights) << "bit-identical to uncapped";
+    const nlohmann::json& paging = run.trace["vgpumem"]["paging"];
+    EXPECT_GT(paging["offloads"].get<int>(), 0) << "the cap was never reached: the test proves nothing";
+    EXPECT_EQ(paging["ooms"].get<int>(), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PagingLayered, LayeredAsPyTorchIssuesIt,
+    ::testing::Values(std::vector<std::string>{"--model", "cnn-small", "--scale", "16", "--steps", "8"},
+                      std::vector<std::string>{"--model", "gpt2-medium", "--layers", "2", "--attention", "eager",
+                                               "--scale", "64", "--steps", "6"}),
+    [](const ::testing::TestParamInfo<std::vector<std::string>>& param) {
+      std::string name = param.param[1];
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
 // VGG-16 at a `scale`-th of its sizes (32 unless a test needs a budget of
 // many chunks), the link and the lending limit scaled with it as vgpumem
 // bench scales them (55 GB/s and 2 MiB over `scale`), 16 steps under auto

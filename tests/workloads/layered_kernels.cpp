@@ -68,6 +68,12 @@ void unary(void** p, const vgpusimLaunch*, void*) {
   fill(floats(p, 1), count(p, 3), h, false);
 }
 
+void unary_pair(void** p, const vgpusimLaunch*, void*) {
+  const std::uint64_t h = sample(kBasis, words(p, 0), count(p, 3));
+  fill(floats(p, 1), count(p, 4), fold(h, 1), false);
+  fill(floats(p, 2), count(p, 5), fold(h, 2), false);
+}
+
 void binary(void** p, const vgpusimLaunch*, void*) {
   std::uint64_t h = sample(kBasis, words(p, 0), count(p, 3));
   h = sample(h, words(p, 1), count(p, 4));
@@ -145,6 +151,7 @@ constexpr std::size_t P = sizeof(CUdeviceptr), N = sizeof(std::uint64_t), A = si
 const std::vector<std::size_t>& param_sizes(Sig sig) {
   static const std::vector<std::size_t> heavy_sizes{P, P, P, P, N, N, N, N, A};
   static const std::vector<std::size_t> unary_sizes{P, P, N, N};
+  static const std::vector<std::size_t> unary_pair_sizes{P, P, P, N, N, N};
   static const std::vector<std::size_t> binary_sizes{P, P, P, N, N, N, A};
   static const std::vector<std::size_t> unary_bwd_sizes{P, P, P, P, N, N, N, N, A};
   static const std::vector<std::size_t> binary_bwd_sizes{P, P, P, P, P, N, N, N, N, N, A, A};
@@ -154,6 +161,7 @@ const std::vector<std::size_t>& param_sizes(Sig sig) {
   switch (sig) {
     case Sig::Heavy: return heavy_sizes;
     case Sig::Unary: return unary_sizes;
+    case Sig::UnaryPair: return unary_pair_sizes;
     case Sig::Binary: return binary_sizes;
     case Sig::UnaryBwd: return unary_bwd_sizes;
     case Sig::BinaryBwd: return binary_bwd_sizes;
@@ -168,6 +176,7 @@ vgpusimKernelFn body(Sig sig) {
   switch (sig) {
     case Sig::Heavy: return heavy;
     case Sig::Unary: return unary;
+    case Sig::UnaryPair: return unary_pair;
     case Sig::Binary: return binary;
     case Sig::UnaryBwd: return unary_bwd;
     case Sig::BinaryBwd: return binary_bwd;
@@ -182,6 +191,7 @@ Counts counts(Sig sig) {
   switch (sig) {
     case Sig::Heavy: return {4, 4};
     case Sig::Unary: return {2, 2};
+    case Sig::UnaryPair: return {3, 3};
     case Sig::Binary: return {3, 3};
     case Sig::UnaryBwd: return {4, 4};
     case Sig::BinaryBwd: return {5, 5};

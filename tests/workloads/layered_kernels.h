@@ -37,6 +37,7 @@ constexpr double kMinKernelNs = 3000.0;
 enum class Sig {
   Heavy,      // a, b, ws, y | na, nb, nws, ny | acc        y (+)= f(a, b); ws written (a workspace)
   Unary,      // x, y | nx, ny                              y = f(x) (x == y: in place)
+  UnaryPair,  // x, y, z | nx, ny, nz                       y = f(x), z = g(x) (dropout: its output, its mask)
   Binary,     // a, b, y | na, nb, ny | acc                 y (+)= f(a, b)
   UnaryBwd,   // x, y, dy, dx | nx, ny, ndy, ndx | acc      dx (+)= f(x, y, dy)
   BinaryBwd,  // a, y, dy, da, db | na, ny, ndy, nda, ndb | acc_a, acc_b

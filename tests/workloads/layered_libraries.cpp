@@ -160,14 +160,14 @@ bool Libraries::prepare(const HeavyOperation& op, int* index, std::string* why) 
   return true;
 }
 
-bool Libraries::run(int index, std::string* why) {
+bool Libraries::run(int index, const Operands& operands, std::string* why) {
   const State& s = *state_;
   const Prepared& p = s.calls[static_cast<std::size_t>(index)];
   const HeavyOperation& op = p.op;
   const float alpha = 1.0f, beta = op.accumulate ? 1.0f : 0.0f;
-  auto* a = reinterpret_cast<void*>(op.a);
-  auto* b = reinterpret_cast<void*>(op.b);
-  auto* y = reinterpret_cast<void*>(op.y);
+  auto* a = reinterpret_cast<void*>(operands.a);
+  auto* b = reinterpret_cast<void*>(operands.b);
+  auto* y = reinterpret_cast<void*>(operands.y);
   auto* ws = reinterpret_cast<void*>(s.workspace);
   if (is_conv(op.kind)) {
     vgpusimCudnnDeclareNextKernelNs(op.ns);

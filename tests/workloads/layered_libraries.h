@@ -31,10 +31,11 @@ bool heavy_kind(const std::string& kernel_name, HeavyKind* kind);
 
 // One heavy operation: y (+)= f(a, b) as the trainer's Heavy kernels take
 // it. Forward: a = x, b = w, y = the output. Backward data: a = dy, b = w,
-// y = dx. Backward filter: a = x, b = dy, y = dw. Sizes in 32-bit words.
+// y = dx. Backward filter: a = x, b = dy, y = dw. Sizes in 32-bit words; the
+// addresses are given with each call (Operands), as a caching allocator
+// may place a layer's tensors elsewhere every step.
 struct HeavyOperation {
   HeavyKind kind = HeavyKind::gemm_forward;
-  CUdeviceptr a = 0, b = 0, y = 0;
   std::uint64_t a_words = 0, b_words = 0, y_words = 0;
   bool accumulate = false;  // beta = 1 (else 0)
   double ns = 0.0;          // the layer's time
@@ -54,8 +55,13 @@ class Libraries {
   // False with the reason when no shape covers y within a's and b's words.
   bool prepare(const HeavyOperation& op, int* index, std::string* why);
 
-  // Issues the prepared call; false with the library's status in `why`.
-  bool run(int index, std::string* why);
+  // Issues the prepared call on a, b and y (as HeavyOperation names them);
+  // false with the library's status in `why`. Any thread with the context
+  // current may call it (the handles are not tied to a thread).
+  struct Operands {
+    CUdeviceptr a = 0, b = 0, y = 0;
+  };
+  bool run(int index, const Operands& operands, std::string* why);
 
  private:
   struct State;

@@ -15,6 +15,23 @@
 // the largest gradient it ever holds); a workspace (cuDNN/cuBLAS) that every
 // convolution and GEMM writes; the batch, the labels, the loss.
 //
+// --allocator caching (the default is `static`, the above): activations and
+// activation gradients come from a caching allocator as PyTorch's
+// CUDACachingAllocator hands them out (caching_allocator.h: its pools,
+// segment sizes, best fit, splitting and coalescing, each size divided by
+// --scale), taken and given back every step; everything else is allocated
+// once as above. Lifetimes as autograd has them, from the static plan: a
+// node's output is allocated as its forward launch is issued (an in-place
+// node shares its input's) and freed after the last launch of the step that
+// reads it (its last backward reader; in an evaluation step its last
+// forward consumer); an activation gradient is allocated at its first
+// contribution and freed once its node has run backward. Freeing is
+// bookkeeping only (one stream: stream order protects the block), segments
+// are never given back. Backward frees in reverse, so a step's forward may
+// get other blocks than the step before: every launch's addresses are filled
+// as it is issued. --report-addresses prints, before RESULT, for each two
+// consecutive steps "ALTERNATES steps k-k+1: N of M activations moved".
+//
 // A step, all on one non-blocking stream (created with
 // CU_STREAM_NON_BLOCKING; every copy, memset and launch of the program goes on
 // it, so the legacy stream is never involved): the batch and its labels
@@ -26,6 +43,17 @@
 // cuStreamSynchronize). The launch stream is periodic with a period of one
 // step; only the last step adds two events (cuEventRecord) around itself, to
 // time it.
+//
+// --backward-thread: as PyTorch's autograd engine does, the loss and the
+// backward launches are issued by a second host thread, created once before
+// the first step (it makes the context current), on the same stream; the
+// main thread hands each step's backward over (mutex and condition
+// variable) and blocks until it is issued, then issues the optimizer, the
+// read-back and the synchronize. The simulator gives each host thread its
+// own clock and cannot see the handoff, so each message carries the
+// sender's clock (vgpusimHostTimeNs) and the receiver catches up to it
+// (vgpusimHostHandoff). Evaluation steps stay on the main thread. With
+// --libraries the backward's cuBLAS and cuDNN calls come from that thread.
 //
 // Sizes: --scale S divides every byte size (a minimum of 256 bytes, rounded
 // up to 256) so that the simulation stays cheap; declared kernel durations
@@ -44,34 +72,50 @@
 //     torchvision's do; in ResNet-50 batch norm and ReLU are one kernel with
 //     its own output, after the convolution's. Attention is flash attention
 //     (PyTorch's SDPA on an H100): it saves its output, no B*heads*s^2 matrix.
+//     --attention eager (transformers; HuggingFace's eager attention in
+//     training, bf16 autocast, attention dropout): per layer the scores
+//     q kᵀ (a batched GEMM, B x heads x s x s bf16, not saved), their
+//     softmax (saved; GPT-2's causal mask inside it), dropout (its output
+//     and a byte-per-element mask, saved) and the context probs v; backward
+//     in reverse, each s x s gradient as large as its tensor. --layers N
+//     (transformers) builds N layers instead of 24.
 //   * Weights: fp32 (PyTorch AMP's master weights), 4 bytes per parameter;
 //     batch-norm and layer-norm affine parameters and biases are left out
 //     (under 0.3% of the parameters of every model here).
 //   * Convolutions: 2*B*Cin*Cout*k*k*Hout*Wout FLOPs at 400 TFLOP/s (bf16
 //     cuDNN on an H100 SXM, 989 TFLOP/s dense peak), GEMMs 2*M*N*K at
-//     600 TFLOP/s, flash attention 4*B*s^2*hidden (halved when causal) at
-//     300 TFLOP/s forward, 2.5x those FLOPs at 250 TFLOP/s backward (FA2's
-//     H100 figures at head dimension 64). Each is also at least the time to
-//     move its operands at 2.5 TB/s (a roofline; this is what the 7x7 maps of
-//     ResNet-50's last stage and the 1x1 convolutions hit) and at least 3 us.
+//     600 TFLOP/s (eager attention's batched GEMMs too: 2*B*s^2*hidden each,
+//     the masked half included), flash attention 4*B*s^2*hidden (halved when
+//     causal) at 300 TFLOP/s forward, 2.5x those FLOPs at 250 TFLOP/s
+//     backward (FA2's H100 figures at head dimension 64). Each is also at
+//     least the time to move its operands at 2.5 TB/s (a roofline; this is
+//     what the 7x7 maps of ResNet-50's last stage and the 1x1 convolutions
+//     hit) and at least 3 us.
 //     Backward of a convolution or GEMM is two kernels, data gradient and
-//     weight gradient, each costing what the forward does (so 2x forward).
+//     weight gradient, each costing what the forward does (so 2x forward);
+//     so is each of eager attention's GEMMs (dq and dk; dprobs and dv).
 //   * Memory-bound kernels (batch norm, layer norm, ReLU, GELU, pooling,
-//     residual adds, embedding, cross entropy, the optimizer) move the bytes
-//     of their operands at 2.5 TB/s (HBM3 achievable; batch norm reads its
-//     input twice, statistics then normalise), at least 3 us
-//     (layered_kernels.h, Traffic).
+//     residual adds, embedding, softmax, dropout, cross entropy, the
+//     optimizer) move the bytes of their operands at 2.5 TB/s (HBM3
+//     achievable; batch norm reads its input twice, statistics then
+//     normalise), at least 3 us (layered_kernels.h, Traffic).
 // `--describe` prints every layer's numbers and the totals.
 // `--eval-every N`: every Nth step (never the last) is an evaluation step,
 // forward and loss only, then the loss read: the launch stream changes
 // there, as a training loop's does when it evaluates.
 //
 // Deterministic: fixed-seed data, kernels that are pure functions of the
-// bytes they read. The last line is machine-readable:
+// bytes they read (never of an address, and never of a word no launch of
+// the step wrote: the loss and the weights are the same bits with either
+// allocator, with or without the backward thread). The last line is
+// machine-readable:
 //   RESULT loss=<%.9g> weights_fnv1a=<hex> peak_device_bytes_wanted=<n> step_ns=<n> compute_ns=<n>
 //          copied_in=<n> copied_out=<n>
-// step_ns: simulated time of the last step (events around it); compute_ns:
-// the sum of the declared durations of one step's kernels; copied_in/out:
+// peak_device_bytes_wanted: the bytes the program allocated with cuMemAlloc
+// (under --allocator caching: the persistent tensors plus the allocator's
+// segments at the end, which it never gives back; --describe predicts it by
+// a dry run); step_ns: simulated time of the last step (events around it);
+// compute_ns: the sum of the declared durations of one step's kernels; copied_in/out:
 // bytes of copies across the link issued during the last step (the batch,
 // the loss and, under the shim, the pager's moves). Any CUDA error
 // prints "CUDA_ERROR <name> at <call>" and exits 3.
@@ -81,15 +125,20 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "caching_allocator.h"
 #include "layered_kernels.h"
 #include "layered_libraries.h"
 #include "vgpusim.h"
@@ -116,7 +165,11 @@ constexpr double kAttnFwdFlopsPerNs = 300e3;
 constexpr double kAttnBwdFlopsPerNs = 250e3;
 constexpr std::uint64_t kBf16 = 2, kFp32 = 4;
 
-enum class Op { Conv, Gemm, Attn, Embed, BnRelu, Bn, BnAddRelu, Relu, MaxPool, AvgPool, LayerNorm, Gelu, Add };
+enum class Op {
+  Conv, Gemm, Attn, Embed, BnRelu, Bn, BnAddRelu, Relu, MaxPool, AvgPool, LayerNorm, Gelu, Add,
+  // Eager attention (--attention eager): q kᵀ, softmax, dropout, probs v.
+  AttnScores, Softmax, Dropout, AttnContext
+};
 
 constexpr int kInput = -1;  // the batch
 constexpr int kNone = -2;
@@ -127,12 +180,14 @@ struct Node {
   int in0 = kInput, in1 = kNone;
   std::uint64_t c = 0, h = 1, w = 1;  // output shape of one sample: channels (features) x height (tokens) x width
   std::uint64_t out_bytes = 0;         // bf16, whole batch
+  std::uint64_t aux_bytes = 0;         // a second output saved for backward (dropout's mask), 0: none
   bool inplace = false;                // writes its input's tensor (out_bytes 0)
   std::uint64_t weight_bytes = 0;      // fp32 parameters it owns
   int owner = -1;                      // whose weights it uses (itself, or the node it is tied to)
   std::uint64_t weight_used_bytes = 0; // of the owner's
   double flops = 0;                    // forward
-  double fwd_ns = 0, dgrad_ns = 0, wgrad_ns = 0;  // heavy kernels (Conv, Gemm; Attn: fwd and dgrad)
+  double fwd_ns = 0, dgrad_ns = 0, wgrad_ns = 0;  // heavy kernels (Conv, Gemm, AttnScores, AttnContext;
+                                                  // Attn: fwd and dgrad)
   int ordinal = 0;                     // among nodes of its kind: conv_fwd_<ordinal>
 };
 
@@ -201,6 +256,43 @@ class Builder {
     return add(n);
   }
 
+  // Eager attention's first batched GEMM (torch.matmul(q, k.transpose)):
+  // the scores of every head, B x heads x s x s, from the qkv tensor. Its
+  // backward is two GEMMs (dq = dS k, dk = dSᵀ q), each costing the forward.
+  int attention_scores(const std::string& name, int qkv, std::uint64_t heads) {
+    const std::uint64_t hidden = c(qkv) / 3, seq = h(qkv);
+    Node n = shaped(name, Op::AttnScores, qkv, heads, seq, seq);
+    n.flops = attention_gemm_flops(seq, hidden);
+    const double qk = static_cast<double>(elements(qkv) * kBf16) * 2.0 / 3.0, s2 = static_cast<double>(n.out_bytes);
+    n.fwd_ns = roofline(n.flops, kGemmFlopsPerNs, qk + s2);
+    n.dgrad_ns = n.wgrad_ns = roofline(n.flops, kGemmFlopsPerNs, s2 + qk + qk / 2);
+    n.ordinal = scores_++;
+    return add(n);
+  }
+
+  // Eager attention's second batched GEMM: context = probs v, B x s x
+  // hidden. Backward: dprobs = dC vᵀ and dv = probsᵀ dC.
+  int attention_context(const std::string& name, int probs, int qkv) {
+    const std::uint64_t hidden = c(qkv) / 3, seq = h(qkv);
+    Node n = shaped(name, Op::AttnContext, probs, hidden, seq, 1);
+    n.in1 = qkv;
+    n.flops = attention_gemm_flops(seq, hidden);
+    const double p = static_cast<double>(elements(probs) * kBf16), v = static_cast<double>(elements(qkv) * kBf16) / 3.0;
+    const double y = static_cast<double>(n.out_bytes);
+    n.fwd_ns = roofline(n.flops, kGemmFlopsPerNs, p + v + y);
+    n.dgrad_ns = n.wgrad_ns = roofline(n.flops, kGemmFlopsPerNs, y + v + p);
+    n.ordinal = contexts_++;
+    return add(n);
+  }
+
+  // Dropout in training: its output (bf16) and its mask (a byte per
+  // element), both saved for backward.
+  int dropout(const std::string& name, int in) {
+    Node n = shaped(name, Op::Dropout, in, c(in), h(in), w(in));
+    n.aux_bytes = elements_of(n);
+    return add(n);
+  }
+
   int embedding(const std::string& name, std::uint64_t rows, std::uint64_t hidden) {
     Node n = shaped(name, Op::Embed, kInput, hidden, m_.input_h, 1);
     n.weight_bytes = rows * hidden * kFp32;
@@ -226,6 +318,12 @@ class Builder {
 
  private:
   std::uint64_t elements_of(const Node& n) const { return static_cast<std::uint64_t>(m_.batch) * n.c * n.h * n.w; }
+
+  // One of eager attention's batched GEMMs: 2 * B * heads * s * s * (hidden /
+  // heads) FLOPs, the full s x s (eager attention computes the masked half too).
+  double attention_gemm_flops(std::uint64_t seq, std::uint64_t hidden) const {
+    return 2.0 * m_.batch * static_cast<double>(seq * seq * hidden);
+  }
 
   Node shaped(const std::string& name, Op op, int in, std::uint64_t ch, std::uint64_t hh, std::uint64_t ww) const {
     Node n;
@@ -255,7 +353,7 @@ class Builder {
   }
 
   Model& m_;
-  int convs_ = 0, gemms_ = 0, attns_ = 0;
+  int convs_ = 0, gemms_ = 0, attns_ = 0, scores_ = 0, contexts_ = 0;
 };
 
 void image_input(Model& m, std::uint64_t channels, std::uint64_t size) {
@@ -332,14 +430,32 @@ Model vgg16(int batch) {
   return m;
 }
 
+// What a transformer's layers are made of beyond its published shape.
+struct TransformerChoices {
+  int layers = 24;
+  bool eager_attention = false;  // softmax(q kᵀ) v with the s x s matrices, not flash attention
+};
+
+// Attention over a qkv tensor: one flash-attention node, or eager
+// attention's four (HuggingFace's eager_attention_forward in training: the
+// scores, their softmax -- masked causally for GPT-2, the mask applied
+// inside the softmax kernel here --, dropout, the context).
+int attention_block(Builder& b, const std::string& p, int qkv, std::uint64_t heads, bool causal, bool eager) {
+  if (!eager) return b.attention(p + "attn.flash", qkv, causal);
+  int y = b.attention_scores(p + "attn.scores", qkv, heads);
+  y = b.light(p + (causal ? "attn.masked_softmax" : "attn.softmax"), Op::Softmax, y);
+  y = b.dropout(p + "attn.dropout", y);
+  return b.attention_context(p + "attn.context", y, qkv);
+}
+
 // A transformer encoder (BERT, post-LN) or decoder (GPT-2, pre-LN).
 Model transformer(const std::string& name, int batch, std::uint64_t seq, std::uint64_t vocab, std::uint64_t positions,
-                  bool gpt) {
+                  bool gpt, const TransformerChoices& choices) {
   Model m{name, batch, {}, 0, 1, 1, 0, 0, 32ull << 20, true};
   token_input(m, seq);
   Builder b(m);
-  const std::uint64_t hidden = 1024, ffn = 4096;
-  const int layers = 24;
+  const std::uint64_t hidden = 1024, ffn = 4096, heads = 16;
+  const int layers = choices.layers;
   // Word, position (and for BERT token-type) embeddings: one table here.
   const int embed = b.embedding("embeddings", vocab + positions + (gpt ? 0 : 2), hidden);
   int x = embed;
@@ -349,7 +465,7 @@ Model transformer(const std::string& name, int batch, std::uint64_t seq, std::ui
     const int residual = x;
     int y = gpt ? b.light(p + "ln1", Op::LayerNorm, x) : x;
     y = b.gemm(p + "attn.qkv", y, 3 * hidden);
-    y = b.attention(p + "attn.flash", y, gpt);
+    y = attention_block(b, p, y, heads, gpt, choices.eager_attention);
     y = b.gemm(p + "attn.proj", y, hidden);
     x = b.light(p + "attn.residual_add", Op::Add, y, residual);
     if (!gpt) x = b.light(p + "ln1", Op::LayerNorm, x);
@@ -397,11 +513,13 @@ Model cnn_small(int batch) {
 
 const char* const kModels = "resnet50, vgg16, bert-large, gpt2-medium, cnn-small";
 
-bool make_model(const std::string& name, int batch, Model* out) {
+bool is_transformer(const std::string& name) { return name == "bert-large" || name == "gpt2-medium"; }
+
+bool make_model(const std::string& name, int batch, const TransformerChoices& choices, Model* out) {
   if (name == "resnet50") *out = resnet50(batch > 0 ? batch : 128);
   else if (name == "vgg16") *out = vgg16(batch > 0 ? batch : 64);
-  else if (name == "bert-large") *out = transformer(name, batch > 0 ? batch : 16, 512, 30522, 512, false);
-  else if (name == "gpt2-medium") *out = transformer(name, batch > 0 ? batch : 8, 1024, 50257, 1024, true);
+  else if (name == "bert-large") *out = transformer(name, batch > 0 ? batch : 16, 512, 30522, 512, false, choices);
+  else if (name == "gpt2-medium") *out = transformer(name, batch > 0 ? batch : 8, 1024, 50257, 1024, true, choices);
   else if (name == "cnn-small") *out = cnn_small(batch > 0 ? batch : 256);
   else return false;
   return true;
@@ -415,13 +533,20 @@ struct Options {
   unsigned scale = 64, seed = 7;
   bool describe = false;
   bool libraries = false;
+  bool backward_thread = false;   // backward issued by a second host thread, as PyTorch's autograd engine does
+  bool caching_allocator = false;  // per-step tensors from a caching allocator (else all allocated once)
+  bool report_addresses = false;   // ALTERNATES lines: activations whose address moved between steps
+  TransformerChoices transformer;
+  bool layers_given = false, attention_given = false;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr,
                "layered_trainer: %s\n"
                "accepted: --model <%s> [--steps N (6)] [--scale S (64)] [--batch B (per model)] [--seed N (7)] "
-               "[--eval-every N (0: never)] [--libraries] [--describe]\n",
+               "[--eval-every N (0: never)] [--libraries] [--backward-thread] [--allocator static|caching (static)] "
+               "[--attention flash|eager (flash; transformers)] [--layers N (24; transformers)] "
+               "[--report-addresses] [--describe]\n",
                what.c_str(), kModels);
   std::exit(2);
 }
@@ -436,6 +561,14 @@ long integer(const std::string& key, const char* text, long least) {
 }
 long positive(const std::string& key, const char* text) { return integer(key, text, 1); }
 
+// One of two words: false for the first (the default), true for the second.
+bool choice(const std::string& key, const std::string& value, const char* first, const char* second) {
+  if (value != first && value != second) {
+    usage_error(key + " wants " + first + " or " + second + ", not '" + value + "'");
+  }
+  return value == second;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -448,8 +581,16 @@ Options parse(int argc, char** argv) {
       o.libraries = true;
       continue;
     }
+    if (key == "--backward-thread") {
+      o.backward_thread = true;
+      continue;
+    }
+    if (key == "--report-addresses") {
+      o.report_addresses = true;
+      continue;
+    }
     if (key != "--model" && key != "--steps" && key != "--scale" && key != "--batch" && key != "--seed" &&
-        key != "--eval-every") {
+        key != "--eval-every" && key != "--allocator" && key != "--attention" && key != "--layers") {
       usage_error("unknown option " + key);
     }
     if (i + 1 >= argc) usage_error(key + " wants a value");
@@ -459,9 +600,17 @@ Options parse(int argc, char** argv) {
     else if (key == "--scale") o.scale = static_cast<unsigned>(positive(key, value));
     else if (key == "--batch") o.batch = static_cast<int>(positive(key, value));
     else if (key == "--eval-every") o.eval_every = static_cast<int>(integer(key, value, 0));
+    else if (key == "--allocator") o.caching_allocator = choice(key, value, "static", "caching");
+    else if (key == "--attention") o.transformer.eager_attention = choice(key, value, "flash", "eager");
+    else if (key == "--layers") o.transformer.layers = static_cast<int>(positive(key, value));
     else o.seed = static_cast<unsigned>(integer(key, value, 0));
+    o.layers_given = o.layers_given || key == "--layers";
+    o.attention_given = o.attention_given || key == "--attention";
   }
   if (o.model.empty()) usage_error("--model is required");
+  if ((o.layers_given || o.attention_given) && !is_transformer(o.model)) {
+    usage_error("--layers and --attention are for the transformers (bert-large, gpt2-medium), not " + o.model);
+  }
   return o;
 }
 
@@ -479,10 +628,15 @@ struct Tensor {
 
 unsigned g_scale = 64;
 
-std::uint64_t scaled_bytes(std::uint64_t bytes) {
-  const std::uint64_t s = (bytes + g_scale - 1) / g_scale;
+std::uint64_t scaled_bytes(std::uint64_t bytes, unsigned scale) {
+  const std::uint64_t s = (bytes + scale - 1) / scale;
   return std::max<std::uint64_t>(256, (s + 255) / 256 * 256);
 }
+std::uint64_t scaled_bytes(std::uint64_t bytes) { return scaled_bytes(bytes, g_scale); }
+
+// Activations and activation gradients live for part of a step; under
+// --allocator caching they are taken and given back every step.
+bool per_step(Role role) { return role == Role::Activation || role == Role::Gradient; }
 std::uint64_t words(std::uint64_t bytes) { return scaled_bytes(bytes) / 4; }
 
 struct Kernel {
@@ -521,11 +675,21 @@ T arg_value(const Arg& a) {
   return value;
 }
 
+// A per-step tensor a launch needs allocated before it runs: an activation
+// it writes, or the gradient buffer (`tensor`, a Role::Gradient one) of the
+// first gradient it contributes to, `bytes` of it (unscaled).
+struct Request {
+  int tensor = -1;
+  std::uint64_t bytes = 0;
+};
+
 struct Launch {
   int kernel = 0;
   std::vector<Arg> args;
   int node = -1;          // whose (for --describe), -1 for the loss and the optimizer
   bool backward = false;
+  std::vector<Request> takes;  // the static plan's lifetimes: allocated before this launch,
+  std::vector<int> releases;   // gradient buffers whose gradient is done after it
 };
 
 // Traffic per kernel kind (bytes moved per word of each count parameter).
@@ -551,6 +715,10 @@ const std::map<std::string, Traffic>& traffics() {
       {"add_bwd", {Sig::BinaryBwd, {0, 0, 1, 1, 1}}},
       {"bn_add_relu_bwd", {Sig::BinaryBwd, {2, 1, 2, 1, 1}}},
       {"embedding_bwd", {Sig::Binary, {1, 2, 1}}},  // ids, the gradient (read twice: scatter-add), the table (zeroed)
+      {"softmax_fwd", {Sig::Unary, {1, 1}}},
+      {"dropout_fwd", {Sig::UnaryPair, {1, 1, 1}}},   // x read; y and the mask written
+      {"softmax_bwd", {Sig::UnaryBwd, {0, 1, 1, 1}}},  // its output (passed as x and y) and dy read; dx written
+      {"dropout_bwd", {Sig::UnaryBwd, {1, 0, 1, 1}}},  // the mask (passed as x and y) and dy read; dx written
       {"cross_entropy_fwd_bwd", {Sig::Loss, {2, 1, 1}}},
       {"sgd_momentum", {Sig::Sgd, {5}}},  // w, dw, m read; w, m written
       {"adamw", {Sig::AdamW, {7}}},       // w, dw, m, v read; w, m, v written
@@ -570,6 +738,8 @@ const char* light_name(Op op) {
     case Op::Gelu: return "gelu";
     case Op::Add: return "add";
     case Op::Embed: return "embedding";
+    case Op::Softmax: return "softmax";
+    case Op::Dropout: return "dropout";
     default: return "?";
   }
 }
@@ -580,12 +750,16 @@ struct Plan {
   std::vector<Kernel> kernels;
   std::vector<Launch> launches;  // one step's, in issue order
   std::vector<int> act;          // node -> its output tensor
+  std::vector<int> aux;          // node -> its second output (dropout's mask), -1
   std::vector<int> weight, weight_grad, moment1, moment2;  // node -> tensor (owners), -1
   std::vector<int> weight_tensors;                         // in node order
   int input = 0, labels = 0, loss = 0, workspace = 0;
   int loss_launch = 0, first_backward = 0, first_optimizer = 0;
   std::vector<std::pair<int, int>> step_args;  // AdamW's step: (launch, argument), set every step
   int gradient_buffers = 0;
+  std::vector<Request> pending_takes;  // for the next launch
+
+  bool is(int t, Role role) const { return tensors[static_cast<std::size_t>(t)].role == role; }
 
   int tensor(const std::string& name, Role role, std::uint64_t bytes) {
     tensors.push_back({name, role, bytes, scaled_bytes(bytes), 0});
@@ -603,7 +777,8 @@ struct Plan {
   }
 
   void launch(int k, std::vector<Arg> args, int node, bool backward) {
-    launches.push_back({k, std::move(args), node, backward});
+    launches.push_back({k, std::move(args), node, backward, std::move(pending_takes), {}});
+    pending_takes.clear();
   }
 };
 
@@ -630,10 +805,12 @@ Plan make_plan(const Model& model) {
       if (model.adamw) p.moment2[u] = p.tensor(n.name + ".exp_avg_sq", Role::Moment2, n.weight_bytes);
     }
   }
+  p.aux.assign(static_cast<std::size_t>(count), -1);
   for (int i = 0; i < count; ++i) {
     const Node& n = nodes[static_cast<std::size_t>(i)];
     p.act[static_cast<std::size_t>(i)] =
         n.inplace ? p.act[static_cast<std::size_t>(n.in0)] : p.tensor(n.name + ".out", Role::Activation, n.out_bytes);
+    if (n.aux_bytes > 0) p.aux[static_cast<std::size_t>(i)] = p.tensor(n.name + ".mask", Role::Activation, n.aux_bytes);
   }
   const auto act = [&](int i) { return i == kInput ? p.input : p.act[static_cast<std::size_t>(i)]; };
   // The bytes of a node's output as a tensor (in place: its input's).
@@ -644,10 +821,14 @@ Plan make_plan(const Model& model) {
   }
   const auto obytes = [&](int i) { return i == kInput ? model.input_bytes : out_bytes[static_cast<std::size_t>(i)]; };
 
-  // Forward.
+  // Forward. Each node's output (and mask) is allocated as its launch is
+  // issued (in place: its input's, already there).
   for (int i = 0; i < count; ++i) {
     const Node& n = nodes[static_cast<std::size_t>(i)];
     const int y = act(i);
+    if (!n.inplace) p.pending_takes.push_back({y, n.out_bytes});
+    const int mask = p.aux[static_cast<std::size_t>(i)];
+    if (mask >= 0) p.pending_takes.push_back({mask, n.aux_bytes});
     switch (n.op) {
       case Op::Conv:
       case Op::Gemm: {
@@ -660,9 +841,26 @@ Plan make_plan(const Model& model) {
                  i, false);
         break;
       }
-      case Op::Attn: {
-        const int k = p.kernel("attn_fwd_" + std::to_string(n.ordinal), Sig::Unary, n.fwd_ns);
+      case Op::Attn:
+      case Op::AttnScores: {
+        const std::string kind = n.op == Op::Attn ? "attn_fwd_" : "attn_scores_fwd_";
+        const int k = p.kernel(kind + std::to_string(n.ordinal), Sig::Unary, n.fwd_ns);
         p.launch(k, {tensor_arg(act(n.in0)), tensor_arg(y), n_arg(obytes(n.in0)), n_arg(obytes(i))}, i, false);
+        break;
+      }
+      case Op::AttnContext: {  // probs (in0) and qkv (in1)
+        const int k = p.kernel("attn_context_fwd_" + std::to_string(n.ordinal), Sig::Binary, n.fwd_ns);
+        p.launch(k,
+                 {tensor_arg(act(n.in0)), tensor_arg(act(n.in1)), tensor_arg(y), n_arg(obytes(n.in0)),
+                  n_arg(obytes(n.in1)), n_arg(obytes(i)), value_arg<int>(0)},
+                 i, false);
+        break;
+      }
+      case Op::Dropout: {
+        p.launch(p.kernel("dropout_fwd", Sig::UnaryPair, 0),
+                 {tensor_arg(act(n.in0)), tensor_arg(y), tensor_arg(mask), n_arg(obytes(n.in0)), n_arg(obytes(i)),
+                  n_arg(n.aux_bytes)},
+                 i, false);
         break;
       }
       case Op::Embed: {
@@ -721,9 +919,11 @@ Plan make_plan(const Model& model) {
     buffer_free[b] = false;
     buffer_bytes[b] = std::max(buffer_bytes[b], need);
     grad[static_cast<std::size_t>(node)] = best;
+    p.pending_takes.push_back({-(100 + best), need});  // (a placeholder, patched below)
   };
   // Placeholder tensor ids for gradient buffers are patched once the buffers
-  // are known: encode buffer b as -(100 + b).
+  // are known: encode buffer b as -(100 + b). The first contribution to a
+  // gradient takes a buffer (for the launch that writes it).
   const auto grad_arg = [&](int node) { return tensor_arg(-(100 + grad[static_cast<std::size_t>(node)])); };
   std::vector<bool> weight_written(static_cast<std::size_t>(count), false);
   // First contribution writes, later ones accumulate.
@@ -775,6 +975,46 @@ Plan make_plan(const Model& model) {
                  i, true);
         break;
       }
+      case Op::AttnScores: {  // dq = dS k, then dk = dSᵀ q: both into qkv's gradient
+        const std::string ordinal = std::to_string(n.ordinal);
+        const int acc = contribute(n.in0);
+        p.launch(p.kernel("attn_scores_dgrad_" + ordinal, Sig::Binary, n.dgrad_ns),
+                 {grad_arg(i), tensor_arg(act(n.in0)), grad_arg(n.in0), n_arg(obytes(i)), n_arg(obytes(n.in0)),
+                  n_arg(obytes(n.in0)), value_arg<int>(acc)},
+                 i, true);
+        p.launch(p.kernel("attn_scores_wgrad_" + ordinal, Sig::Binary, n.wgrad_ns),
+                 {grad_arg(i), tensor_arg(act(n.in0)), grad_arg(n.in0), n_arg(obytes(i)), n_arg(obytes(n.in0)),
+                  n_arg(obytes(n.in0)), value_arg<int>(1)},
+                 i, true);
+        break;
+      }
+      case Op::AttnContext: {  // dprobs = dC vᵀ (reads qkv), then dv = probsᵀ dC (into qkv's gradient)
+        const std::string ordinal = std::to_string(n.ordinal);
+        const int acc0 = contribute(n.in0);
+        p.launch(p.kernel("attn_context_dgrad_" + ordinal, Sig::Binary, n.dgrad_ns),
+                 {grad_arg(i), tensor_arg(act(n.in1)), grad_arg(n.in0), n_arg(obytes(i)), n_arg(obytes(n.in1)),
+                  n_arg(obytes(n.in0)), value_arg<int>(acc0)},
+                 i, true);
+        const int acc1 = contribute(n.in1);
+        p.launch(p.kernel("attn_context_wgrad_" + ordinal, Sig::Binary, n.wgrad_ns),
+                 {tensor_arg(act(n.in0)), grad_arg(i), grad_arg(n.in1), n_arg(obytes(n.in0)), n_arg(obytes(i)),
+                  n_arg(obytes(n.in1)), value_arg<int>(acc1)},
+                 i, true);
+        break;
+      }
+      case Op::Softmax:
+      case Op::Dropout: {
+        // What autograd saved: softmax its output (not its input, the
+        // scores), dropout its mask; passed as both x and y.
+        const int saved = n.op == Op::Softmax ? act(i) : p.aux[static_cast<std::size_t>(i)];
+        const std::uint64_t saved_bytes = n.op == Op::Softmax ? obytes(i) : n.aux_bytes;
+        const int acc = contribute(n.in0);
+        p.launch(p.kernel(std::string(light_name(n.op)) + "_bwd", Sig::UnaryBwd, 0),
+                 {tensor_arg(saved), tensor_arg(saved), grad_arg(i), grad_arg(n.in0), n_arg(saved_bytes),
+                  n_arg(saved_bytes), n_arg(obytes(i)), n_arg(obytes(n.in0)), value_arg<int>(acc)},
+                 i, true);
+        break;
+      }
       case Op::Embed: {
         const int acc = contribute_weight(i);
         p.launch(p.kernel("embedding_bwd", Sig::Binary, 0),
@@ -804,7 +1044,9 @@ Plan make_plan(const Model& model) {
         break;
       }
     }
+    // Node i's output gradient is done: its buffer is free.
     buffer_free[static_cast<std::size_t>(grad[static_cast<std::size_t>(i)])] = true;
+    p.launches.back().releases.push_back(-(100 + grad[static_cast<std::size_t>(i)]));
   }
 
   // The optimizer, a kernel per weight tensor, in layer order.
@@ -833,24 +1075,30 @@ Plan make_plan(const Model& model) {
   for (std::size_t b = 0; b < buffer_bytes.size(); ++b) {
     buffer_tensor.push_back(p.tensor("activation_grad." + std::to_string(b), Role::Gradient, buffer_bytes[b]));
   }
+  const auto patched = [&](int placeholder) { return buffer_tensor[static_cast<std::size_t>(-placeholder - 100)]; };
   for (Launch& l : p.launches) {
     for (Arg& a : l.args) {
-      if (a.tensor <= -100) a.tensor = buffer_tensor[static_cast<std::size_t>(-a.tensor - 100)];
+      if (a.tensor <= -100) a.tensor = patched(a.tensor);
     }
+    for (Request& r : l.takes) {
+      if (r.tensor <= -100) r.tensor = patched(r.tensor);
+    }
+    for (int& t : l.releases) t = patched(t);
   }
   p.gradient_buffers = static_cast<int>(buffer_bytes.size());
   return p;
 }
 
-double declared_ns(const Plan& p, const Launch& l) {
-  const Kernel& k = p.kernels[static_cast<std::size_t>(l.kernel)];
+double declared_ns(const Plan& p, int kernel, const std::vector<Arg>& launch_args) {
+  const Kernel& k = p.kernels[static_cast<std::size_t>(kernel)];
   if (k.traffic == nullptr) return k.fixed_ns;
-  std::vector<Arg> args = l.args;
+  std::vector<Arg> args = launch_args;
   std::vector<void*> params;
   for (Arg& a : args) params.push_back(a.bytes);
   vgpusimLaunch none{};
   return layered::traffic_duration(params.data(), &none, const_cast<Traffic*>(k.traffic));
 }
+double declared_ns(const Plan& p, const Launch& l) { return declared_ns(p, l.kernel, l.args); }
 
 std::uint64_t total_bytes(const Plan& p, bool scaled) {
   std::uint64_t sum = 0;
@@ -864,7 +1112,133 @@ std::string mib(std::uint64_t bytes) {
   return text;
 }
 
-void describe(const Plan& p) {
+// ---------------------------------------------------------------- per-step memory (--allocator caching)
+
+bool is_evaluation(const Options& o, int step) {
+  const bool last = step + 1 == o.steps;
+  return o.eval_every > 0 && (step + 1) % o.eval_every == 0 && !last;
+}
+
+// Where one kind of step (training, evaluation) takes and gives back its
+// per-step tensors: the static plan's lifetimes, launch by launch. An
+// activation is given back after the last launch of the step that names it
+// (in a training step its last backward reader, in an evaluation step its
+// last forward consumer); a gradient buffer after its node ran backward, or
+// after the step's last launch where the step ends first (an evaluation
+// step's loss gradient).
+struct StepMemory {
+  std::size_t launches = 0;
+  std::vector<std::vector<Request>> allocate_before;
+  std::vector<std::vector<int>> free_after;
+};
+
+StepMemory step_memory(const Plan& p, std::size_t launches) {
+  StepMemory m;
+  m.launches = launches;
+  m.allocate_before.resize(launches);
+  m.free_after.resize(launches);
+  std::map<int, std::size_t> last_named;  // activation -> the last launch naming it
+  std::vector<int> unreleased;            // gradient buffers taken and not yet given back
+  for (std::size_t l = 0; l < launches; ++l) {
+    const Launch& launch = p.launches[l];
+    m.allocate_before[l] = launch.takes;
+    for (const Request& r : launch.takes) {
+      if (p.is(r.tensor, Role::Gradient)) unreleased.push_back(r.tensor);
+    }
+    for (const Arg& a : launch.args) {
+      if (a.tensor >= 0 && p.is(a.tensor, Role::Activation)) last_named[a.tensor] = l;
+    }
+    for (int t : launch.releases) {
+      m.free_after[l].push_back(t);
+      unreleased.erase(std::find(unreleased.begin(), unreleased.end(), t));
+    }
+  }
+  for (const auto& [tensor, launch] : last_named) m.free_after[launch].push_back(tensor);
+  for (int t : unreleased) m.free_after[launches - 1].push_back(t);
+  return m;
+}
+
+layered::CachingRules caching_rules(unsigned scale) {
+  return layered::CachingRules::scaled([scale](std::uint64_t bytes) { return scaled_bytes(bytes, scale); });
+}
+
+// The requests are scaled as every tensor is (at least 256 bytes, a multiple
+// of 256); the allocator rounds them up to 512.
+void allocate_before(const StepMemory& m, std::size_t launch, unsigned scale, layered::CachingAllocator& allocator,
+                     std::vector<Tensor>& tensors) {
+  for (const Request& r : m.allocate_before[launch]) {
+    tensors[static_cast<std::size_t>(r.tensor)].ptr = allocator.allocate(scaled_bytes(r.bytes, scale));
+  }
+}
+
+void free_after(const StepMemory& m, std::size_t launch, layered::CachingAllocator& allocator,
+                std::vector<Tensor>& tensors) {
+  for (int t : m.free_after[launch]) {
+    Tensor& tensor = tensors[static_cast<std::size_t>(t)];
+    allocator.free(tensor.ptr);
+    tensor.ptr = 0;  // a launch that still named it would fault, not read a stranger's block
+  }
+}
+
+std::uint64_t persistent_bytes(const Plan& p, bool scaled) {
+  std::uint64_t sum = 0;
+  for (const Tensor& t : p.tensors) {
+    if (!per_step(t.role)) sum += scaled ? t.scaled : t.bytes;
+  }
+  return sum;
+}
+
+// What the caching allocator takes from the driver over the run's steps,
+// found without a driver (segment addresses from a counter, increasing as
+// the simulated driver's are): for --describe.
+struct CachingEstimate {
+  std::uint64_t reserved = 0, peak_allocated = 0;
+  std::size_t segments = 0;
+};
+
+CachingEstimate dry_run(const Plan& p, const Options& o, bool scaled) {
+  const unsigned scale = scaled ? g_scale : 1;
+  CUdeviceptr next = 1ull << 40;
+  layered::CachingAllocator allocator(caching_rules(scale), [&next](std::uint64_t bytes) {
+    const CUdeviceptr at = next;
+    next += (bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    return at;
+  });
+  std::vector<Tensor> tensors = p.tensors;
+  const StepMemory training = step_memory(p, p.launches.size());
+  const StepMemory evaluation = step_memory(p, static_cast<std::size_t>(p.loss_launch) + 1);
+  for (int step = 0; step < o.steps; ++step) {
+    const StepMemory& m = is_evaluation(o, step) ? evaluation : training;
+    for (std::size_t l = 0; l < m.launches; ++l) {
+      allocate_before(m, l, scale, allocator, tensors);
+      free_after(m, l, allocator, tensors);
+    }
+  }
+  return {allocator.reserved_bytes(), allocator.peak_allocated_bytes(), allocator.segments().size()};
+}
+
+// ---------------------------------------------------------------- --describe
+
+// Under --allocator caching: what a dry run of the run's steps reserves, and
+// the peak that gives (RESULT's peak_device_bytes_wanted is the same sum).
+void describe_caching(const Plan& p, const Options& o) {
+  const CachingEstimate real = dry_run(p, o, false), scaled = dry_run(p, o, true);
+  std::printf("caching allocator (a dry run of %d steps): %zu segments, %s reserved (scaled %s); at most %s "
+              "allocated at once (scaled %s)\n",
+              o.steps, real.segments, mib(real.reserved).c_str(), mib(scaled.reserved).c_str(),
+              mib(real.peak_allocated).c_str(), mib(scaled.peak_allocated).c_str());
+  const std::uint64_t persistent = persistent_bytes(p, false), persistent_scaled = persistent_bytes(p, true);
+  std::printf("  static plan's peak %s; persistent tensors %s, with the most allocated at once %s\n",
+              mib(total_bytes(p, false)).c_str(), mib(persistent).c_str(),
+              mib(persistent + real.peak_allocated).c_str());
+  std::size_t persistent_tensors = 0;
+  for (const Tensor& t : p.tensors) persistent_tensors += per_step(t.role) ? 0 : 1;
+  const std::uint64_t peak = persistent + real.reserved, peak_scaled = persistent_scaled + scaled.reserved;
+  std::printf("peak device bytes %" PRIu64 " (%s), scaled %" PRIu64 " (%s) in %zu allocations\n", peak,
+              mib(peak).c_str(), peak_scaled, mib(peak_scaled).c_str(), persistent_tensors + scaled.segments);
+}
+
+void describe(const Plan& p, const Options& o) {
   const Model& m = p.model;
   std::printf("model %s batch %d scale %u\n", m.name.c_str(), m.batch, g_scale);
   std::printf("%-4s %-34s %12s %12s %11s %11s %11s\n", "#", "layer", "out", "weights", "GFLOP", "fwd_us", "bwd_us");
@@ -904,6 +1278,10 @@ void describe(const Plan& p) {
   for (const auto& [role, bytes] : by_role) {
     std::printf("  %-17s %12s  scaled %12s\n", names[static_cast<int>(role)], mib(bytes).c_str(),
                 mib(by_role_scaled[role]).c_str());
+  }
+  if (o.caching_allocator) {
+    describe_caching(p, o);
+    return;
   }
   std::printf("peak device bytes %" PRIu64 " (%s), scaled %" PRIu64 " (%s) in %zu allocations\n", total_bytes(p, false),
               mib(total_bytes(p, false)).c_str(), total_bytes(p, true), mib(total_bytes(p, true)).c_str(),
@@ -945,44 +1323,213 @@ bool register_kernels(Plan& p) {
   return true;
 }
 
-}  // namespace
+// The simulator's per-thread clocks (vgpusim.h), found at run time as the
+// kernels are: a handoff between host threads carries the sender's time.
+struct HostClock {
+  unsigned long long (*now)() = nullptr;
+  void (*handoff)(unsigned long long) = nullptr;
 
-int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  g_scale = o.scale;
-  layered::set_scale(o.scale);
-  Model model;
-  if (!make_model(o.model, o.batch, &model)) usage_error("unknown model '" + o.model + "' (models: " + kModels + ")");
-  Plan plan = make_plan(model);
-  if (o.describe) {
-    describe(plan);
-    return 0;
+  static bool find(HostClock* clock) {
+    clock->now = reinterpret_cast<unsigned long long (*)()>(dlsym(RTLD_DEFAULT, "vgpusimHostTimeNs"));
+    clock->handoff = reinterpret_cast<void (*)(unsigned long long)>(dlsym(RTLD_DEFAULT, "vgpusimHostHandoff"));
+    return clock->now != nullptr && clock->handoff != nullptr;
+  }
+};
+
+// --backward-thread: PyTorch's autograd engine issues a backward pass from
+// its own long-lived thread per device while the thread that called
+// backward() waits for it. Created once; each step the main thread hands it
+// a range of launches and blocks until they are issued. Both directions
+// carry the sender's simulated clock (the simulator cannot see the mutex).
+class BackwardThread {
+ public:
+  using Issue = std::function<void(std::size_t begin, std::size_t end)>;
+
+  BackwardThread(CUcontext context, HostClock clock, Issue issue)
+      : clock_(clock), issue_(std::move(issue)), thread_([this, context] { serve(context); }) {}
+
+  ~BackwardThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  BackwardThread(const BackwardThread&) = delete;
+  BackwardThread& operator=(const BackwardThread&) = delete;
+
+  // Issues launches [begin, end) on the backward thread; returns once they are issued.
+  void run(std::size_t begin, std::size_t end) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      begin_ = begin;
+      end_ = end;
+      clock_ns_ = clock_.now();
+      pending_ = true;
+      done_ = false;
+    }
+    changed_.notify_all();
+    unsigned long long done_at = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return done_; });
+      done_at = clock_ns_;
+    }
+    clock_.handoff(done_at);
   }
 
-  CHECK(cuInit(0));
-  CUdevice device = 0;
-  CHECK(cuDeviceGet(&device, 0));
-  CUcontext context = nullptr;
-  CHECK(cuDevicePrimaryCtxRetain(&context, device));
-  CHECK(cuCtxSetCurrent(context));
-  if (!register_kernels(plan)) {
-    std::printf("CUDA_ERROR kernels-unavailable at vgpusimRegisterKernel (this trainer needs the simulated driver)\n");
-    return 3;
+ private:
+  void serve(CUcontext context) {
+    check(cuCtxSetCurrent(context), "cuCtxSetCurrent (backward thread)");
+    for (;;) {
+      std::size_t begin = 0, end = 0;
+      unsigned long long sent_at = 0;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [this] { return pending_ || stopping_; });
+        if (stopping_) return;
+        pending_ = false;
+        begin = begin_;
+        end = end_;
+        sent_at = clock_ns_;
+      }
+      clock_.handoff(sent_at);
+      issue_(begin, end);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        clock_ns_ = clock_.now();
+        done_ = true;
+      }
+      changed_.notify_all();
+    }
   }
-  CUstream stream = nullptr;
-  CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
-  // Everything, once, before the first step.
-  std::uint64_t peak = 0;
+  const HostClock clock_;
+  const Issue issue_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool pending_ = false, done_ = false, stopping_ = false;
+  std::size_t begin_ = 0, end_ = 0;
+  unsigned long long clock_ns_ = 0;  // the sender's clock with the last message
+  std::thread thread_;               // last: it starts once everything above is there
+};
+
+// Issues one step's launches, from either thread: takes and gives back
+// per-step tensors (--allocator caching), fills each launch's addresses as
+// they are now, and launches the kernel or makes the library call.
+class Issuer {
+ public:
+  Issuer(Plan& plan, CUstream stream) : plan_(plan), stream_(stream) {
+    for (const Launch& l : plan.launches) args_.push_back(l.args);
+    library_.assign(plan.launches.size(), -1);
+  }
+
+  std::vector<std::vector<Arg>>& args() { return args_; }
+  void use_libraries(layered::Libraries* libraries, std::vector<int> library) {
+    libraries_ = libraries;
+    library_ = std::move(library);
+  }
+  void use_allocator(layered::CachingAllocator* allocator) {
+    allocator_ = allocator;
+    training_ = step_memory(plan_, plan_.launches.size());
+    evaluation_ = step_memory(plan_, static_cast<std::size_t>(plan_.loss_launch) + 1);
+  }
+
+  // The step about to be issued: its kind, whether its declared time is
+  // summed (the last step), where its activations' addresses are noted.
+  void begin_step(bool evaluation, bool counting, std::vector<CUdeviceptr>* activation_addresses) {
+    memory_ = evaluation ? &evaluation_ : &training_;
+    counting_ = counting;
+    addresses_ = activation_addresses;
+  }
+  double compute_ns() const { return compute_ns_; }
+
+  void issue_range(std::size_t begin, std::size_t end) {
+    for (std::size_t l = begin; l < end; ++l) issue(l);
+  }
+
+ private:
+  void issue(std::size_t l) {
+    if (allocator_ != nullptr) {
+      allocate_before(*memory_, l, g_scale, *allocator_, plan_.tensors);
+      note_addresses(l);
+    }
+    std::vector<Arg>& args = args_[l];
+    fill_addresses(args);
+    const Kernel& k = plan_.kernels[static_cast<std::size_t>(plan_.launches[l].kernel)];
+    if (counting_) compute_ns_ += declared_ns(plan_, plan_.launches[l].kernel, args);
+    if (library_[l] >= 0) {
+      call_library(library_[l], args, k.name);
+    } else {
+      std::vector<void*> params;
+      for (Arg& a : args) params.push_back(a.bytes);
+      check(cuLaunchKernel(k.fn, 1, 1, 1, 1, 1, 1, 0, stream_, params.data(), nullptr), k.name.c_str());
+    }
+    if (allocator_ != nullptr) free_after(*memory_, l, *allocator_, plan_.tensors);
+  }
+
+  void fill_addresses(std::vector<Arg>& args) const {
+    for (Arg& arg : args) {
+      if (arg.tensor < 0) continue;
+      const CUdeviceptr ptr = plan_.tensors[static_cast<std::size_t>(arg.tensor)].ptr;
+      std::memcpy(arg.bytes, &ptr, sizeof ptr);
+    }
+  }
+
+  void note_addresses(std::size_t l) {
+    if (addresses_ == nullptr) return;
+    for (const Request& r : memory_->allocate_before[l]) {
+      const Tensor& t = plan_.tensors[static_cast<std::size_t>(r.tensor)];
+      if (t.role == Role::Activation) (*addresses_)[static_cast<std::size_t>(r.tensor)] = t.ptr;
+    }
+  }
+
+  // Sig::Heavy: a, b, ws, y | ...
+  void call_library(int index, const std::vector<Arg>& args, const std::string& name) {
+    const layered::Libraries::Operands operands{arg_value<CUdeviceptr>(args[0]), arg_value<CUdeviceptr>(args[1]),
+                                                arg_value<CUdeviceptr>(args[3])};
+    std::string why;
+    if (!libraries_->run(index, operands, &why)) {
+      std::printf("CUDA_ERROR library-call at %s (%s)\n", name.c_str(), why.c_str());
+      std::exit(3);
+    }
+  }
+
+  Plan& plan_;
+  const CUstream stream_;
+  std::vector<std::vector<Arg>> args_;  // the parameter arrays, addresses filled at each issue
+  layered::Libraries* libraries_ = nullptr;
+  std::vector<int> library_;  // launch -> its prepared library call, -1
+  layered::CachingAllocator* allocator_ = nullptr;
+  StepMemory training_, evaluation_;
+  const StepMemory* memory_ = nullptr;
+  bool counting_ = false;
+  double compute_ns_ = 0;
+  std::vector<CUdeviceptr>* addresses_ = nullptr;
+};
+
+// Persistent tensors (all of them without a caching allocator), allocated
+// once before the first step; the sum of their bytes.
+std::uint64_t allocate_tensors(Plan& plan, bool caching) {
+  std::uint64_t bytes = 0;
   for (Tensor& t : plan.tensors) {
+    if (caching && per_step(t.role)) continue;
     CHECK(cuMemAlloc(&t.ptr, t.scaled));
-    peak += t.scaled;
+    bytes += t.scaled;
   }
-  // Weights: small uniform values from the seed; everything else zero, so
-  // nothing is ever read before it was written (a tied embedding's gradient
-  // accumulates over rows the LM head's does not cover).
-  std::uint64_t rng = mix64(o.seed);
+  return bytes;
+}
+
+// Weights: small uniform values from the seed; everything else allocated
+// now is zero, so nothing is ever read before it was written (a tied
+// embedding's gradient accumulates over rows the LM head's does not cover).
+// Per-step tensors from the caching allocator need no zeroing: every
+// kernel reads only words a launch of the same step wrote.
+void initialise_tensors(const Plan& plan, unsigned seed, CUstream stream) {
+  std::uint64_t rng = mix64(seed);
   for (const Tensor& t : plan.tensors) {
+    if (t.ptr == 0) continue;
     if (t.role == Role::Weight) {
       std::vector<float> host(t.scaled / 4);
       for (float& v : host) {
@@ -996,6 +1543,129 @@ int main(int argc, char** argv) {
     }
   }
   CHECK(cuStreamSynchronize(stream));
+}
+
+// --libraries: the convolutions and GEMMs as cuDNN and cuBLAS calls
+// (layered_libraries.h); the result's [l] is launch l's prepared call, or -1.
+std::vector<int> prepare_library_calls(const Plan& plan, const std::vector<std::vector<Arg>>& args,
+                                       layered::Libraries& libraries) {
+  std::vector<int> library(plan.launches.size(), -1);
+  for (std::size_t l = 0; l < plan.launches.size(); ++l) {
+    const Kernel& k = plan.kernels[static_cast<std::size_t>(plan.launches[l].kernel)];
+    layered::HeavyOperation op;
+    if (!layered::heavy_kind(k.name, &op.kind)) continue;
+    const std::vector<Arg>& a = args[l];  // Sig::Heavy: a, b, ws, y | na, nb, nws, ny | acc
+    const auto count = [&](int i) { return arg_value<std::uint64_t>(a[static_cast<std::size_t>(i)]); };
+    op.a_words = count(4);
+    op.b_words = count(5);
+    op.y_words = count(7);
+    op.accumulate = arg_value<int>(a[8]) != 0;
+    op.ns = k.fixed_ns;
+    std::string why;
+    if (!libraries.prepare(op, &library[l], &why)) {
+      std::printf("CUDA_ERROR library-shape at %s (%s)\n", k.name.c_str(), why.c_str());
+      std::exit(3);
+    }
+  }
+  return library;
+}
+
+// The batch of step `step`: token ids or pixels, and labels, from the seed.
+void write_batch(const Options& o, int step, bool tokens, std::uint64_t classes, const Tensor& input,
+                 const Tensor& labels, void* pinned_input, void* pinned_labels) {
+  auto* in = static_cast<std::uint32_t*>(pinned_input);
+  std::uint64_t h = mix64(o.seed * 0x100000001b3ULL + static_cast<std::uint64_t>(step));
+  for (std::uint64_t i = 0; i < input.scaled / 4; ++i) {
+    h = mix64(h + i);
+    if (tokens) {
+      in[i] = static_cast<std::uint32_t>(h % classes);
+    } else {
+      const float v = static_cast<float>(h >> 40) / 8388608.0f - 1.0f;
+      std::memcpy(&in[i], &v, sizeof v);
+    }
+  }
+  auto* lab = static_cast<std::uint32_t*>(pinned_labels);
+  for (std::uint64_t i = 0; i < labels.scaled / 4; ++i) {
+    h = mix64(h + i);
+    lab[i] = static_cast<std::uint32_t>(h % classes);
+  }
+}
+
+// --report-addresses: for each two consecutive steps, how many activations
+// (of those allocated in both) were placed elsewhere the second time.
+void report_addresses(const Plan& plan, const std::vector<std::vector<CUdeviceptr>>& by_step) {
+  std::size_t activations = 0;
+  for (const Tensor& t : plan.tensors) activations += t.role == Role::Activation ? 1 : 0;
+  for (std::size_t s = 0; s + 1 < by_step.size(); ++s) {
+    std::size_t moved = 0;
+    for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
+      const CUdeviceptr a = by_step[s][t], b = by_step[s + 1][t];
+      if (a != 0 && b != 0 && a != b) ++moved;
+    }
+    std::printf("ALTERNATES steps %zu-%zu: %zu of %zu activations moved\n", s + 1, s + 2, moved, activations);
+  }
+}
+
+// FNV-1a over every weight, in layer order.
+std::uint64_t weights_hash(const Plan& plan, CUstream stream) {
+  std::uint64_t hash = 1469598103934665603ULL;
+  for (int t : plan.weight_tensors) {
+    const Tensor& w = plan.tensors[static_cast<std::size_t>(t)];
+    std::vector<unsigned char> bytes(w.scaled);
+    CHECK(cuMemcpyDtoHAsync(bytes.data(), w.ptr, w.scaled, stream));
+    CHECK(cuStreamSynchronize(stream));
+    for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ULL;
+  }
+  return hash;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  g_scale = o.scale;
+  layered::set_scale(o.scale);
+  Model model;
+  if (!make_model(o.model, o.batch, o.transformer, &model)) {
+    usage_error("unknown model '" + o.model + "' (models: " + kModels + ")");
+  }
+  Plan plan = make_plan(model);
+  if (o.describe) {
+    describe(plan, o);
+    return 0;
+  }
+
+  CHECK(cuInit(0));
+  CUdevice device = 0;
+  CHECK(cuDeviceGet(&device, 0));
+  CUcontext context = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&context, device));
+  CHECK(cuCtxSetCurrent(context));
+  if (!register_kernels(plan)) {
+    std::printf("CUDA_ERROR kernels-unavailable at vgpusimRegisterKernel (this trainer needs the simulated driver)\n");
+    return 3;
+  }
+  HostClock clock;
+  if (o.backward_thread && !HostClock::find(&clock)) {
+    std::printf("CUDA_ERROR clock-unavailable at vgpusimHostHandoff (--backward-thread needs the simulated driver)\n");
+    return 3;
+  }
+  CUstream stream = nullptr;
+  CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+  // Persistent tensors once, before the first step; per-step ones too
+  // unless a caching allocator hands them out (its segments are added to
+  // the peak as it takes them).
+  std::uint64_t peak = allocate_tensors(plan, o.caching_allocator);
+  initialise_tensors(plan, o.seed, stream);
+  std::unique_ptr<layered::CachingAllocator> allocator;
+  if (o.caching_allocator) {
+    allocator = std::make_unique<layered::CachingAllocator>(caching_rules(g_scale), [](std::uint64_t bytes) {
+      CUdeviceptr segment = 0;
+      CHECK(cuMemAlloc(&segment, bytes));
+      return segment;
+    });
+  }
 
   const Tensor& input = plan.tensors[static_cast<std::size_t>(plan.input)];
   const Tensor& labels = plan.tensors[static_cast<std::size_t>(plan.labels)];
@@ -1010,23 +1680,9 @@ int main(int argc, char** argv) {
   // Token ids and labels below the vocabulary; classes below the classifier's width.
   const std::uint64_t classes = model.nodes.back().c;
 
-  // The parameter arrays, filled with addresses once.
-  std::vector<std::vector<Arg>> args;
-  for (const Launch& l : plan.launches) {
-    std::vector<Arg> a = l.args;
-    for (Arg& arg : a) {
-      if (arg.tensor >= 0) {
-        const CUdeviceptr ptr = plan.tensors[static_cast<std::size_t>(arg.tensor)].ptr;
-        std::memcpy(arg.bytes, &ptr, sizeof ptr);
-      }
-    }
-    args.push_back(std::move(a));
-  }
-
-  // --libraries: the convolutions and GEMMs as cuDNN and cuBLAS calls
-  // (layered_libraries.h); library[l] is launch l's prepared call, or -1.
+  Issuer issuer(plan, stream);
+  issuer.use_allocator(allocator.get());
   std::unique_ptr<layered::Libraries> libraries;
-  std::vector<int> library(plan.launches.size(), -1);
   if (o.libraries) {
     const Tensor& workspace = plan.tensors[static_cast<std::size_t>(plan.workspace)];
     std::string why;
@@ -1035,59 +1691,43 @@ int main(int argc, char** argv) {
       std::printf("CUDA_ERROR libraries-unavailable at --libraries (%s)\n", why.c_str());
       return 3;
     }
-    for (std::size_t l = 0; l < plan.launches.size(); ++l) {
-      const Kernel& k = plan.kernels[static_cast<std::size_t>(plan.launches[l].kernel)];
-      layered::HeavyOperation op;
-      if (!layered::heavy_kind(k.name, &op.kind)) continue;
-      const std::vector<Arg>& a = args[l];  // Sig::Heavy: a, b, ws, y | na, nb, nws, ny | acc
-      const auto pointer = [&](int i) { return arg_value<CUdeviceptr>(a[static_cast<std::size_t>(i)]); };
-      const auto count = [&](int i) { return arg_value<std::uint64_t>(a[static_cast<std::size_t>(i)]); };
-      op.a = pointer(0);
-      op.b = pointer(1);
-      op.y = pointer(3);
-      op.a_words = count(4);
-      op.b_words = count(5);
-      op.y_words = count(7);
-      op.accumulate = arg_value<int>(a[8]) != 0;
-      op.ns = k.fixed_ns;
-      if (!libraries->prepare(op, &library[l], &why)) {
-        std::printf("CUDA_ERROR library-shape at %s (%s)\n", k.name.c_str(), why.c_str());
-        return 3;
-      }
-    }
+    issuer.use_libraries(libraries.get(), prepare_library_calls(plan, issuer.args(), *libraries));
   }
+  std::unique_ptr<BackwardThread> backward;
+  if (o.backward_thread) {
+    backward = std::make_unique<BackwardThread>(
+        context, clock, [&issuer](std::size_t begin, std::size_t end) { issuer.issue_range(begin, end); });
+  }
+  const auto loss_launch = static_cast<std::size_t>(plan.loss_launch);
+  const auto first_optimizer = static_cast<std::size_t>(plan.first_optimizer);
 
   CUevent start = nullptr, end = nullptr;
   CHECK(cuEventCreate(&start, CU_EVENT_DEFAULT));
   CHECK(cuEventCreate(&end, CU_EVENT_DEFAULT));
   float last_loss = 0.0f;
-  double compute_ns = 0.0;
   unsigned long long copied_in = 0, copied_out = 0;  // across the link during the last step (issued)
+  std::vector<std::vector<CUdeviceptr>> addresses;   // --report-addresses: per step, per tensor
   for (int step = 0; step < o.steps; ++step) {
     const bool last = step + 1 == o.steps;
     // The batch: the host writes the next one while nothing reads the pinned
     // buffers (the previous step ended with a synchronize).
-    auto* in = static_cast<std::uint32_t*>(pinned_input);
-    std::uint64_t h = mix64(o.seed * 0x100000001b3ULL + static_cast<std::uint64_t>(step));
-    for (std::uint64_t i = 0; i < input.scaled / 4; ++i) {
-      h = mix64(h + i);
-      if (tokens) {
-        in[i] = static_cast<std::uint32_t>(h % classes);
-      } else {
-        const float v = static_cast<float>(h >> 40) / 8388608.0f - 1.0f;
-        std::memcpy(&in[i], &v, sizeof v);
-      }
-    }
-    auto* lab = static_cast<std::uint32_t*>(pinned_labels);
-    for (std::uint64_t i = 0; i < labels.scaled / 4; ++i) {
-      h = mix64(h + i);
-      lab[i] = static_cast<std::uint32_t>(h % classes);
-    }
+    write_batch(o, step, tokens, classes, input, labels, pinned_input, pinned_labels);
     for (const auto& [launch, index] : plan.step_args) {
       const int step_number = step + 1;
-      std::memcpy(args[static_cast<std::size_t>(launch)][static_cast<std::size_t>(index)].bytes, &step_number,
-                  sizeof step_number);
+      std::memcpy(issuer.args()[static_cast<std::size_t>(launch)][static_cast<std::size_t>(index)].bytes,
+                  &step_number, sizeof step_number);
     }
+    std::vector<CUdeviceptr>* noted = nullptr;
+    if (o.report_addresses) {
+      addresses.emplace_back(plan.tensors.size(), 0);
+      noted = &addresses.back();
+      // Without a caching allocator every activation stays where it was put.
+      for (std::size_t t = 0; t < plan.tensors.size() && !allocator; ++t) {
+        if (plan.tensors[t].role == Role::Activation) (*noted)[t] = plan.tensors[t].ptr;
+      }
+    }
+    const bool evaluation = is_evaluation(o, step);
+    issuer.begin_step(evaluation, last, noted);
 
     if (last) {
       CHECK(cuEventRecord(start, stream));
@@ -1095,26 +1735,16 @@ int main(int argc, char** argv) {
     }
     CHECK(cuMemcpyHtoDAsync(input.ptr, pinned_input, input.scaled, stream));
     CHECK(cuMemcpyHtoDAsync(labels.ptr, pinned_labels, labels.scaled, stream));
-    const bool evaluation = o.eval_every > 0 && (step + 1) % o.eval_every == 0 && !last;
-    const std::size_t launches = evaluation ? static_cast<std::size_t>(plan.loss_launch) + 1 : plan.launches.size();
-    for (std::size_t l = 0; l < launches; ++l) {
-      const Kernel& k = plan.kernels[static_cast<std::size_t>(plan.launches[l].kernel)];
-      std::vector<void*> params;
-      for (Arg& a : args[l]) params.push_back(a.bytes);
-      if (last) {
-        Launch counted = plan.launches[l];
-        counted.args = args[l];
-        compute_ns += declared_ns(plan, counted);
+    if (evaluation) {
+      issuer.issue_range(0, loss_launch + 1);  // forward and the loss, on this thread
+    } else {
+      issuer.issue_range(0, loss_launch);
+      if (backward) {
+        backward->run(loss_launch, first_optimizer);
+      } else {
+        issuer.issue_range(loss_launch, first_optimizer);
       }
-      if (library[l] >= 0) {
-        std::string why;
-        if (!libraries->run(library[l], &why)) {
-          std::printf("CUDA_ERROR library-call at %s (%s)\n", k.name.c_str(), why.c_str());
-          return 3;
-        }
-        continue;
-      }
-      check(cuLaunchKernel(k.fn, 1, 1, 1, 1, 1, 1, 0, stream, params.data(), nullptr), k.name.c_str());
+      issuer.issue_range(first_optimizer, plan.launches.size());
     }
     CHECK(cuMemcpyDtoHAsync(pinned_loss, loss.ptr, sizeof(float), stream));
     if (last) CHECK(cuEventRecord(end, stream));
@@ -1130,26 +1760,27 @@ int main(int argc, char** argv) {
   float step_ms = 0.0f;
   CHECK(cuEventElapsedTime(&step_ms, start, end));
 
-  // FNV-1a over every weight, in layer order.
-  std::uint64_t hash = 1469598103934665603ULL;
-  for (int t : plan.weight_tensors) {
-    const Tensor& w = plan.tensors[static_cast<std::size_t>(t)];
-    std::vector<unsigned char> bytes(w.scaled);
-    CHECK(cuMemcpyDtoHAsync(bytes.data(), w.ptr, w.scaled, stream));
-    CHECK(cuStreamSynchronize(stream));
-    for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ULL;
-  }
+  const std::uint64_t hash = weights_hash(plan, stream);
+  backward.reset();
   libraries.reset();
   CHECK(cuEventDestroy(start));
   CHECK(cuEventDestroy(end));
-  for (Tensor& t : plan.tensors) CHECK(cuMemFree(t.ptr));
+  for (Tensor& t : plan.tensors) {
+    if (t.ptr != 0) CHECK(cuMemFree(t.ptr));
+  }
+  if (allocator) {
+    // The segments are never given back during the run, as PyTorch keeps its own.
+    peak += allocator->reserved_bytes();
+    for (const CUdeviceptr segment : allocator->segments()) CHECK(cuMemFree(segment));
+  }
   CHECK(cuMemFreeHost(pinned_input));
   CHECK(cuMemFreeHost(pinned_labels));
   CHECK(cuMemFreeHost(pinned_loss));
   CHECK(cuStreamDestroy(stream));
+  if (o.report_addresses) report_addresses(plan, addresses);
   std::printf("RESULT loss=%.9g weights_fnv1a=%016" PRIx64 " peak_device_bytes_wanted=%" PRIu64
               " step_ns=%.0f compute_ns=%.0f copied_in=%llu copied_out=%llu\n",
-              static_cast<double>(last_loss), hash, peak, static_cast<double>(step_ms) * 1e6, compute_ns, copied_in,
-              copied_out);
+              static_cast<double>(last_loss), hash, peak, static_cast<double>(step_ms) * 1e6, issuer.compute_ns(),
+              copied_in, copied_out);
   return 0;
 }
