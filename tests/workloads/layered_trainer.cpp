@@ -1126,10 +1126,18 @@ bool is_evaluation(const Options& o, int step) {
 // last forward consumer); a gradient buffer after its node ran backward, or
 // after the step's last launch where the step ends first (an evaluation
 // step's loss gradient).
+//
+// Except the logits (the last node's output): a training loop holds them in
+// a variable (`out = model(x)`) until the next step's assignment replaces
+// them, so they are given back only once the next step has taken its own.
+// That one block alive across the step boundary is why PyTorch's allocator
+// places a step's tensors differently from the step before and the same as
+// the step before that: addresses alternate with a period of two steps.
 struct StepMemory {
   std::size_t launches = 0;
   std::vector<std::vector<Request>> allocate_before;
   std::vector<std::vector<int>> free_after;
+  int held_over = -1;  // the logits' tensor
 };
 
 StepMemory step_memory(const Plan& p, std::size_t launches) {
@@ -1153,7 +1161,10 @@ StepMemory step_memory(const Plan& p, std::size_t launches) {
       unreleased.erase(std::find(unreleased.begin(), unreleased.end(), t));
     }
   }
-  for (const auto& [tensor, launch] : last_named) m.free_after[launch].push_back(tensor);
+  m.held_over = p.act.back();
+  for (const auto& [tensor, launch] : last_named) {
+    if (tensor != m.held_over) m.free_after[launch].push_back(tensor);
+  }
   for (int t : unreleased) m.free_after[launches - 1].push_back(t);
   return m;
 }
@@ -1167,7 +1178,10 @@ layered::CachingRules caching_rules(unsigned scale) {
 void allocate_before(const StepMemory& m, std::size_t launch, unsigned scale, layered::CachingAllocator& allocator,
                      std::vector<Tensor>& tensors) {
   for (const Request& r : m.allocate_before[launch]) {
-    tensors[static_cast<std::size_t>(r.tensor)].ptr = allocator.allocate(scaled_bytes(r.bytes, scale));
+    Tensor& tensor = tensors[static_cast<std::size_t>(r.tensor)];
+    const CUdeviceptr previous = tensor.ptr;  // the last step's logits, still held (StepMemory)
+    tensor.ptr = allocator.allocate(scaled_bytes(r.bytes, scale));
+    if (r.tensor == m.held_over && previous != 0) allocator.free(previous);
   }
 }
 
@@ -1766,6 +1780,10 @@ int main(int argc, char** argv) {
   CHECK(cuEventDestroy(start));
   CHECK(cuEventDestroy(end));
   for (Tensor& t : plan.tensors) {
+    if (allocator && per_step(t.role) && t.ptr != 0) {
+      allocator->free(t.ptr);  // the last step's logits, held until now
+      t.ptr = 0;
+    }
     if (t.ptr != 0) CHECK(cuMemFree(t.ptr));
   }
   if (allocator) {
