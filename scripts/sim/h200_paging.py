@@ -23,8 +23,13 @@ GPT-2 runs with fewer layers than 24 (--layers) where the machine has too
 little memory for the full model: every buffer keeps its full size, so every
 unit its full number of handles; the time scale is taken from the full model.
 
+The workloads issue a step as PyTorch did on the H200: backward from a second
+thread on the same stream, per-step tensors from a caching allocator whose
+placements alternate between steps (--trainer-args, the default), GPT-2 with
+eager attention (the H200 run's).
+
 Usage: scripts/sim/h200_paging.py BUILD_DIR OUT_DIR [--models resnet50,gpt2]
-       [--models-args ...] [--steps 6] [--cost-models calibrated,idle]
+       [--gpt2-layers 6] [--steps 6] [--cost-models calibrated,idle]
        [--trainer-args "--backward-thread --allocator caching"]
 Writes OUT_DIR/h200_paging.json and prints a markdown table.
 """
@@ -45,7 +50,7 @@ LINK_GBPS = "49"
 def trainer_args(model, layers):
     if model == "resnet50":
         return ["--model", "resnet50", "--batch", "64"]
-    args = ["--model", "gpt2-medium", "--batch", "4"]
+    args = ["--model", "gpt2-medium", "--batch", "4", "--attention", "eager"]
     if layers:
         args += ["--layers", str(layers)]
     return args
@@ -74,7 +79,8 @@ def main():
     parser.add_argument("--gpt2-layers", type=int, default=6)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--cost-models", default="calibrated,idle")
-    parser.add_argument("--trainer-args", default="", help="extra trainer options, e.g. --backward-thread")
+    parser.add_argument("--trainer-args", default="--backward-thread --allocator caching",
+                        help="trainer options that make the step PyTorch's (the default), or '' for one thread")
     parser.add_argument("--timeout", type=int, default=1800)
     o = parser.parse_args()
     build = os.path.abspath(o.build)

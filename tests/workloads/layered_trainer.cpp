@@ -75,8 +75,9 @@
 //     --attention eager (transformers; HuggingFace's eager attention in
 //     training, bf16 autocast, attention dropout): per layer the scores
 //     q kᵀ (a batched GEMM, B x heads x s x s bf16, not saved), their
-//     softmax (saved; GPT-2's causal mask inside it), dropout (its output
-//     and a byte-per-element mask, saved) and the context probs v; backward
+//     softmax (in fp32, as autocast runs it; saved; GPT-2's causal mask
+//     inside it), dropout (its output and a byte-per-element mask, saved)
+//     and the context probs v; backward
 //     in reverse, each s x s gradient as large as its tensor. --layers N
 //     (transformers) builds N layers instead of 24.
 //   * Weights: fp32 (PyTorch AMP's master weights), 4 bytes per parameter;
@@ -110,14 +111,17 @@
 // allocator, with or without the backward thread). The last line is
 // machine-readable:
 //   RESULT loss=<%.9g> weights_fnv1a=<hex> peak_device_bytes_wanted=<n> step_ns=<n> compute_ns=<n>
-//          copied_in=<n> copied_out=<n>
+//          copied_in=<n> copied_out=<n> launch_vmm_calls=<n> launch_pin_calls=<n> launch_driver_ns=<n>
 // peak_device_bytes_wanted: the bytes the program allocated with cuMemAlloc
 // (under --allocator caching: the persistent tensors plus the allocator's
 // segments at the end, which it never gives back; --describe predicts it by
 // a dry run); step_ns: simulated time of the last step (events around it);
 // compute_ns: the sum of the declared durations of one step's kernels; copied_in/out:
 // bytes of copies across the link issued during the last step (the batch,
-// the loss and, under the shim, the pager's moves). Any CUDA error
+// the loss and, under the shim, the pager's moves); launch_*: the VMM and
+// pinning calls the threads that issued the last step (main and backward)
+// made in it, and the simulated time they spent in them, locks included
+// (vgpusimThreadDriverCalls): driver work on the launch path. Any CUDA error
 // prints "CUDA_ERROR <name> at <call>" and exits 3.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -300,6 +304,14 @@ class Builder {
     return add(n);
   }
 
+  // A node whose output is fp32 rather than bf16: under bf16 autocast,
+  // softmax is on autocast's fp32 list, and autograd saves its fp32 output.
+  int in_float32(int node) {
+    Node& n = m_.nodes[static_cast<std::size_t>(node)];
+    n.out_bytes = elements_of(n) * kFp32;
+    return node;
+  }
+
   int light(const std::string& name, Op op, int in, int in1 = kNone, bool inplace = false) {
     Node n = shaped(name, op, in, c(in), h(in), w(in));
     n.in1 = in1;
@@ -439,11 +451,12 @@ struct TransformerChoices {
 // Attention over a qkv tensor: one flash-attention node, or eager
 // attention's four (HuggingFace's eager_attention_forward in training: the
 // scores, their softmax -- masked causally for GPT-2, the mask applied
-// inside the softmax kernel here --, dropout, the context).
+// inside the softmax kernel here, in fp32 as bf16 autocast runs it --,
+// dropout, the context).
 int attention_block(Builder& b, const std::string& p, int qkv, std::uint64_t heads, bool causal, bool eager) {
   if (!eager) return b.attention(p + "attn.flash", qkv, causal);
   int y = b.attention_scores(p + "attn.scores", qkv, heads);
-  y = b.light(p + (causal ? "attn.masked_softmax" : "attn.softmax"), Op::Softmax, y);
+  y = b.in_float32(b.light(p + (causal ? "attn.masked_softmax" : "attn.softmax"), Op::Softmax, y));
   y = b.dropout(p + "attn.dropout", y);
   return b.attention_context(p + "attn.context", y, qkv);
 }
@@ -1429,6 +1442,26 @@ class BackwardThread {
   std::thread thread_;               // last: it starts once everything above is there
 };
 
+// The driver's VMM and pinning calls a thread has made, and the simulated
+// time they took it (vgpusimThreadDriverCalls): what the program's launch
+// threads spend on paging, as the driver sees it.
+struct DriverCalls {
+  unsigned long long vmm = 0, pin = 0, ns = 0;
+
+  static DriverCalls of_this_thread() {
+    DriverCalls calls;
+    vgpusimThreadDriverCalls(&calls.vmm, &calls.pin, &calls.ns);
+    return calls;
+  }
+  DriverCalls since(const DriverCalls& before) const { return {vmm - before.vmm, pin - before.pin, ns - before.ns}; }
+  DriverCalls& operator+=(const DriverCalls& other) {
+    vmm += other.vmm;
+    pin += other.pin;
+    ns += other.ns;
+    return *this;
+  }
+};
+
 // Issues one step's launches, from either thread: takes and gives back
 // per-step tensors (--allocator caching), fills each launch's addresses as
 // they are now, and launches the kernel or makes the library call.
@@ -1460,8 +1493,15 @@ class Issuer {
   double compute_ns() const { return compute_ns_; }
 
   void issue_range(std::size_t begin, std::size_t end) {
+    // The main thread's calls are counted around its whole step (main()).
+    const bool other_thread = counting_ && std::this_thread::get_id() != main_thread_;
+    const DriverCalls before = other_thread ? DriverCalls::of_this_thread() : DriverCalls{};
     for (std::size_t l = begin; l < end; ++l) issue(l);
+    if (other_thread) other_threads_calls_ += DriverCalls::of_this_thread().since(before);
   }
+  // What threads other than the main one spent in the driver's VMM and
+  // pinning calls issuing the counted step (the backward thread's share).
+  const DriverCalls& other_threads_calls() const { return other_threads_calls_; }
 
  private:
   void issue(std::size_t l) {
@@ -1520,6 +1560,8 @@ class Issuer {
   const StepMemory* memory_ = nullptr;
   bool counting_ = false;
   double compute_ns_ = 0;
+  const std::thread::id main_thread_ = std::this_thread::get_id();
+  DriverCalls other_threads_calls_;  // written by the backward thread, read after the handoff back
   std::vector<CUdeviceptr>* addresses_ = nullptr;
 };
 
@@ -1720,6 +1762,7 @@ int main(int argc, char** argv) {
   CHECK(cuEventCreate(&end, CU_EVENT_DEFAULT));
   float last_loss = 0.0f;
   unsigned long long copied_in = 0, copied_out = 0;  // across the link during the last step (issued)
+  DriverCalls main_calls_before, launch_calls;  // the launch threads' VMM and pinning calls in the last step
   std::vector<std::vector<CUdeviceptr>> addresses;   // --report-addresses: per step, per tensor
   for (int step = 0; step < o.steps; ++step) {
     const bool last = step + 1 == o.steps;
@@ -1746,6 +1789,7 @@ int main(int argc, char** argv) {
     if (last) {
       CHECK(cuEventRecord(start, stream));
       vgpusimCopiedBytes(&copied_in, &copied_out);
+      main_calls_before = DriverCalls::of_this_thread();
     }
     CHECK(cuMemcpyHtoDAsync(input.ptr, pinned_input, input.scaled, stream));
     CHECK(cuMemcpyHtoDAsync(labels.ptr, pinned_labels, labels.scaled, stream));
@@ -1769,6 +1813,8 @@ int main(int argc, char** argv) {
       vgpusimCopiedBytes(&in_now, &out_now);
       copied_in = in_now - copied_in;
       copied_out = out_now - copied_out;
+      launch_calls = DriverCalls::of_this_thread().since(main_calls_before);
+      launch_calls += issuer.other_threads_calls();
     }
   }
   float step_ms = 0.0f;
@@ -1797,8 +1843,9 @@ int main(int argc, char** argv) {
   CHECK(cuStreamDestroy(stream));
   if (o.report_addresses) report_addresses(plan, addresses);
   std::printf("RESULT loss=%.9g weights_fnv1a=%016" PRIx64 " peak_device_bytes_wanted=%" PRIu64
-              " step_ns=%.0f compute_ns=%.0f copied_in=%llu copied_out=%llu\n",
+              " step_ns=%.0f compute_ns=%.0f copied_in=%llu copied_out=%llu launch_vmm_calls=%llu"
+              " launch_pin_calls=%llu launch_driver_ns=%llu\n",
               static_cast<double>(last_loss), hash, peak, static_cast<double>(step_ms) * 1e6, issuer.compute_ns(),
-              copied_in, copied_out);
+              copied_in, copied_out, launch_calls.vmm, launch_calls.pin, launch_calls.ns);
   return 0;
 }

@@ -146,6 +146,13 @@ unsigned long long vgpusimHostTimeNs(void);
  * across with this, as a real thread would have waited. */
 void vgpusimHostHandoff(unsigned long long ns);
 
+/* The VMM calls (create, map, set-access, unmap, release, reserve, free) and
+ * pinning calls (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister) the
+ * calling thread has made so far, and the simulated time they took it in
+ * nanoseconds, waits for the driver's lock included. Any pointer may be NULL.
+ * What a program's launch thread spends on paging, seen from the driver. */
+void vgpusimThreadDriverCalls(unsigned long long *vmm_calls, unsigned long long *pin_calls, unsigned long long *ns);
+
 /* The cost model from now on, as VGPUSIM_COST_MODEL would set it at cuInit:
  * "calibrated" or "idle" (docs/simulated-driver.md, "Host costs").
  * CUDA_ERROR_INVALID_VALUE for any other name. For tests that compare the two

@@ -314,6 +314,14 @@ SIM_EXPORT CUresult vgpusimSetCostModel(const char* name) {
   return CUDA_SUCCESS;
 }
 
+SIM_EXPORT void vgpusimThreadDriverCalls(unsigned long long* vmm_calls, unsigned long long* pin_calls,
+                                         unsigned long long* ns) {
+  const ThreadDriverCalls& calls = thread_driver_calls();
+  if (vmm_calls != nullptr) *vmm_calls = calls.vmm;
+  if (pin_calls != nullptr) *pin_calls = calls.pin;
+  if (ns != nullptr) *ns = static_cast<unsigned long long>(calls.ns);
+}
+
 SIM_EXPORT void vgpusimHostHandoff(unsigned long long ns) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);

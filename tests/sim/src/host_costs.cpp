@@ -118,12 +118,17 @@ double issue_ns(Issue call) {
 // about half an engine for 470 GB/s released, so 1 TB/s.
 constexpr double kScrubBytesPerNs = 1000.0;
 
+// What the calling thread spent in VMM and pinning calls (vgpusimThreadDriverCalls).
+thread_local ThreadDriverCalls t_calls;
+
 // Runs a driver call of `ns` under the driver's lock on the calling thread's
 // clock.
 void spend_locked(Simulator& sim, double ns) {
-  const double start = sim.driver_lock.book(host_now(sim), ns);
-  sim.driver_lock_waited_ns += start - host_now(sim);
+  const double before = host_now(sim);
+  const double start = sim.driver_lock.book(before, ns);
+  sim.driver_lock_waited_ns += start - before;
   advance_host(sim, start + ns);
+  t_calls.ns += start + ns - before;
 }
 
 }  // namespace
@@ -164,8 +169,12 @@ double vmm_range_call_ns(const Simulator& sim, VmmCall call, std::uint64_t range
   return 1000.0 * calibrated(call).per_call_us;
 }
 
+const ThreadDriverCalls& thread_driver_calls() { return t_calls; }
+
 void spend_vmm_time(Simulator& sim, double ns) {
+  ++t_calls.vmm;
   if (sim.cost_model == CostModel::idle) {
+    t_calls.ns += ns;
     advance_host(sim, host_now(sim) + ns);
     return;
   }
@@ -174,6 +183,7 @@ void spend_vmm_time(Simulator& sim, double ns) {
 
 // Idle model only: mapping while the device works can be set to cost more.
 void spend_map_time(Simulator& sim, int device, std::uint64_t bytes) {
+  ++t_calls.vmm;
   const double idle = vmm_call_ns(sim, VmmCall::map, bytes);
   if (sim.cost_model != CostModel::idle) {
     spend_locked(sim, idle);
@@ -183,10 +193,13 @@ void spend_map_time(Simulator& sim, int device, std::uint64_t bytes) {
   const Device& state = sim.devices[static_cast<std::size_t>(device)];
   const bool busy = std::any_of(std::begin(state.engine_free_ns), std::end(state.engine_free_ns),
                                 [now](double free_at) { return free_at > now; });
-  advance_host(sim, now + (busy ? std::max(idle, sim.map_busy_ns) : idle));
+  const double cost = busy ? std::max(idle, sim.map_busy_ns) : idle;
+  t_calls.ns += cost;
+  advance_host(sim, now + cost);
 }
 
 void spend_pin_time(Simulator& sim, std::uint64_t bytes, bool registering) {
+  ++t_calls.pin;
   if (sim.cost_model == CostModel::idle) return;
   const double per_byte = registering ? kRegisterNsPerByte : kPinNsPerByte;
   spend_locked(sim, kPinPerCallNs + per_byte * static_cast<double>(bytes));

@@ -477,6 +477,13 @@ void spend_pin_time(Simulator& sim, std::uint64_t bytes, bool registering);
 // Issuing work to a stream.
 enum class Issue { launch, copy, event_record, event_record_untimed, stream_wait };
 void spend_issue_time(Simulator& sim, Issue call);
+// The calling thread's VMM and pinning calls so far, and the simulated time
+// they took it, waits for the driver's lock included.
+struct ThreadDriverCalls {
+  unsigned long long vmm = 0, pin = 0;
+  double ns = 0;
+};
+const ThreadDriverCalls& thread_driver_calls();
 // Device memory given back to the driver is scrubbed by a copy engine.
 void scrub_released(Simulator& sim, int device, std::uint64_t bytes);
 // Simulated time by which everything issued to the context so far is done.

@@ -212,6 +212,43 @@ TEST_F(HostCosts, ReleasedMemoryIsScrubbedOnTheCopyEngine) {
   ASSERT_EQ(cuMemFree(device), CUDA_SUCCESS);
 }
 
+// Each thread's VMM and pinning calls are counted on it, with the time they
+// took it: what a program's launch thread spent on paging, from the driver.
+TEST_F(HostCosts, EachThreadsDriverCallsAreCountedOnIt) {
+  unsigned long long vmm_before = 0, pin_before = 0, ns_before = 0;
+  vgpusimThreadDriverCalls(&vmm_before, &pin_before, &ns_before);
+  const CUmemAllocationProp prop = device_memory();
+  std::thread other([&] {
+    ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
+    CUmemGenericAllocationHandle handle = 0;
+    ASSERT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+    unsigned long long vmm = 0;
+    vgpusimThreadDriverCalls(&vmm, nullptr, nullptr);
+    EXPECT_EQ(vmm, 2u) << "the other thread's own";
+  });
+  other.join();
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 2 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  const auto handles = map_handles(va, 1, 2 * kMiB);
+  const CUmemAccessDesc access = read_write();
+  ASSERT_EQ(cuMemSetAccess(va, 2 * kMiB, &access, 1), CUDA_SUCCESS);
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&pinned, 2 * kMiB, 0), CUDA_SUCCESS);
+  unsigned long long vmm = 0, pin = 0, ns = 0;
+  vgpusimThreadDriverCalls(&vmm, &pin, &ns);
+  EXPECT_EQ(vmm - vmm_before, 4u) << "reserve, create, map, set-access: not the other thread's two";
+  EXPECT_EQ(pin - pin_before, 1u);
+  // Its calls, and the wait for the driver's lock behind the other thread's
+  // create and release, which started at this thread's time.
+  EXPECT_NEAR(static_cast<double>(ns - ns_before) / 1000.0,
+              (0.5 + 70.8 + 10.1 + 30.0 + 78.6 + 10.0 + 0.24e6 / 512) + (70.8 + 34.6), 0.5);
+  ASSERT_EQ(cuMemUnmap(va, 2 * kMiB), CUDA_SUCCESS);
+  for (auto handle : handles) ASSERT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(va, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeHost(pinned), CUDA_SUCCESS);
+}
+
 // The idle model charges the H100's idle medians per call and nothing for
 // pinning, issuing or scrubbing.
 TEST_F(HostCosts, TheIdleModelChargesOnlyTheIdleMedians) {
