@@ -87,6 +87,15 @@ class TableLending {
       ++cell_count;
     }
     bool names_small() const { return cell_count != 0; }
+    // Whether `word` is one of the words kept of this operation's own (a
+    // word past kWords is not known: false, and it is lent, as before).
+    bool names_word(std::uint64_t word) const {
+      const std::uint32_t kept = word_count < kWords ? word_count : static_cast<std::uint32_t>(kWords);
+      for (std::uint32_t i = 0; i < kept; ++i) {
+        if (words[i] == word) return true;
+      }
+      return false;
+    }
     // Its words cannot all be kept: lending cannot stand for the grace.
     bool overflowed() const { return word_count > kWords || named_everything; }
   };
@@ -99,7 +108,10 @@ class TableLending {
 
   // Calls `on_word(word)` for each word kept by an operation of `stream` at
   // most `window` operations before `sequence` (the consumer's number there)
-  // that named a small cell `names` names. Returns how many operations lent.
+  // that named a small cell `names` names, unless the consumer names that
+  // word itself: its unit is the consumer's own already. A chain of
+  // launches over the same small buffers (an optimizer's, a benchmark's)
+  // then looks nothing up. Returns how many operations lent a word.
   template <typename OnWord>
   std::size_t lend(unsigned stream, std::uint64_t sequence, const Names& names, OnWord&& on_word) const {
     if (window_ == 0 || !names.names_small()) return 0;
@@ -112,8 +124,13 @@ class TableLending {
       if (seen == 0 || seen >= sequence || sequence - seen > window_ || !slot.shares_a_cell(names)) continue;
       Kept kept;
       if (!slot.read(seen, &kept)) continue;  // rewritten meanwhile: by an operation after this one
-      for (std::uint32_t i = 0; i < kept.word_count; ++i) on_word(kept.words[i]);
-      ++lenders;
+      bool lent = false;
+      for (std::uint32_t i = 0; i < kept.word_count; ++i) {
+        if (names.names_word(kept.words[i])) continue;
+        on_word(kept.words[i]);
+        lent = true;
+      }
+      if (lent) ++lenders;
     }
     return lenders;
   }

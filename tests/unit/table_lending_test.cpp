@@ -71,7 +71,8 @@ TEST(TableLending, TheLastSlotsOperationsNamingASmallCellAreKept) {
   }
   const std::uint64_t now = first + TableLending::kSlots + 1;
   EXPECT_TRUE(lent(lending, 0, now, names({kTable})).empty()) << "the oldest was overwritten";
-  EXPECT_EQ(lent(lending, 0, now, names({kTable + 512})), (std::set<std::uint64_t>{kTable + 512, kA + 1}));
+  EXPECT_EQ(lent(lending, 0, now, names({kTable + 512})), (std::set<std::uint64_t>{kA + 1}))
+      << "the consumer's own word is its own already";
   lending.keep(0, now, names({}, {kA}));  // names no small cell: takes no slot
   EXPECT_FALSE(lent(lending, 0, now + 1, names({kTable + 512})).empty());
 }
@@ -103,12 +104,32 @@ TEST(TableLending, AnOperationWhoseWordsDoNotFitIsNotKept) {
   EXPECT_TRUE(lent(lending, 0, 3, names({kTable, kTable + 512})).empty());
 }
 
+// A consumer that names a producer's words itself is lent nothing more and
+// looks nothing up: a chain of launches over the same small buffers.
+TEST(TableLending, WordsTheConsumerNamesItselfAreNotLent) {
+  TableLending lending(8);
+  lending.keep(0, 1, names({kTable}, {kA}));
+  lending.keep(0, 2, names({kTable}, {kA, kB}));
+  std::size_t lenders = 0;
+  EXPECT_TRUE(lent(lending, 0, 3, names({kTable}, {kA, kB}), &lenders).empty());
+  EXPECT_EQ(lenders, 0u);
+  EXPECT_EQ(lent(lending, 0, 3, names({kTable}, {kA}), &lenders), (std::set<std::uint64_t>{kB}));
+  EXPECT_EQ(lenders, 1u) << "only the producer with a word the consumer does not name";
+  // Past kWords the consumer's own words are not all known: lent, as before.
+  Names wide = names({kTable});
+  for (std::uint64_t i = 0; i < TableLending::kWords; ++i) wide.add_word(kA + 100 + i);
+  wide.add_word(kB);
+  EXPECT_TRUE(lent(lending, 0, 3, wide).count(kB));
+}
+
 TEST(TableLending, EveryLenderInTheWindowLends) {
   TableLending lending(8);
   lending.keep(0, 1, names({kTable}, {kA}));
   lending.keep(0, 2, names({kTable}, {kB}));
   std::size_t lenders = 0;
-  EXPECT_EQ(lent(lending, 0, 3, names({kTable}), &lenders), (std::set<std::uint64_t>{kTable, kA, kB}));
+  // The consumer names another word of the table's cell (a word it names
+  // itself is its own already).
+  EXPECT_EQ(lent(lending, 0, 3, names({kTable + 8}), &lenders), (std::set<std::uint64_t>{kTable, kA, kB}));
   EXPECT_EQ(lenders, 2u);
 }
 
@@ -131,7 +152,7 @@ TEST(TableLendingConcurrent, ReadersSeeWholeSlotsWhileWritersKeep) {
       // A slot lends its words in the order they were named: kA + n,
       // kB + n, the table.
       std::vector<std::uint64_t> seen;
-      lending.lend(0, sequence.load() + 1, names({kTable}), [&](std::uint64_t word) { seen.push_back(word); });
+      lending.lend(0, sequence.load() + 1, names({kTable + 8}), [&](std::uint64_t word) { seen.push_back(word); });
       if (seen.size() % 3 != 0) mixed = true;
       for (std::size_t w = 0; w + 2 < seen.size(); w += 3) {
         if (seen[w] - kA != seen[w + 1] - kB || seen[w + 2] != kTable) mixed = true;
