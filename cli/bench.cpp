@@ -65,12 +65,17 @@ struct Options {
   // never under one 2 MiB chunk), so the runs see what a program at full
   // size would; off under the other policies, as in the shim.
   std::string piece_bytes;
+  // How the trainer issues a step: "pytorch" as PyTorch does (backward from
+  // a second thread on the same stream, per-step tensors from a caching
+  // allocator whose placements alternate between steps), or "one-thread"
+  // (everything from one thread, every tensor allocated once).
+  std::string issue = "pytorch";
 };
 
 constexpr const char* kUsage =
     "usage: vgpumem bench [--models resnet50,vgg16,bert-large,gpt2-medium] [--caps 50,33,25] "
     "[--policies lru,vdnn-all,vdnn-conv,auto] [--steps 20] [--scale 8] [--link 55] [--libraries] "
-    "[--library-hooks on,off] [--pieces SIZE] [--out DIR] [--markdown FILE]";
+    "[--library-hooks on,off] [--pieces SIZE] [--issue pytorch|one-thread] [--out DIR] [--markdown FILE]";
 
 bool parse(const std::vector<std::string>& args, Options* options) {
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -94,6 +99,7 @@ bool parse(const std::vector<std::string>& args, Options* options) {
     else if (key == "--markdown") options->markdown = value;
     else if (key == "--library-hooks") options->library_hooks = split(value);
     else if (key == "--pieces") options->piece_bytes = value;
+    else if (key == "--issue") options->issue = value;
     else {
       std::cerr << "vgpumem bench: unknown option \"" << key << "\"; " << kUsage << "\n";
       return false;
@@ -111,6 +117,11 @@ bool parse(const std::vector<std::string>& args, Options* options) {
     }
   }
   if (options->library_hooks.empty()) options->library_hooks = {"on"};
+  if (options->issue != "pytorch" && options->issue != "one-thread") {
+    std::cerr << "vgpumem bench: --issue takes pytorch (backward on a second thread, a caching allocator) or "
+                 "one-thread (got \"" << options->issue << "\")\n";
+    return false;
+  }
   for (const std::string& cap : options->caps) {
     const int percent = std::atoi(cap.c_str());
     if (percent <= 0 || percent > 100) {
@@ -120,6 +131,13 @@ bool parse(const std::vector<std::string>& args, Options* options) {
     }
   }
   return true;
+}
+
+// The simulated driver's cost model the runs get (VGPUSIM_COST_MODEL, which
+// the driver checks; its default is calibrated: docs/simulated-driver.md).
+std::string cost_model() {
+  const char* model = std::getenv("VGPUSIM_COST_MODEL");
+  return model != nullptr && *model != '\0' ? model : "calibrated";
 }
 
 // VGPUMEM_PIECE_BYTES for a run of `policy` (Options::piece_bytes).
@@ -219,6 +237,10 @@ int run_bench(const std::vector<std::string>& args) {
   std::cout << "vgpumem bench: layered workloads on the simulated driver, sizes / " << options.scale << ", link "
             << link << " GB/s (" << fixed(options.link_gbps, 1) << " / " << options.scale << "), " << options.steps
             << " steps each" << (options.libraries ? "; convolutions and GEMMs as cuDNN and cuBLAS calls" : "")
+            << (options.issue == "pytorch" ? "; each step issued as PyTorch issues it (backward on a second thread, "
+                                             "a caching allocator)"
+                                           : "; each step issued from one thread, every tensor allocated once")
+            << "; the simulated driver's " << cost_model() << " cost model"
             << "; VGPUMEM_PIECE_BYTES "
             << (options.piece_bytes.empty() ? pieces_for(options, "auto") + " under auto (the default scaled)"
                                             : options.piece_bytes)
@@ -236,6 +258,9 @@ int run_bench(const std::vector<std::string>& args) {
     request.program = {trainer, "--model", model, "--steps", std::to_string(options.steps), "--scale",
                        std::to_string(options.scale)};
     if (options.libraries) request.program.push_back("--libraries");
+    if (options.issue == "pytorch") {
+      for (const char* arg : {"--backward-thread", "--allocator", "caching"}) request.program.push_back(arg);
+    }
     request.extra_environment["VGPUSIM_LINK_GBPS"] = link;
     request.name = model + "-uncapped";
     request.shim = false;

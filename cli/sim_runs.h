@@ -36,8 +36,8 @@ SimRun run_simulated(const SimRunRequest& request);
 
 // The value of `key=` in a RESULT line, or "" (key names end at '=').
 std::string result_field(const std::string& result, const std::string& key);
-// The RESULT line without the fields that describe the run rather than its
-// outcome (peak_device_bytes_wanted, step_ns, compute_ns).
+// What a RESULT line says training produced ("RESULT loss=… weights_fnv1a=…"),
+// without the fields that describe the run (its step, bytes, driver calls).
 std::string outcome(const std::string& result);
 
 std::uint64_t simulator_peak(const nlohmann::json& report);

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "process.h"
@@ -73,6 +75,8 @@ TEST(Bench, OneCellWithTheLibraryHooksOnAndOff) {
                   doctor_environment());
   ASSERT_EQ(bench.exit_code, 0) << bench.out << bench.err;
   EXPECT_NE(bench.out.find("convolutions and GEMMs as cuDNN and cuBLAS calls"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("each step issued as PyTorch issues it"), std::string::npos) << "the default: " << bench.out;
+  EXPECT_NE(bench.out.find("the simulated driver's calibrated cost model"), std::string::npos) << bench.out;
   for (const char* policy : {"| auto |", "| auto, hooks off |"}) {
     const std::size_t row = bench.out.find(policy);
     ASSERT_NE(row, std::string::npos) << policy << "\n" << bench.out;
@@ -84,6 +88,44 @@ TEST(Bench, OneCellWithTheLibraryHooksOnAndOff) {
   const ProcessResult bad = run_process({command(), "bench", "--library-hooks", "maybe"}, doctor_environment());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--library-hooks takes on, off or on,off (got \"maybe\")"), std::string::npos) << bad.err;
+  const ProcessResult bad_issue = run_process({command(), "bench", "--issue", "jax"}, doctor_environment());
+  EXPECT_EQ(bad_issue.exit_code, 2);
+  EXPECT_NE(bad_issue.err.find("--issue takes pytorch"), std::string::npos) << bad_issue.err;
+}
+
+// The step issued from one thread, every tensor allocated once, against the
+// default (as PyTorch issues it): each says so, the trainer ran with the
+// static allocator in one and the caching allocator in the other (their
+// peaks differ: whole segments against tensors), and both trained the same.
+TEST(Bench, OneThreadRunsTheTrainerWithoutTheCachingAllocator) {
+  std::map<std::string, std::string> results;
+  for (const std::string issue : {"pytorch", "one-thread"}) {
+    const std::string out = temp_path("bench-" + issue);
+    std::filesystem::remove_all(out);
+    const ProcessResult bench =
+        run_process({command(), "bench", "--models", "cnn-small", "--caps", "50", "--policies", "lru", "--steps", "4",
+                     "--scale", "64", "--issue", issue, "--out", out},
+                    doctor_environment());
+    ASSERT_EQ(bench.exit_code, 0) << bench.out << bench.err;
+    EXPECT_NE(bench.out.find(issue == "pytorch" ? "each step issued as PyTorch issues it"
+                                                : "each step issued from one thread"),
+              std::string::npos)
+        << bench.out;
+    std::ifstream uncapped(out + "/cnn-small-uncapped.out");
+    std::stringstream text;
+    text << uncapped.rdbuf();
+    const std::size_t at = text.str().find("RESULT ");
+    ASSERT_NE(at, std::string::npos) << text.str();
+    results[issue] = text.str().substr(at, text.str().find('\n', at) - at);
+  }
+  const auto field = [](const std::string& result, const std::string& key) {
+    const std::size_t at = result.find(key + "=");
+    return at == std::string::npos ? std::string() : result.substr(at, result.find(' ', at) - at);
+  };
+  EXPECT_EQ(field(results["pytorch"], "loss"), field(results["one-thread"], "loss"));
+  EXPECT_EQ(field(results["pytorch"], "weights_fnv1a"), field(results["one-thread"], "weights_fnv1a"));
+  EXPECT_NE(field(results["pytorch"], "peak_device_bytes_wanted"),
+            field(results["one-thread"], "peak_device_bytes_wanted"));
 }
 
 TEST(Doctor, WithNoDriverSaysSoAndFails) {
