@@ -77,6 +77,8 @@ TEST(Bench, OneCellWithTheLibraryHooksOnAndOff) {
   EXPECT_NE(bench.out.find("convolutions and GEMMs as cuDNN and cuBLAS calls"), std::string::npos) << bench.out;
   EXPECT_NE(bench.out.find("each step issued as PyTorch issues it"), std::string::npos) << "the default: " << bench.out;
   EXPECT_NE(bench.out.find("the simulated driver's calibrated cost model"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("note: at --scale 64 a unit is mapped from about 1/64"), std::string::npos)
+      << "scaled runs say what they under-charge: " << bench.out;
   for (const char* policy : {"| auto |", "| auto, hooks off |"}) {
     const std::size_t row = bench.out.find(policy);
     ASSERT_NE(row, std::string::npos) << policy << "\n" << bench.out;
