@@ -135,11 +135,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "caching_allocator.h"
@@ -586,20 +588,15 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];
-    if (key == "--describe") {
-      o.describe = true;
-      continue;
-    }
-    if (key == "--libraries") {
-      o.libraries = true;
-      continue;
-    }
-    if (key == "--backward-thread") {
-      o.backward_thread = true;
-      continue;
-    }
-    if (key == "--report-addresses") {
-      o.report_addresses = true;
+    // The options that take no value.
+    static constexpr std::pair<const char*, bool Options::*> kFlags[] = {
+        {"--describe", &Options::describe},
+        {"--libraries", &Options::libraries},
+        {"--backward-thread", &Options::backward_thread},
+        {"--report-addresses", &Options::report_addresses}};
+    const auto flag = std::find_if(std::begin(kFlags), std::end(kFlags), [&](const auto& f) { return key == f.first; });
+    if (flag != std::end(kFlags)) {
+      o.*(flag->second) = true;
       continue;
     }
     if (key != "--model" && key != "--steps" && key != "--scale" && key != "--batch" && key != "--seed" &&

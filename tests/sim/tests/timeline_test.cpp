@@ -68,6 +68,17 @@ class Timeline : public Simulator {
     return value;
   }
   CUresult read_on(CUstream stream) { return launch(read_, stream, {&out_, &buffer_}); }
+  // The clock of another thread once it has synchronised with `stream`.
+  unsigned long long clock_of_a_thread_that_waits_for(CUstream stream) {
+    unsigned long long waited_until = 0;
+    std::thread waiter([&] {
+      ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
+      ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+      waited_until = vgpusimHostTimeNs();
+    });
+    waiter.join();
+    return waited_until;
+  }
 
   CUfunction read_ = nullptr, add_1ms_ = nullptr;
   CUdeviceptr buffer_ = 0, out_ = 0;
@@ -139,13 +150,7 @@ TEST_F(Timeline, AThreadThatWaitsDelaysOnlyItself) {
   const unsigned long long before = vgpusimHostTimeNs();
   int one = 1;
   ASSERT_EQ(launch(add_1ms_, non_blocking_, {&out_, &one}), CUDA_SUCCESS);
-  unsigned long long waited_until = 0;
-  std::thread waiter([&] {
-    ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
-    ASSERT_EQ(cuStreamSynchronize(non_blocking_), CUDA_SUCCESS);
-    waited_until = vgpusimHostTimeNs();
-  });
-  waiter.join();
+  const unsigned long long waited_until = clock_of_a_thread_that_waits_for(non_blocking_);
   EXPECT_GE(waited_until - before, 1'000'000u) << "the waiting thread is at the kernel's end";
   EXPECT_LT(vgpusimHostTimeNs() - before, 100'000u) << "the launching thread ran on meanwhile";
   ASSERT_EQ(cuStreamSynchronize(non_blocking_), CUDA_SUCCESS);
@@ -158,13 +163,7 @@ TEST_F(Timeline, AThreadThatWaitsDelaysOnlyItself) {
 TEST_F(Timeline, AHandoffCarriesAThreadsClockToAnother) {
   int one = 1;
   ASSERT_EQ(launch(add_1ms_, non_blocking_, {&out_, &one}), CUDA_SUCCESS);
-  unsigned long long worker_done = 0;
-  std::thread worker([&] {
-    ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
-    ASSERT_EQ(cuStreamSynchronize(non_blocking_), CUDA_SUCCESS);
-    worker_done = vgpusimHostTimeNs();
-  });
-  worker.join();
+  const unsigned long long worker_done = clock_of_a_thread_that_waits_for(non_blocking_);
   const unsigned long long mine = vgpusimHostTimeNs();
   ASSERT_LT(mine, worker_done) << "the worker waited, this thread did not";
   vgpusimHostHandoff(worker_done);
