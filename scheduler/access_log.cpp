@@ -1,22 +1,27 @@
 #include "scheduler/access_log.h"
 
+#include <algorithm>
+#include <bit>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 namespace vgpumem::scheduler {
 
-struct AccessLog::ThreadLog : FollowedThread {
-  explicit ThreadLog(const IterationDetector::Options& detector_options) : FollowedThread(detector_options) {}
+struct AccessLog::StreamLog : FollowedStream {
+  explicit StreamLog(const IterationDetector::Options& detector_options) : FollowedStream(detector_options) {}
 
-  // The owning thread's alone.
+  // The holder's alone.
   std::uint64_t since_timed = 0;
   RecordedIteration current;
   // Bit p: the operation at phase p of the last recorded iteration was not
   // a kernel (a copy, a memset).
   std::vector<bool> not_kernel_at;
+  // The consumer's counts as the last boundary was noted (note_boundary),
+  // and the last iteration whose end was.
+  std::uint64_t followed_at_boundary = 0, strayed_at_boundary = 0, noted_serial = 0, noted_lock = 0;
 
-  // Written by the owner, read by summary() from any thread.
+  // Written by the holder, read by summary() from any thread.
   std::atomic<std::uint64_t> published{0}, dropped{0}, locks{0}, breaks{0};
   std::atomic<std::uint64_t> ended{0};  // whole iterations followed, kept or not: the last one's serial
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
@@ -31,12 +36,21 @@ struct AccessLog::ThreadLog : FollowedThread {
   // until it lets go, so that their timing marks go back to the pool (a
   // timed step dropped with its marks would leak an event per operation).
   std::vector<std::shared_ptr<RecordedIteration>> held_by_readers;
+  // The last whole iterations followed since the last lock, as the
+  // consumer counted their operations (a ring: `recent_count` of them end
+  // at `recent_next`).
+  struct Recent {
+    std::uint64_t serial = 0, operations = 0, followed = 0, strayed = 0;
+  };
+  std::array<Recent, kRecentIterations> recent{};
+  std::size_t recent_next = 0, recent_count = 0;
 };
 
 namespace {
 
-// The thread's log for the AccessLog that asked last: one slot (a process
-// has one log; tests make several, one after another).
+// The thread's log of its unnamed streams for the AccessLog that asked
+// last: one slot (a process has one log; tests make several, one after
+// another).
 struct ThreadSlot {
   const void* owner = nullptr;
   void* log = nullptr;
@@ -44,6 +58,10 @@ struct ThreadSlot {
 thread_local ThreadSlot t_slot;
 
 std::atomic<std::uint64_t> g_logs{0};
+
+// What an operation that went unseen counts as to the detector: an identity
+// unlike any other, so the period in force breaks.
+constexpr std::uint64_t kUnseenOperation = 0;
 
 }  // namespace
 
@@ -54,31 +72,77 @@ AccessLog::~AccessLog() {
   if (t_slot.owner == this) t_slot = {};
 }
 
-AccessLog::ThreadLog& AccessLog::thread_log() {
-  if (t_slot.owner == this) return *static_cast<ThreadLog*>(t_slot.log);
-  std::lock_guard lock(threads_mutex_);
-  threads_.push_back(std::make_unique<ThreadLog>(options_.detector));
-  t_slot = {this, threads_.back().get()};
-  return *threads_.back();
+FollowedStream& AccessLog::stream_log(unsigned bit) {
+  std::lock_guard lock(logs_mutex_);
+  if (FollowedStream* made = streams_[bit].load(std::memory_order_relaxed)) return *made;  // by another thread meanwhile
+  logs_.push_back(std::make_unique<StreamLog>(options_.detector));
+  streams_[bit].store(logs_.back().get(), std::memory_order_release);
+  return *logs_.back();
 }
 
-FollowedThread& AccessLog::followed_thread(vmm::FeedThreadSlot* slot) {
-  FollowedThread& log = thread_log();
+AccessLog::StreamLog& AccessLog::thread_log() {
+  if (t_slot.owner == this) return *static_cast<StreamLog*>(t_slot.log);
+  std::lock_guard lock(logs_mutex_);
+  logs_.push_back(std::make_unique<StreamLog>(options_.detector));
+  ++thread_logs_;
+  t_slot = {this, logs_.back().get()};
+  return *logs_.back();
+}
+
+FollowedStream& AccessLog::thread_log_for(vmm::FeedThreadSlot* slot) {
+  FollowedStream& log = thread_log();
   if (slot != nullptr) *slot = vmm::FeedThreadSlot{serial_, &log};
   return log;
 }
 
-StreamPosition AccessLog::follow_otherwise(FollowedThread& followed, IterationDetector::Event event,
+AccessLog::StreamLog* AccessLog::find_log(std::uint64_t stream_bit) {
+  const unsigned bit = static_cast<unsigned>(std::countr_zero(stream_bit));
+  if (bit >= kNamedStreams) return &thread_log();
+  return static_cast<StreamLog*>(streams_[bit].load(std::memory_order_acquire));
+}
+
+StreamPosition AccessLog::unseen(FollowedStream& log, const vmm::AccessRecord& record) noexcept {
+  log.missed.fetch_add(1, std::memory_order_relaxed);  // (contended: rare)
+  release_marks(record);
+  return {};
+}
+
+void AccessLog::changed_hands(FollowedStream& followed, const vmm::AccessRecord& record) noexcept {
+  StreamLog& log = static_cast<StreamLog&>(followed);
+  if (record.thread_slot != log.writer) {
+    StreamCounts::bump(log.handoffs);
+    log.writer = record.thread_slot;
+  }
+  const std::uint64_t missed = log.missed.load(std::memory_order_relaxed);
+  if (missed == log.missed_noted) return;
+  // Operations of this stream went by unseen while another thread held the
+  // log: what is being followed is not the stream's sequence.
+  log.missed_noted = missed;
+  if (log.detector.observe(kUnseenOperation) == IterationDetector::Event::broken) {
+    log.breaks.fetch_add(1, std::memory_order_relaxed);
+    log.locked.store(false, std::memory_order_relaxed);
+  }
+  drop_iteration(log);
+}
+
+void AccessLog::drop_iteration(StreamLog& log) {
+  if (log.recording && log.keeping) {
+    log.dropped.fetch_add(1, std::memory_order_relaxed);
+    release_marks(log.current);
+  }
+  log.recording = false;
+}
+
+StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDetector::Event event,
                                            const vmm::AccessRecord& record) noexcept {
-  ThreadLog& log = static_cast<ThreadLog&>(followed);
+  StreamLog& log = static_cast<StreamLog&>(followed);
+  // (What changes here is a boundary of the counts in recent_iterations.)
+  const std::uint64_t ended_before = log.ended.load(std::memory_order_relaxed);
+  const bool recording_before = log.recording;
   switch (event) {
     case IterationDetector::Event::broken:
       release_marks(record);
-      if (log.recording && log.keeping) {
-        log.dropped.fetch_add(1, std::memory_order_relaxed);
-        release_marks(log.current);
-      }
-      log.recording = false;
+      drop_iteration(log);
       log.breaks.fetch_add(1, std::memory_order_relaxed);
       log.locked.store(false, std::memory_order_relaxed);
       break;
@@ -107,13 +171,16 @@ StreamPosition AccessLog::follow_otherwise(FollowedThread& followed, IterationDe
       }
       break;
   }
-  return position_of(log);
+  StreamPosition at = position_of(log);
+  at.boundary = event == IterationDetector::Event::locked || log.recording != recording_before ||
+                log.ended.load(std::memory_order_relaxed) != ended_before;
+  return at;
 }
 
 // The operation joins the iteration being recorded, written in place (a
 // RecordedOp built aside and copied in costs a store-forwarding stall).
 static_assert(sizeof(RecordedOp) == 96, "RecordedOp(record, first) sets every member: add a new one there");
-void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
+void AccessLog::append(StreamLog& log, const vmm::AccessRecord& record) {
   RecordedIteration& it = log.current;
   if (it.units.size() + record.count > options_.max_units_per_iteration) {
     log.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -140,7 +207,7 @@ void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
   if (it.units.size() < it.units.capacity()) __builtin_prefetch(it.units.data() + it.units.size(), 1);
 }
 
-void AccessLog::start_iteration(ThreadLog& log, const vmm::AccessRecord& last) {
+void AccessLog::start_iteration(StreamLog& log, const vmm::AccessRecord& last) {
   release_marks(log.current);
   log.recording = true;
   log.period = log.detector.period();
@@ -152,7 +219,7 @@ void AccessLog::start_iteration(ThreadLog& log, const vmm::AccessRecord& last) {
   log.keeping = log.timing || options_.record_untimed;
   log.counted = 0;
   log.current.timed = log.timing;
-  log.current.thread = &log;
+  log.current.log = &log;
   log.current.lock = log.lock_count;
   mark_before_first(log.current, last);
 }
@@ -162,32 +229,64 @@ void AccessLog::mark_before_first(RecordedIteration& iteration, const vmm::Acces
   iteration.before_first = {marks_->mark(last.stream), last.device, last.stream_bit};
 }
 
-bool AccessLog::wants_timing() noexcept {
-  const ThreadLog& log = thread_log();
-  return log.recording && log.timing;
+bool AccessLog::wants_timing(std::uint64_t stream_bit) noexcept {
+  StreamLog* log = find_log(stream_bit);
+  if (log == nullptr || log->held.exchange(true, std::memory_order_acquire)) return false;
+  const bool timing = log->recording && log->timing;
+  log->held.store(false, std::memory_order_release);
+  return timing;
 }
 
-StreamPosition AccessLog::position() { return position_of(thread_log()); }
+bool AccessLog::marks_kernel_too(std::uint64_t stream_bit) noexcept {
+  StreamLog* log = find_log(stream_bit);
+  // (Held by another thread: marked, which times it either way.)
+  if (log == nullptr || log->held.exchange(true, std::memory_order_acquire)) return true;
+  bool marks = false;
+  if (log->recording && log->timing && log->period != 0) {
+    const std::size_t at = log->current.ops.size();  // the phase of the kernel about to be launched
+    marks = at == 0 || log->current.ops[at - 1].function == nullptr  // first, or after a copy
+            || log->not_kernel_at[(at + 1) % log->period];
+  }
+  log->held.store(false, std::memory_order_release);
+  return marks;
+}
 
-bool AccessLog::marks_kernel_too() noexcept {
-  const ThreadLog& log = thread_log();
-  if (!log.recording || !log.timing || log.period == 0) return false;
-  const std::size_t at = log.current.ops.size();  // the phase of the kernel about to be launched
-  if (at == 0 || log.current.ops[at - 1].function == nullptr) return true;  // first, or after a copy
-  return log.not_kernel_at[(at + 1) % log.period];
+// What the consumer counted of the stream's operations up to a lock or the
+// end of a whole iteration: the ring of recent iterations gets the last.
+void AccessLog::note_boundary(FollowedStream& followed) noexcept {
+  StreamLog& log = static_cast<StreamLog&>(followed);
+  const std::uint64_t followed_now = log.counts.followed.load(std::memory_order_relaxed);
+  const std::uint64_t strayed_now = log.counts.strayed.load(std::memory_order_relaxed);
+  const std::uint64_t serial = log.ended.load(std::memory_order_relaxed);
+  const bool new_lock = log.lock_count != log.noted_lock;  // its iterations start afresh
+  const bool ended = serial != log.noted_serial;          // else a lock, or a recording begun
+  if (new_lock || ended) {
+    std::lock_guard lock(log.published_mutex);
+    if (new_lock) log.recent_count = 0;
+    if (ended && !new_lock) {
+      log.recent[log.recent_next] = {serial, log.period, followed_now - log.followed_at_boundary,
+                                     strayed_now - log.strayed_at_boundary};
+      log.recent_next = (log.recent_next + 1) % kRecentIterations;
+      log.recent_count = std::min(log.recent_count + 1, kRecentIterations);
+    }
+  }
+  log.noted_lock = log.lock_count;
+  log.noted_serial = serial;
+  log.followed_at_boundary = followed_now;
+  log.strayed_at_boundary = strayed_now;
 }
 
 std::uint64_t AccessLog::followed() const {
-  std::lock_guard lock(threads_mutex_);
+  std::lock_guard lock(logs_mutex_);
   std::uint64_t sum = 0;
-  for (const auto& log : threads_) sum += log->counts.followed.load(std::memory_order_relaxed);
+  for (const auto& log : logs_) sum += log->counts.followed.load(std::memory_order_relaxed);
   return sum;
 }
 
 std::uint64_t AccessLog::strayed() const {
-  std::lock_guard lock(threads_mutex_);
+  std::lock_guard lock(logs_mutex_);
   std::uint64_t sum = 0;
-  for (const auto& log : threads_) sum += log->counts.strayed.load(std::memory_order_relaxed);
+  for (const auto& log : logs_) sum += log->counts.strayed.load(std::memory_order_relaxed);
   return sum;
 }
 
@@ -213,7 +312,7 @@ void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
 
 // A whole iteration goes out; the next is recorded into the buffers of the
 // one before it, unless a reader still holds that.
-void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
+void AccessLog::publish(StreamLog& log, const vmm::AccessRecord& last) {
   RecordedIteration& it = log.current;
   log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
   // Every whole iteration has its serial, kept or not, so that
@@ -246,7 +345,7 @@ void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
       std::swap(next->before_first, it.before_first);
       next->serial = it.serial;
       next->timed = it.timed;
-      next->thread = it.thread;
+      next->log = it.log;
       next->lock = it.lock;
       log.spare = std::const_pointer_cast<RecordedIteration>(std::exchange(log.last, std::move(next)));
     }
@@ -269,20 +368,20 @@ void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
   mark_before_first(it, last);
 }
 
-std::uint64_t AccessLog::request_timing(const void* thread, std::uint64_t skip) {
-  std::lock_guard lock(threads_mutex_);
-  for (const auto& log : threads_) {
-    if (log.get() != thread) continue;
-    const std::uint64_t serial = log->ended.load(std::memory_order_relaxed) + 2 + skip;
-    log->timed_from.store(serial, std::memory_order_relaxed);
+std::uint64_t AccessLog::request_timing(const void* log, std::uint64_t skip) {
+  std::lock_guard lock(logs_mutex_);
+  for (const auto& candidate : logs_) {
+    if (candidate.get() != log) continue;
+    const std::uint64_t serial = candidate->ended.load(std::memory_order_relaxed) + 2 + skip;
+    candidate->timed_from.store(serial, std::memory_order_relaxed);
     return serial;
   }
   return 0;
 }
 
-AccessLog::ThreadLog* AccessLog::busiest() const {
-  ThreadLog* best = nullptr;
-  for (const auto& log : threads_) {
+AccessLog::StreamLog* AccessLog::busiest() const {
+  StreamLog* best = nullptr;
+  for (const auto& log : logs_) {
     const std::uint64_t published = log->ended.load(std::memory_order_relaxed);
     const std::uint64_t best_published = best != nullptr ? best->ended.load(std::memory_order_relaxed) : 0;
     if (best == nullptr || published > best_published ||
@@ -295,28 +394,52 @@ AccessLog::ThreadLog* AccessLog::busiest() const {
 }
 
 std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
-  std::lock_guard lock(threads_mutex_);
-  ThreadLog* log = busiest();
+  std::lock_guard lock(logs_mutex_);
+  StreamLog* log = busiest();
   if (log == nullptr) return nullptr;
   std::lock_guard published(log->published_mutex);
   log->last_read = true;
   return log->last;
 }
 
+namespace {
+
+nlohmann::json recent_iterations(const auto& ring, std::size_t next, std::size_t count) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t k = 0; k < count; ++k) {
+    const auto& it = ring[(next + ring.size() - count + k) % ring.size()];
+    out.push_back({{"serial", it.serial}, {"operations", it.operations}, {"followed", it.followed},
+                   {"strayed", it.strayed}});
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json AccessLog::summary() const {
-  std::lock_guard lock(threads_mutex_);
-  std::uint64_t operations = 0, locks = 0, breaks = 0, followed = 0, recorded = 0, dropped = 0;
-  for (const auto& log : threads_) {
+  std::lock_guard lock(logs_mutex_);
+  std::uint64_t operations = 0, handoffs = 0, locks = 0, breaks = 0, unseen = 0, followed = 0, recorded = 0,
+                dropped = 0;
+  for (const auto& log : logs_) {
     operations += log->operations.load(std::memory_order_relaxed);
+    handoffs += log->handoffs.load(std::memory_order_relaxed);
     followed += log->ended.load(std::memory_order_relaxed);
     locks += log->locks.load(std::memory_order_relaxed);
     breaks += log->breaks.load(std::memory_order_relaxed);
+    unseen += log->missed.load(std::memory_order_relaxed);
     recorded += log->published.load(std::memory_order_relaxed);
     dropped += log->dropped.load(std::memory_order_relaxed);
   }
-  const ThreadLog* main = busiest();
-  return {{"threads", threads_.size()},
+  StreamLog* main = busiest();
+  nlohmann::json recent = nlohmann::json::array();
+  if (main != nullptr) {
+    std::lock_guard published(main->published_mutex);
+    recent = recent_iterations(main->recent, main->recent_next, main->recent_count);
+  }
+  return {{"streams", logs_.size() - thread_logs_},
+          {"unnamed_threads", thread_logs_},
           {"operations", operations},
+          {"handoffs", handoffs},
           {"period", main != nullptr ? main->locked_period.load(std::memory_order_relaxed) : 0},
           {"iterations", main != nullptr ? main->iterations.load(std::memory_order_relaxed) : 0},
           {"locked", main != nullptr && main->locked.load(std::memory_order_relaxed)},
@@ -324,7 +447,9 @@ nlohmann::json AccessLog::summary() const {
           {"iterations_recorded", recorded},
           {"locks", locks},
           {"breaks", breaks},
-          {"dropped_iterations", dropped}};
+          {"unseen_operations", unseen},
+          {"dropped_iterations", dropped},
+          {"recent_iterations", std::move(recent)}};
 }
 
 }  // namespace vgpumem::scheduler

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "handoff_thread.h"
 #include "vmm/unit.h"
 
 namespace vgpumem::scheduler {
@@ -105,6 +106,7 @@ struct Step {
   std::vector<std::vector<std::uint32_t>> touches;
   std::vector<double> durations;
   std::uint64_t salt = 0;
+  std::uint64_t stream_bit = 1;  // the stream it is issued to (vmm::StreamRegistry's bit)
 
   explicit Step(StandInPager& pager) {
     constexpr std::uint32_t n = kLayers, grad = 2 * n + 1;
@@ -122,28 +124,33 @@ struct Step {
   std::uint64_t identity(std::size_t op) const { return (op + 1) * 0x9E3779B97F4A7C15ULL ^ salt; }
 
   void run(Scheduler& scheduler, StandInPager& pager, std::size_t iterations) {
-    for (std::size_t it = 0; it < iterations; ++it) {
-      for (std::size_t op = 0; op < durations.size(); ++op) {
-        std::vector<vmm::Unit*> touched;
-        for (std::uint32_t u : touches[op]) touched.push_back(&units[u]);
-        vmm::AccessRecord record{};
-        record.thread_slot = launch_slot();
-        record.identity = identity(op);
-        record.stream_bit = 1;
-        record.function = reinterpret_cast<CUfunction>(op + 1);
-        record.api = "cuLaunchKernel";
-        record.units = touched.data();
-        record.count = touched.size();
-        const bool timed = scheduler.wants_timing();
-        pager.now += pager.stall_ns + (op == 0 ? pager.first_stall_ns : 0);
-        if (timed) record.started = pager.mark(nullptr);
-        pager.now += durations[op];
-        if (timed) record.ended = pager.mark(nullptr);
-        ++pager.fed;
-        scheduler.accessed(record);
-      }
+    for (std::size_t it = 0; it < iterations; ++it) run_ops(scheduler, pager, 0, durations.size());
+  }
+  // Operations [from, to) of one step.
+  void run_ops(Scheduler& scheduler, StandInPager& pager, std::size_t from, std::size_t to) {
+    for (std::size_t op = from; op < to; ++op) {
+      std::vector<vmm::Unit*> touched;
+      for (std::uint32_t u : touches[op]) touched.push_back(&units[u]);
+      vmm::AccessRecord record{};
+      record.thread_slot = launch_slot();
+      record.identity = identity(op);
+      record.stream_bit = stream_bit;
+      record.function = reinterpret_cast<CUfunction>(op + 1);
+      record.api = "cuLaunchKernel";
+      record.units = touched.data();
+      record.count = touched.size();
+      const bool timed = scheduler.wants_timing(record.stream_bit);
+      pager.now += pager.stall_ns + (op == 0 ? pager.first_stall_ns : 0);
+      if (timed) record.started = pager.mark(nullptr);
+      pager.now += durations[op];
+      if (timed) record.ended = pager.mark(nullptr);
+      ++pager.fed;
+      scheduler.accessed(record);
     }
   }
+  // Its first operations that are backward's: [backward_begins(), updates_begin()).
+  static constexpr std::size_t backward_begins() { return kLayers + 1; }
+  static constexpr std::size_t updates_begin() { return 2 * kLayers + 1; }
 };
 
 Scheduler::Options quiet() {
@@ -232,7 +239,7 @@ TEST(Scheduler, MovesNothingOnceTheStreamGoesElsewhere) {
 
 // The victim order (next_use_order.h) knows where the step stands while the
 // stream follows the plan, and forgets it once the stream goes elsewhere:
-// then least recently used again. Another thread's operations leave it be.
+// then least recently used again. Another stream's operations leave it be.
 TEST(Scheduler, TheVictimOrderKnowsTheStepOnlyWhileTheStreamFollowsThePlan) {
   StandInPager pager;
   Step step(pager);
@@ -250,10 +257,11 @@ TEST(Scheduler, TheVictimOrderKnowsTheStepOnlyWhileTheStreamFollowsThePlan) {
   std::thread other([&] {
     Step elsewhere(pager);
     elsewhere.salt = 0x5EED;
+    elsewhere.stream_bit = 2;
     elsewhere.run(scheduler, pager, 1);
   });
   other.join();
-  EXPECT_TRUE(order.informed()) << "another thread is not the plan's stream";
+  EXPECT_TRUE(order.informed()) << "another stream is not the plan's";
   Step evaluation(pager);
   evaluation.salt = 0xE7A1;
   evaluation.run(scheduler, pager, 1);
@@ -261,16 +269,62 @@ TEST(Scheduler, TheVictimOrderKnowsTheStepOnlyWhileTheStreamFollowsThePlan) {
   EXPECT_EQ(order.rank(step.units[0], 42), 42u);
 }
 
-TEST(Scheduler, TriggersApplyOnlyOnTheThreadTheyWereLearnedOn) {
+TEST(Scheduler, TriggersApplyOnlyOnTheStreamTheyWereLearnedOn) {
   StandInPager pager;
   Step step(pager);
   pager.budget = step.total() / 2;
   Scheduler scheduler(quiet(), pager, {});
   step.run(scheduler, pager, 3);
   ASSERT_TRUE(scheduler.plan_now());
+  step.stream_bit = 2;
   std::thread other([&] { step.run(scheduler, pager, 3); });
   other.join();
-  EXPECT_TRUE(pager.moves.empty()) << "another thread running the same step is not the stream the plan knows";
+  EXPECT_TRUE(pager.moves.empty()) << "the same step on another stream is not the stream the plan knows";
+}
+
+// PyTorch issues a step to one stream from two threads: forward and the
+// optimizer from the training loop's, backward from its autograd engine's,
+// handed over and waited for. The step is the stream's sequence: one
+// period, the whole step, planned whole, and each move fires on whichever
+// thread issues the operation the plan puts it at.
+TEST(Scheduler, AStepIssuedByTwoThreadsInTurnIsPlannedAndFollowedWhole) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  test::HandoffThread autograd;
+  const auto run_steps = [&](std::size_t steps) {
+    for (std::size_t s = 0; s < steps; ++s) {
+      step.run_ops(scheduler, pager, 0, Step::backward_begins());
+      autograd.run([&] { step.run_ops(scheduler, pager, Step::backward_begins(), Step::updates_begin()); });
+      step.run_ops(scheduler, pager, Step::updates_begin(), step.durations.size());
+    }
+  };
+  run_steps(3);  // locks, then records a timed step
+  ASSERT_TRUE(scheduler.plan_now());
+  const std::size_t period = step.durations.size();
+  EXPECT_EQ(scheduler.summary()["period"], period) << "the whole step, not one thread's part of it";
+  EXPECT_EQ(scheduler.summary()["plan"]["period"], period);
+  run_steps(4);
+  const nlohmann::json summary = scheduler.summary();
+  EXPECT_EQ(summary["streams"], 1);
+  EXPECT_EQ(summary["unnamed_threads"], 0);
+  EXPECT_EQ(summary["locks"], 1);
+  EXPECT_EQ(summary["breaks"], 0);
+  EXPECT_EQ(summary["handoffs"], 1 + 2 * 7) << "the first operation, then two handoffs a step";
+  EXPECT_EQ(summary["operations_strayed"], 0);
+  std::size_t fired_by_backward = 0;
+  for (const auto& move : pager.moves) {
+    const std::size_t op = (move.at - 1) % period;  // the operation whose feed fired it
+    fired_by_backward += op >= Step::backward_begins() && op < Step::updates_begin() ? 1 : 0;
+  }
+  EXPECT_GT(fired_by_backward, 0u) << "moves at backward's operations fire on the autograd thread";
+  const nlohmann::json& recent = summary["recent_iterations"];
+  ASSERT_GE(recent.size(), 3u) << summary.dump();
+  for (std::size_t k = recent.size() - 3; k < recent.size(); ++k) {
+    EXPECT_EQ(recent[k]["operations"], period);
+    EXPECT_EQ(recent[k]["followed"], period) << "every operation of a step under the plan followed: " << recent.dump();
+  }
 }
 
 // Records a step that waits `pager.stall_ns` before each operation (on
@@ -506,7 +560,7 @@ TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
   for (int pass = 0; pass < 12; ++pass) {
     std::vector<bool> answers;
     for (std::size_t op = 0; op < copy.size(); ++op) {
-      if (scheduler.wants_timing() && !copy[op]) answers.push_back(scheduler.marks_kernel_too());
+      if (scheduler.wants_timing(1) && !copy[op]) answers.push_back(scheduler.marks_kernel_too(1));
       vmm::Unit* touched = &unit;
       vmm::AccessRecord record{};
       record.thread_slot = launch_slot();
