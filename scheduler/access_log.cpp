@@ -15,8 +15,10 @@ struct AccessLog::StreamLog : FollowedStream {
   std::uint64_t since_timed = 0;
   RecordedIteration current;
   // Bit p: the operation at phase p of the last recorded iteration was not
-  // a kernel (a copy, a memset).
+  // a kernel (a copy, a memset); known once an iteration of the period in
+  // force has been recorded whole (until then every kernel is marked).
   std::vector<bool> not_kernel_at;
+  bool kinds_known = false;
   // The consumer's counts as the last boundary was noted (note_boundary),
   // and the last iteration whose end was.
   std::uint64_t followed_at_boundary = 0, strayed_at_boundary = 0, noted_serial = 0, noted_lock = 0;
@@ -212,6 +214,7 @@ void AccessLog::start_iteration(StreamLog& log, const vmm::AccessRecord& last) {
   log.recording = true;
   log.period = log.detector.period();
   log.not_kernel_at.assign(log.period, true);  // a new period, not yet seen whole: every kernel marked
+  log.kinds_known = false;
   log.current.ops.clear();
   log.current.units.clear();
   log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
@@ -244,8 +247,11 @@ bool AccessLog::marks_kernel_too(std::uint64_t stream_bit) noexcept {
   bool marks = false;
   if (log->recording && log->timing && log->period != 0) {
     const std::size_t at = log->current.ops.size();  // the phase of the kernel about to be launched
-    marks = at == 0 || log->current.ops[at - 1].function == nullptr  // first, or after a copy
-            || log->not_kernel_at[(at + 1) % log->period];
+    // Not yet seen whole (the first timed step of a lock, which the first
+    // plan is made from: its read then waits for no span), first, after a
+    // copy, or before one.
+    marks = !log->kinds_known || at == 0 || log->current.ops[at - 1].function == nullptr ||
+            log->not_kernel_at[(at + 1) % log->period];
   }
   log->held.store(false, std::memory_order_release);
   return marks;
@@ -321,6 +327,7 @@ void AccessLog::publish(StreamLog& log, const vmm::AccessRecord& last) {
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
   std::shared_ptr<RecordedIteration> let_go;  // one a reader has let go of, not reused: its marks go back
   if (log.keeping) {
+    log.kinds_known = log.not_kernel_at.size() == log.period;  // every phase written down
     std::lock_guard lock(log.published_mutex);
     // A timed iteration nobody has read yet stays published over the
     // untimed ones after it: a planner busy or off the CPU for a step would

@@ -541,23 +541,17 @@ TEST(Scheduler, TheWaitBeforeAStepsFirstOperationIsTimedToo) {
   EXPECT_LE(pager.marks_out(), 2 * (2 * step.durations.size() + 1)) << "the marks go back, the first's included";
 }
 
-// Under a kernel clock a timed kernel is timed by its launch id and
-// carries no marks, but a copy is timed by marks alone: the wait between a
-// copy and a kernel beside it is then timed by nothing unless that kernel
-// is marked too. Asked before each kernel of a timed step: the first of the
-// step, one after a copy and one before a copy (as the step before had it)
-// are marked; one between kernels is not. Until a whole step has been seen,
-// every kernel is.
-TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
+// What a scheduler timing every step tells the kernels of a step shaped
+// `copy` (true: a copy, else a kernel) about marks, pass by pass: per pass,
+// the answers of the kernels that were to be timed.
+std::vector<std::vector<bool>> marks_asked(const std::vector<bool>& copy, int passes) {
   StandInPager pager;
   Scheduler::Options options = quiet();
   options.log.timing_every = 0;  // every step timed
   Scheduler scheduler(options, pager, {});
-  // copy, kernel, kernel, kernel, copy, kernel: a step of six.
-  const std::vector<bool> copy{true, false, false, false, true, false};
   vmm::Unit unit;
-  std::vector<std::vector<bool>> asked;  // per pass: what the kernels at phases 1, 2, 3, 5 were told (if timed)
-  for (int pass = 0; pass < 12; ++pass) {
+  std::vector<std::vector<bool>> asked;
+  for (int pass = 0; pass < passes; ++pass) {
     std::vector<bool> answers;
     for (std::size_t op = 0; op < copy.size(); ++op) {
       if (scheduler.wants_timing(1) && !copy[op]) answers.push_back(scheduler.marks_kernel_too(1));
@@ -574,6 +568,19 @@ TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
     }
     asked.push_back(answers);
   }
+  return asked;
+}
+
+// Under a kernel clock a timed kernel is timed by its launch id and
+// carries no marks, but a copy is timed by marks alone: the wait between a
+// copy and a kernel beside it is then timed by nothing unless that kernel
+// is marked too. Asked before each kernel of a timed step: the first of the
+// step, one after a copy and one before a copy (as the step before had it)
+// are marked; one between kernels is not. Until a whole step has been seen,
+// every kernel is.
+TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
+  // copy, kernel, kernel, kernel, copy, kernel: a step of six.
+  const std::vector<std::vector<bool>> asked = marks_asked({true, false, false, false, true, false}, 12);
   // The detector locks within the fourth pass; the first iteration it
   // records, not yet seen whole, has every kernel marked, the one between
   // kernels (phase 2) included.
@@ -582,6 +589,25 @@ TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
   EXPECT_EQ(*first_whole, (std::vector<bool>{true, true, true, true})) << "not yet seen whole: all marked";
   EXPECT_EQ(asked.back(), (std::vector<bool>{true, false, true, true}))
       << "after a copy, between kernels, before a copy, after a copy (and before the next step's)";
+}
+
+// The first timed step of a lock has every kernel marked, its last one
+// too where the step (as the lock delimits it) begins with a kernel: what
+// the recording learned of its first operation is for the next step. The
+// first plan is then read without waiting for a single span (step_times.h).
+TEST(Scheduler, EveryKernelOfTheFirstTimedStepIsMarked) {
+  // kernel, kernel, copy, kernel, kernel: the lock delimits the step as
+  // kernel, copy, kernel, kernel, kernel (it ends with the operation that
+  // completed it), so its last kernel follows a kernel and comes before
+  // the step's first, a kernel.
+  const std::vector<std::vector<bool>> asked = marks_asked({false, false, true, false, false}, 16);
+  std::vector<bool> answers;
+  for (const auto& pass : asked) answers.insert(answers.end(), pass.begin(), pass.end());
+  ASSERT_GE(answers.size(), 8u);
+  EXPECT_EQ(std::vector<bool>(answers.begin(), answers.begin() + 4), (std::vector<bool>{true, true, true, true}))
+      << "the first timed step's four kernels: not yet seen whole, all marked";
+  EXPECT_EQ(asked.back(), (std::vector<bool>{false, true, true, false}))
+      << "once seen whole: between kernels, first, after a copy, between kernels";
 }
 
 TEST(Scheduler, PlansNothingWhenTheStepFits) {
