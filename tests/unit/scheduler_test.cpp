@@ -107,10 +107,18 @@ struct Step {
   std::vector<double> durations;
   std::uint64_t salt = 0;
   std::uint64_t stream_bit = 1;  // the stream it is issued to (vmm::StreamRegistry's bit)
+  // Placements that alternate between steps, as a caching allocator's do
+  // when the logits outlive the step: every other step, the last forward
+  // layer's output (read by the loss) is `spare` instead, and the two
+  // operations that name it have other identities.
+  bool alternate = false;
+  vmm::Unit spare;
+  std::size_t steps_run = 0;
 
   explicit Step(StandInPager& pager) {
     constexpr std::uint32_t n = kLayers, grad = 2 * n + 1;
     for (std::uint32_t u = 0; u < units.size(); ++u) pager.bytes[&units[u]] = (u > n && u < grad) ? 4 * kMiB : 64 * kMiB;
+    pager.bytes[&spare] = 64 * kMiB;
     for (std::uint32_t l = 0; l < n; ++l) add(2'000'000, {l, n + 1 + l, l + 1});
     add(500'000, {n, grad});
     for (std::uint32_t l = n; l-- > 0;) add(4'000'000, {l, n + 1 + l, grad});
@@ -124,16 +132,24 @@ struct Step {
   std::uint64_t identity(std::size_t op) const { return (op + 1) * 0x9E3779B97F4A7C15ULL ^ salt; }
 
   void run(Scheduler& scheduler, StandInPager& pager, std::size_t iterations) {
-    for (std::size_t it = 0; it < iterations; ++it) run_ops(scheduler, pager, 0, durations.size());
+    for (std::size_t it = 0; it < iterations; ++it) {
+      run_ops(scheduler, pager, 0, durations.size());
+      ++steps_run;
+    }
   }
+  bool elsewhere_now() const { return alternate && steps_run % 2 == 1; }
   // Operations [from, to) of one step.
   void run_ops(Scheduler& scheduler, StandInPager& pager, std::size_t from, std::size_t to) {
     for (std::size_t op = from; op < to; ++op) {
       std::vector<vmm::Unit*> touched;
-      for (std::uint32_t u : touches[op]) touched.push_back(&units[u]);
+      bool moved = false;
+      for (std::uint32_t u : touches[op]) {
+        moved |= u == kLayers && elsewhere_now();
+        touched.push_back(u == kLayers && elsewhere_now() ? &spare : &units[u]);
+      }
       vmm::AccessRecord record{};
       record.thread_slot = launch_slot();
-      record.identity = identity(op);
+      record.identity = identity(op) ^ (moved ? 0xA17E : 0);
       record.stream_bit = stream_bit;
       record.function = reinterpret_cast<CUfunction>(op + 1);
       record.api = "cuLaunchKernel";
@@ -327,11 +343,48 @@ TEST(Scheduler, AStepIssuedByTwoThreadsInTurnIsPlannedAndFollowedWhole) {
   }
 }
 
+// A caching allocator that hands every other step's logits other blocks
+// (the layered trainer's --allocator caching, PyTorch's with the logits
+// held across the step): the shortest sequence that repeats is two steps,
+// and that is the period. The plan, made from a recording of both, names
+// each step's own units and is followed in every step.
+TEST(Scheduler, AStepWhosePlacementsAlternateIsPlannedOverTwoStepsAndFollowedInEach) {
+  StandInPager pager;
+  Step step(pager);
+  step.alternate = true;
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 8);  // two periods and a bit to lock (four steps and a bit), one to record (two)
+  ASSERT_TRUE(scheduler.plan_now());
+  const std::size_t per_step = step.durations.size(), period = 2 * per_step;
+  EXPECT_EQ(scheduler.summary()["period"], period) << "two steps: the shortest sequence that repeats";
+  EXPECT_EQ(scheduler.summary()["plan"]["period"], period);
+  ASSERT_TRUE(scheduler.summary()["plan"]["fits"].get<bool>());
+  const std::size_t from = pager.fed;
+  step.run(scheduler, pager, 6);
+  const nlohmann::json summary = scheduler.summary();
+  EXPECT_EQ(summary["operations_strayed"], 0);
+  EXPECT_EQ(summary["locks"], 1);
+  const nlohmann::json& recent = summary["recent_iterations"];
+  ASSERT_GE(recent.size(), 2u) << summary.dump();
+  for (std::size_t k = recent.size() - 2; k < recent.size(); ++k) {
+    EXPECT_EQ(recent[k]["followed"], period) << "every operation of both steps followed: " << recent.dump();
+  }
+  // The plan's moves fire in both kinds of step.
+  std::size_t in_even = 0, in_odd = 0;
+  for (const auto& move : pager.moves) {
+    if (move.at <= from) continue;
+    ((move.at - 1) / per_step % 2 == 0 ? in_even : in_odd) += 1;
+  }
+  EXPECT_GT(in_even, 0u);
+  EXPECT_GT(in_odd, 0u);
+}
+
 // Records a step that waits `pager.stall_ns` before each operation (on
 // demand before any plan), plans from it, then runs steps without those
 // waits until the trial of the ways to run it is done; its summary.
-nlohmann::json run_trial(Scheduler& scheduler, Step& step, StandInPager& pager) {
-  step.run(scheduler, pager, 3);
+nlohmann::json run_trial(Scheduler& scheduler, Step& step, StandInPager& pager, std::size_t warm_up = 3) {
+  step.run(scheduler, pager, warm_up);
   EXPECT_TRUE(scheduler.plan_now());
   pager.stall_ns = 0;
   nlohmann::json trial;
@@ -388,6 +441,33 @@ TEST(Scheduler, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
   std::size_t moves = pager.moves.size() - before;
   EXPECT_GE(moves, 2 * fewest) << trial.dump();
   EXPECT_LE(moves, 4 * fewest) << trial.dump();
+}
+
+// The same where placements alternate between steps: each candidate is
+// measured over a whole iteration, two steps, and compared with the
+// on-demand iteration of two steps the trial began from.
+TEST(Scheduler, WhereNoPlanFitsATwoStepIterationIsMeasuredWhole) {
+  StandInPager pager;
+  Step step(pager);
+  step.alternate = true;
+  pager.budget = 100 * kMiB;  // under the 132 MiB one operation touches: nothing fits
+  pager.stall_ns = 1'000'000;
+  pager.move_ns = 100'000;
+  Scheduler scheduler(quiet(), pager, {});
+  const nlohmann::json trial = run_trial(scheduler, step, pager, 8);  // lock in four steps and a bit, record two
+  ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << trial.dump();
+  EXPECT_EQ(scheduler.summary()["period"], 2 * step.durations.size());
+  const nlohmann::json& candidates = trial["candidates"];
+  ASSERT_GE(candidates.size(), 2u) << trial.dump();
+  const double compute = 50.5e6, per_op = 1e6;
+  EXPECT_NEAR(candidates[0]["step_ns"].get<double>(),
+              2 * (compute + static_cast<double>(step.durations.size()) * per_op), 1e3)
+      << "the recorded iteration's own cost: two steps";
+  for (const auto& candidate : candidates) {
+    ASSERT_TRUE(candidate["step_ns"].is_number()) << "every candidate measured: " << trial.dump();
+    EXPECT_GT(candidate["step_ns"].get<double>(), 2 * compute) << "a whole iteration, two steps: " << trial.dump();
+  }
+  EXPECT_NE(trial["chosen"], "on demand") << trial.dump();
 }
 
 // Where auto's plan fits and the same with a margin of one chunk instead of
