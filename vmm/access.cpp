@@ -81,7 +81,7 @@ void Access::tell_feed() {
 // stream: its answer is the thread's.
 void Access::keep_timing_answer(bool time_next) {
   const std::uint64_t bit = record_.stream_bit;
-  if (bit == StreamRegistry::kUnnamedBit || bit == 0) {
+  if (bit == StreamRegistry::kUnnamedBit) {
     thread_->time_next = time_next ? feed_ : nullptr;
     return;
   }
