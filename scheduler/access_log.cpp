@@ -8,6 +8,73 @@
 
 namespace vgpumem::scheduler {
 
+namespace {
+
+// The last whole iterations a stream's log followed since its last lock, as
+// the log's consumer counted their operations: a ring that the holder of
+// the log writes at each iteration's end (a period of one operation ends
+// one at every launch, so no lock is taken) and summary() reads from any
+// thread, again if the holder wrote meanwhile (a sequence lock: `version`
+// is odd while it writes, and each word is stored with release and loaded
+// with acquire, so a reader that sees a word of a write sees its version
+// change too; every word is atomic, so a torn read is retried, never a
+// race).
+class RecentIterations {
+ public:
+  static constexpr std::size_t kSize = AccessLog::kRecentIterations;
+
+  void restart() { write([this] { count_.store(0, std::memory_order_release); }); }
+  void note(std::uint64_t serial, std::uint64_t operations, std::uint64_t followed, std::uint64_t strayed) {
+    write([&] {
+      const std::size_t at = next_.load(std::memory_order_relaxed);
+      Entry& entry = ring_[at];
+      entry.serial.store(serial, std::memory_order_release);
+      entry.operations.store(operations, std::memory_order_release);
+      entry.followed.store(followed, std::memory_order_release);
+      entry.strayed.store(strayed, std::memory_order_release);
+      next_.store((at + 1) % kSize, std::memory_order_release);
+      count_.store(std::min(count_.load(std::memory_order_relaxed) + 1, kSize), std::memory_order_release);
+    });
+  }
+  // Oldest first: [{"serial", "operations", "followed", "strayed"}, ...].
+  nlohmann::json read() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      const std::uint64_t before = version_.load(std::memory_order_acquire);
+      if ((before & 1) != 0) continue;  // being written
+      out = nlohmann::json::array();
+      const std::size_t next = next_.load(std::memory_order_acquire), count = count_.load(std::memory_order_acquire);
+      for (std::size_t k = 0; k < count; ++k) {
+        const Entry& it = ring_[(next + kSize - count + k) % kSize];
+        out.push_back({{"serial", it.serial.load(std::memory_order_acquire)},
+                       {"operations", it.operations.load(std::memory_order_acquire)},
+                       {"followed", it.followed.load(std::memory_order_acquire)},
+                       {"strayed", it.strayed.load(std::memory_order_acquire)}});
+      }
+      if (version_.load(std::memory_order_relaxed) == before) break;
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::atomic<std::uint64_t> serial{0}, operations{0}, followed{0}, strayed{0};
+  };
+  template <typename Change>
+  void write(Change change) {
+    const std::uint64_t version = version_.load(std::memory_order_relaxed);
+    version_.store(version + 1, std::memory_order_relaxed);  // before each word: they are stored with release
+    change();
+    version_.store(version + 2, std::memory_order_release);
+  }
+
+  std::array<Entry, kSize> ring_;
+  std::atomic<std::size_t> next_{0}, count_{0};
+  std::atomic<std::uint64_t> version_{0};
+};
+
+}  // namespace
+
 struct AccessLog::StreamLog : FollowedStream {
   explicit StreamLog(const IterationDetector::Options& detector_options) : FollowedStream(detector_options) {}
 
@@ -38,14 +105,7 @@ struct AccessLog::StreamLog : FollowedStream {
   // until it lets go, so that their timing marks go back to the pool (a
   // timed step dropped with its marks would leak an event per operation).
   std::vector<std::shared_ptr<RecordedIteration>> held_by_readers;
-  // The last whole iterations followed since the last lock, as the
-  // consumer counted their operations (a ring: `recent_count` of them end
-  // at `recent_next`).
-  struct Recent {
-    std::uint64_t serial = 0, operations = 0, followed = 0, strayed = 0;
-  };
-  std::array<Recent, kRecentIterations> recent{};
-  std::size_t recent_next = 0, recent_count = 0;
+  RecentIterations recent;
 };
 
 namespace {
@@ -266,15 +326,10 @@ void AccessLog::note_boundary(FollowedStream& followed) noexcept {
   const std::uint64_t serial = log.ended.load(std::memory_order_relaxed);
   const bool new_lock = log.lock_count != log.noted_lock;  // its iterations start afresh
   const bool ended = serial != log.noted_serial;          // else a lock, or a recording begun
-  if (new_lock || ended) {
-    std::lock_guard lock(log.published_mutex);
-    if (new_lock) log.recent_count = 0;
-    if (ended && !new_lock) {
-      log.recent[log.recent_next] = {serial, log.period, followed_now - log.followed_at_boundary,
-                                     strayed_now - log.strayed_at_boundary};
-      log.recent_next = (log.recent_next + 1) % kRecentIterations;
-      log.recent_count = std::min(log.recent_count + 1, kRecentIterations);
-    }
+  if (new_lock) {
+    log.recent.restart();
+  } else if (ended) {
+    log.recent.note(serial, log.period, followed_now - log.followed_at_boundary, strayed_now - log.strayed_at_boundary);
   }
   log.noted_lock = log.lock_count;
   log.noted_serial = serial;
@@ -409,20 +464,6 @@ std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
   return log->last;
 }
 
-namespace {
-
-nlohmann::json recent_iterations(const auto& ring, std::size_t next, std::size_t count) {
-  nlohmann::json out = nlohmann::json::array();
-  for (std::size_t k = 0; k < count; ++k) {
-    const auto& it = ring[(next + ring.size() - count + k) % ring.size()];
-    out.push_back({{"serial", it.serial}, {"operations", it.operations}, {"followed", it.followed},
-                   {"strayed", it.strayed}});
-  }
-  return out;
-}
-
-}  // namespace
-
 nlohmann::json AccessLog::summary() const {
   std::lock_guard lock(logs_mutex_);
   std::uint64_t operations = 0, handoffs = 0, locks = 0, breaks = 0, unseen = 0, followed = 0, recorded = 0,
@@ -438,11 +479,7 @@ nlohmann::json AccessLog::summary() const {
     dropped += log->dropped.load(std::memory_order_relaxed);
   }
   StreamLog* main = busiest();
-  nlohmann::json recent = nlohmann::json::array();
-  if (main != nullptr) {
-    std::lock_guard published(main->published_mutex);
-    recent = recent_iterations(main->recent, main->recent_next, main->recent_count);
-  }
+  nlohmann::json recent = main != nullptr ? main->recent.read() : nlohmann::json::array();
   return {{"streams", logs_.size() - thread_logs_},
           {"unnamed_threads", thread_logs_},
           {"operations", operations},
