@@ -70,17 +70,6 @@ void Scheduler::stop() {
 
 // ---- the launch path ------------------------------------------------------------------------
 
-bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
-  const StreamPosition at = log_.follow(record);
-  const TriggerTable* table = table_.load(std::memory_order_acquire);
-  const TriggerTable::Step* step = table != nullptr ? step_to_fire(*table, at, record) : nullptr;
-  // The stream's log goes back before the moves: they touch nothing of it,
-  // and may wait for the pager.
-  log_.let_go(at);
-  if (step != nullptr) fire(*table, *step, at.phase);
-  return at.time_next;
-}
-
 const TriggerTable::Step* Scheduler::step_to_fire(const TriggerTable& table, const StreamPosition& at,
                                                   const vmm::AccessRecord& record) noexcept {
   // Not the stream the plan is on (or unseen: another thread held its log).
@@ -102,7 +91,22 @@ const TriggerTable::Step* Scheduler::step_to_fire(const TriggerTable& table, con
   return &step;
 }
 
-void Scheduler::fire(const TriggerTable& table, const TriggerTable::Step& step, std::size_t phase) noexcept {
+bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
+  const StreamPosition at = log_.follow(record);
+  const TriggerTable* table = table_.load(std::memory_order_acquire);
+  const TriggerTable::Step* step = table != nullptr ? step_to_fire(*table, at, record) : nullptr;
+  // The stream's log goes back before the moves: they touch nothing of it,
+  // and may wait for the pager.
+  log_.let_go(at);
+  if (step == nullptr) return at.time_next;
+  if (step->offloads_from != step->offloads_to || step->prefetches_from != step->prefetches_to) fire(*table, *step);
+  // What the next operation reads of the table, asked for now (the
+  // driver's work in between would leave it a cache miss).
+  if (at.phase + 1 < table->period()) __builtin_prefetch(step + 1);
+  return at.time_next;
+}
+
+void Scheduler::fire(const TriggerTable& table, const TriggerTable::Step& step) noexcept {
   // Room first, then what comes back.
   for (std::uint32_t i = step.offloads_from; i < step.offloads_to; ++i) {
     (pager_.offload_unit(table.offloads[i], table.inside_grace) ? offloads_ : refused_)
@@ -111,9 +115,6 @@ void Scheduler::fire(const TriggerTable& table, const TriggerTable::Step& step, 
   for (std::uint32_t i = step.prefetches_from; i < step.prefetches_to; ++i) {
     (pager_.prefetch_unit(table.prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
   }
-  // What the next operation reads of the table, asked for now (the
-  // driver's work in between would leave it a cache miss).
-  if (phase + 1 < table.period()) __builtin_prefetch(&step + 1);
 }
 
 // ---- planning -------------------------------------------------------------------------------

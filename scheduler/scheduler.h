@@ -90,11 +90,12 @@ class Scheduler final : public vmm::AccessFeed {
 
  private:
   // The plan's step at the operation `at` stands at, if that operation is
-  // the one the plan has there (counted as followed, or strayed).
-  const TriggerTable::Step* step_to_fire(const TriggerTable& table, const StreamPosition& at,
-                                         const vmm::AccessRecord& record) noexcept;
-  // The moves the plan puts at `step` (at `phase`).
-  void fire(const TriggerTable& table, const TriggerTable::Step& step, std::size_t phase) noexcept;
+  // the one the plan has there (counted as followed, or strayed). Inline in
+  // accessed(): it is on every launch.
+  [[gnu::always_inline]] inline const TriggerTable::Step* step_to_fire(const TriggerTable& table, const StreamPosition& at,
+                                                                     const vmm::AccessRecord& record) noexcept;
+  // The moves the plan puts at `step`.
+  void fire(const TriggerTable& table, const TriggerTable::Step& step) noexcept;
   void planning_loop();
   IterationProfile profile(const RecordedIteration& iteration, const StepTimes& times);
   void note_timing(const StepTimes& times);
