@@ -1,22 +1,96 @@
 #include "scheduler/access_log.h"
 
+#include <algorithm>
+#include <bit>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 namespace vgpumem::scheduler {
 
-struct AccessLog::ThreadLog : FollowedThread {
-  explicit ThreadLog(const IterationDetector::Options& detector_options) : FollowedThread(detector_options) {}
+namespace {
 
-  // The owning thread's alone.
+// The last whole iterations a stream's log followed since its last lock, as
+// the log's consumer counted their operations: a ring that the holder of
+// the log writes at each iteration's end (a period of one operation ends
+// one at every launch, so no lock is taken) and summary() reads from any
+// thread, again if the holder wrote meanwhile (a sequence lock: `version`
+// is odd while it writes, and each word is stored with release and loaded
+// with acquire, so a reader that sees a word of a write sees its version
+// change too; every word is atomic, so a torn read is retried, never a
+// race).
+class RecentIterations {
+ public:
+  static constexpr std::size_t kSize = AccessLog::kRecentIterations;
+
+  void restart() { write([this] { count_.store(0, std::memory_order_release); }); }
+  void note(std::uint64_t serial, std::uint64_t operations, std::uint64_t followed, std::uint64_t strayed) {
+    write([&] {
+      const std::size_t at = next_.load(std::memory_order_relaxed);
+      Entry& entry = ring_[at];
+      entry.serial.store(serial, std::memory_order_release);
+      entry.operations.store(operations, std::memory_order_release);
+      entry.followed.store(followed, std::memory_order_release);
+      entry.strayed.store(strayed, std::memory_order_release);
+      next_.store((at + 1) % kSize, std::memory_order_release);
+      count_.store(std::min(count_.load(std::memory_order_relaxed) + 1, kSize), std::memory_order_release);
+    });
+  }
+  // Oldest first: [{"serial", "operations", "followed", "strayed"}, ...].
+  nlohmann::json read() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      const std::uint64_t before = version_.load(std::memory_order_acquire);
+      if ((before & 1) != 0) continue;  // being written
+      out = nlohmann::json::array();
+      const std::size_t next = next_.load(std::memory_order_acquire), count = count_.load(std::memory_order_acquire);
+      for (std::size_t k = 0; k < count; ++k) {
+        const Entry& it = ring_[(next + kSize - count + k) % kSize];
+        out.push_back({{"serial", it.serial.load(std::memory_order_acquire)},
+                       {"operations", it.operations.load(std::memory_order_acquire)},
+                       {"followed", it.followed.load(std::memory_order_acquire)},
+                       {"strayed", it.strayed.load(std::memory_order_acquire)}});
+      }
+      if (version_.load(std::memory_order_relaxed) == before) break;
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::atomic<std::uint64_t> serial{0}, operations{0}, followed{0}, strayed{0};
+  };
+  template <typename Change>
+  void write(Change change) {
+    const std::uint64_t version = version_.load(std::memory_order_relaxed);
+    version_.store(version + 1, std::memory_order_relaxed);  // before each word: they are stored with release
+    change();
+    version_.store(version + 2, std::memory_order_release);
+  }
+
+  std::array<Entry, kSize> ring_;
+  std::atomic<std::size_t> next_{0}, count_{0};
+  std::atomic<std::uint64_t> version_{0};
+};
+
+}  // namespace
+
+struct AccessLog::StreamLog : FollowedStream {
+  explicit StreamLog(const IterationDetector::Options& detector_options) : FollowedStream(detector_options) {}
+
+  // The holder's alone.
   std::uint64_t since_timed = 0;
   RecordedIteration current;
   // Bit p: the operation at phase p of the last recorded iteration was not
-  // a kernel (a copy, a memset).
+  // a kernel (a copy, a memset); known once an iteration of the period in
+  // force has been recorded whole (until then every kernel is marked).
   std::vector<bool> not_kernel_at;
+  bool kinds_known = false;
+  // The consumer's counts as the last boundary was noted (note_boundary),
+  // and the last iteration whose end was.
+  std::uint64_t followed_at_boundary = 0, strayed_at_boundary = 0, noted_serial = 0, noted_lock = 0;
 
-  // Written by the owner, read by summary() from any thread.
+  // Written by the holder, read by summary() from any thread.
   std::atomic<std::uint64_t> published{0}, dropped{0}, locks{0}, breaks{0};
   std::atomic<std::uint64_t> ended{0};  // whole iterations followed, kept or not: the last one's serial
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
@@ -31,12 +105,14 @@ struct AccessLog::ThreadLog : FollowedThread {
   // until it lets go, so that their timing marks go back to the pool (a
   // timed step dropped with its marks would leak an event per operation).
   std::vector<std::shared_ptr<RecordedIteration>> held_by_readers;
+  RecentIterations recent;
 };
 
 namespace {
 
-// The thread's log for the AccessLog that asked last: one slot (a process
-// has one log; tests make several, one after another).
+// The thread's log of its unnamed streams for the AccessLog that asked
+// last: one slot (a process has one log; tests make several, one after
+// another).
 struct ThreadSlot {
   const void* owner = nullptr;
   void* log = nullptr;
@@ -44,6 +120,10 @@ struct ThreadSlot {
 thread_local ThreadSlot t_slot;
 
 std::atomic<std::uint64_t> g_logs{0};
+
+// What an operation that went unseen counts as to the detector: an identity
+// unlike any other, so the period in force breaks.
+constexpr std::uint64_t kUnseenOperation = 0;
 
 }  // namespace
 
@@ -54,31 +134,77 @@ AccessLog::~AccessLog() {
   if (t_slot.owner == this) t_slot = {};
 }
 
-AccessLog::ThreadLog& AccessLog::thread_log() {
-  if (t_slot.owner == this) return *static_cast<ThreadLog*>(t_slot.log);
-  std::lock_guard lock(threads_mutex_);
-  threads_.push_back(std::make_unique<ThreadLog>(options_.detector));
-  t_slot = {this, threads_.back().get()};
-  return *threads_.back();
+FollowedStream& AccessLog::stream_log(unsigned bit) {
+  std::lock_guard lock(logs_mutex_);
+  if (FollowedStream* made = streams_[bit].load(std::memory_order_relaxed)) return *made;  // by another thread meanwhile
+  logs_.push_back(std::make_unique<StreamLog>(options_.detector));
+  streams_[bit].store(logs_.back().get(), std::memory_order_release);
+  return *logs_.back();
 }
 
-FollowedThread& AccessLog::followed_thread(vmm::FeedThreadSlot* slot) {
-  FollowedThread& log = thread_log();
+AccessLog::StreamLog& AccessLog::thread_log() {
+  if (t_slot.owner == this) return *static_cast<StreamLog*>(t_slot.log);
+  std::lock_guard lock(logs_mutex_);
+  logs_.push_back(std::make_unique<StreamLog>(options_.detector));
+  ++thread_logs_;
+  t_slot = {this, logs_.back().get()};
+  return *logs_.back();
+}
+
+FollowedStream& AccessLog::thread_log_for(vmm::FeedThreadSlot* slot) {
+  FollowedStream& log = thread_log();
   if (slot != nullptr) *slot = vmm::FeedThreadSlot{serial_, &log};
   return log;
 }
 
-StreamPosition AccessLog::follow_otherwise(FollowedThread& followed, IterationDetector::Event event,
+AccessLog::StreamLog* AccessLog::find_log(std::uint64_t stream_bit) {
+  const unsigned bit = static_cast<unsigned>(std::countr_zero(stream_bit));
+  if (bit >= kNamedStreams) return &thread_log();
+  return static_cast<StreamLog*>(streams_[bit].load(std::memory_order_acquire));
+}
+
+StreamPosition AccessLog::unseen(FollowedStream& log, const vmm::AccessRecord& record) noexcept {
+  log.missed.fetch_add(1, std::memory_order_relaxed);  // (contended: rare)
+  release_marks(record);
+  return {};
+}
+
+void AccessLog::changed_hands(FollowedStream& followed, const vmm::AccessRecord& record) noexcept {
+  StreamLog& log = static_cast<StreamLog&>(followed);
+  if (record.thread_slot != log.writer) {
+    StreamCounts::bump(log.handoffs);
+    log.writer = record.thread_slot;
+  }
+  const std::uint64_t missed = log.missed.load(std::memory_order_relaxed);
+  if (missed == log.missed_noted) return;
+  // Operations of this stream went by unseen while another thread held the
+  // log: what is being followed is not the stream's sequence.
+  log.missed_noted = missed;
+  if (log.detector.observe(kUnseenOperation) == IterationDetector::Event::broken) {
+    log.breaks.fetch_add(1, std::memory_order_relaxed);
+    log.locked.store(false, std::memory_order_relaxed);
+  }
+  drop_iteration(log);
+}
+
+void AccessLog::drop_iteration(StreamLog& log) {
+  if (log.recording && log.keeping) {
+    log.dropped.fetch_add(1, std::memory_order_relaxed);
+    release_marks(log.current);
+  }
+  log.recording = false;
+}
+
+StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDetector::Event event,
                                            const vmm::AccessRecord& record) noexcept {
-  ThreadLog& log = static_cast<ThreadLog&>(followed);
+  StreamLog& log = static_cast<StreamLog&>(followed);
+  // (What changes here is a boundary of the counts in recent_iterations.)
+  const std::uint64_t ended_before = log.ended.load(std::memory_order_relaxed);
+  const bool recording_before = log.recording;
   switch (event) {
     case IterationDetector::Event::broken:
       release_marks(record);
-      if (log.recording && log.keeping) {
-        log.dropped.fetch_add(1, std::memory_order_relaxed);
-        release_marks(log.current);
-      }
-      log.recording = false;
+      drop_iteration(log);
       log.breaks.fetch_add(1, std::memory_order_relaxed);
       log.locked.store(false, std::memory_order_relaxed);
       break;
@@ -107,13 +233,16 @@ StreamPosition AccessLog::follow_otherwise(FollowedThread& followed, IterationDe
       }
       break;
   }
-  return position_of(log);
+  StreamPosition at = position_of(log);
+  at.boundary = event == IterationDetector::Event::locked || log.recording != recording_before ||
+                log.ended.load(std::memory_order_relaxed) != ended_before;
+  return at;
 }
 
 // The operation joins the iteration being recorded, written in place (a
 // RecordedOp built aside and copied in costs a store-forwarding stall).
 static_assert(sizeof(RecordedOp) == 96, "RecordedOp(record, first) sets every member: add a new one there");
-void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
+void AccessLog::append(StreamLog& log, const vmm::AccessRecord& record) {
   RecordedIteration& it = log.current;
   if (it.units.size() + record.count > options_.max_units_per_iteration) {
     log.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -140,11 +269,12 @@ void AccessLog::append(ThreadLog& log, const vmm::AccessRecord& record) {
   if (it.units.size() < it.units.capacity()) __builtin_prefetch(it.units.data() + it.units.size(), 1);
 }
 
-void AccessLog::start_iteration(ThreadLog& log, const vmm::AccessRecord& last) {
+void AccessLog::start_iteration(StreamLog& log, const vmm::AccessRecord& last) {
   release_marks(log.current);
   log.recording = true;
   log.period = log.detector.period();
   log.not_kernel_at.assign(log.period, true);  // a new period, not yet seen whole: every kernel marked
+  log.kinds_known = false;
   log.current.ops.clear();
   log.current.units.clear();
   log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
@@ -152,7 +282,7 @@ void AccessLog::start_iteration(ThreadLog& log, const vmm::AccessRecord& last) {
   log.keeping = log.timing || options_.record_untimed;
   log.counted = 0;
   log.current.timed = log.timing;
-  log.current.thread = &log;
+  log.current.log = &log;
   log.current.lock = log.lock_count;
   mark_before_first(log.current, last);
 }
@@ -162,32 +292,62 @@ void AccessLog::mark_before_first(RecordedIteration& iteration, const vmm::Acces
   iteration.before_first = {marks_->mark(last.stream), last.device, last.stream_bit};
 }
 
-bool AccessLog::wants_timing() noexcept {
-  const ThreadLog& log = thread_log();
-  return log.recording && log.timing;
+bool AccessLog::wants_timing(std::uint64_t stream_bit) noexcept {
+  StreamLog* log = find_log(stream_bit);
+  if (log == nullptr || log->held.exchange(true, std::memory_order_acquire)) return false;
+  const bool timing = log->recording && log->timing;
+  log->held.store(false, std::memory_order_release);
+  return timing;
 }
 
-StreamPosition AccessLog::position() { return position_of(thread_log()); }
+bool AccessLog::marks_kernel_too(std::uint64_t stream_bit) noexcept {
+  StreamLog* log = find_log(stream_bit);
+  // (Held by another thread: marked, which times it either way.)
+  if (log == nullptr || log->held.exchange(true, std::memory_order_acquire)) return true;
+  bool marks = false;
+  if (log->recording && log->timing && log->period != 0) {
+    const std::size_t at = log->current.ops.size();  // the phase of the kernel about to be launched
+    // Not yet seen whole (the first timed step of a lock, which the first
+    // plan is made from: its read then waits for no span), first, after a
+    // copy, or before one.
+    marks = !log->kinds_known || at == 0 || log->current.ops[at - 1].function == nullptr ||
+            log->not_kernel_at[(at + 1) % log->period];
+  }
+  log->held.store(false, std::memory_order_release);
+  return marks;
+}
 
-bool AccessLog::marks_kernel_too() noexcept {
-  const ThreadLog& log = thread_log();
-  if (!log.recording || !log.timing || log.period == 0) return false;
-  const std::size_t at = log.current.ops.size();  // the phase of the kernel about to be launched
-  if (at == 0 || log.current.ops[at - 1].function == nullptr) return true;  // first, or after a copy
-  return log.not_kernel_at[(at + 1) % log.period];
+// What the consumer counted of the stream's operations up to a lock or the
+// end of a whole iteration: the ring of recent iterations gets the last.
+void AccessLog::note_boundary(FollowedStream& followed) noexcept {
+  StreamLog& log = static_cast<StreamLog&>(followed);
+  const std::uint64_t followed_now = log.counts.followed.load(std::memory_order_relaxed);
+  const std::uint64_t strayed_now = log.counts.strayed.load(std::memory_order_relaxed);
+  const std::uint64_t serial = log.ended.load(std::memory_order_relaxed);
+  const bool new_lock = log.lock_count != log.noted_lock;  // its iterations start afresh
+  const bool ended = serial != log.noted_serial;          // else a lock, or a recording begun
+  if (new_lock) {
+    log.recent.restart();
+  } else if (ended) {
+    log.recent.note(serial, log.period, followed_now - log.followed_at_boundary, strayed_now - log.strayed_at_boundary);
+  }
+  log.noted_lock = log.lock_count;
+  log.noted_serial = serial;
+  log.followed_at_boundary = followed_now;
+  log.strayed_at_boundary = strayed_now;
 }
 
 std::uint64_t AccessLog::followed() const {
-  std::lock_guard lock(threads_mutex_);
+  std::lock_guard lock(logs_mutex_);
   std::uint64_t sum = 0;
-  for (const auto& log : threads_) sum += log->counts.followed.load(std::memory_order_relaxed);
+  for (const auto& log : logs_) sum += log->counts.followed.load(std::memory_order_relaxed);
   return sum;
 }
 
 std::uint64_t AccessLog::strayed() const {
-  std::lock_guard lock(threads_mutex_);
+  std::lock_guard lock(logs_mutex_);
   std::uint64_t sum = 0;
-  for (const auto& log : threads_) sum += log->counts.strayed.load(std::memory_order_relaxed);
+  for (const auto& log : logs_) sum += log->counts.strayed.load(std::memory_order_relaxed);
   return sum;
 }
 
@@ -213,7 +373,7 @@ void AccessLog::release_marks(RecordedIteration& iteration, std::size_t from) {
 
 // A whole iteration goes out; the next is recorded into the buffers of the
 // one before it, unless a reader still holds that.
-void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
+void AccessLog::publish(StreamLog& log, const vmm::AccessRecord& last) {
   RecordedIteration& it = log.current;
   log.iterations.store(log.detector.iterations(), std::memory_order_relaxed);
   // Every whole iteration has its serial, kept or not, so that
@@ -222,6 +382,7 @@ void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
   std::shared_ptr<RecordedIteration> let_go;  // one a reader has let go of, not reused: its marks go back
   if (log.keeping) {
+    log.kinds_known = log.not_kernel_at.size() == log.period;  // every phase written down
     std::lock_guard lock(log.published_mutex);
     // A timed iteration nobody has read yet stays published over the
     // untimed ones after it: a planner busy or off the CPU for a step would
@@ -246,7 +407,7 @@ void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
       std::swap(next->before_first, it.before_first);
       next->serial = it.serial;
       next->timed = it.timed;
-      next->thread = it.thread;
+      next->log = it.log;
       next->lock = it.lock;
       log.spare = std::const_pointer_cast<RecordedIteration>(std::exchange(log.last, std::move(next)));
     }
@@ -269,20 +430,20 @@ void AccessLog::publish(ThreadLog& log, const vmm::AccessRecord& last) {
   mark_before_first(it, last);
 }
 
-std::uint64_t AccessLog::request_timing(const void* thread, std::uint64_t skip) {
-  std::lock_guard lock(threads_mutex_);
-  for (const auto& log : threads_) {
-    if (log.get() != thread) continue;
-    const std::uint64_t serial = log->ended.load(std::memory_order_relaxed) + 2 + skip;
-    log->timed_from.store(serial, std::memory_order_relaxed);
+std::uint64_t AccessLog::request_timing(const void* log, std::uint64_t skip) {
+  std::lock_guard lock(logs_mutex_);
+  for (const auto& candidate : logs_) {
+    if (candidate.get() != log) continue;
+    const std::uint64_t serial = candidate->ended.load(std::memory_order_relaxed) + 2 + skip;
+    candidate->timed_from.store(serial, std::memory_order_relaxed);
     return serial;
   }
   return 0;
 }
 
-AccessLog::ThreadLog* AccessLog::busiest() const {
-  ThreadLog* best = nullptr;
-  for (const auto& log : threads_) {
+AccessLog::StreamLog* AccessLog::busiest() const {
+  StreamLog* best = nullptr;
+  for (const auto& log : logs_) {
     const std::uint64_t published = log->ended.load(std::memory_order_relaxed);
     const std::uint64_t best_published = best != nullptr ? best->ended.load(std::memory_order_relaxed) : 0;
     if (best == nullptr || published > best_published ||
@@ -295,8 +456,8 @@ AccessLog::ThreadLog* AccessLog::busiest() const {
 }
 
 std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
-  std::lock_guard lock(threads_mutex_);
-  ThreadLog* log = busiest();
+  std::lock_guard lock(logs_mutex_);
+  StreamLog* log = busiest();
   if (log == nullptr) return nullptr;
   std::lock_guard published(log->published_mutex);
   log->last_read = true;
@@ -304,19 +465,25 @@ std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
 }
 
 nlohmann::json AccessLog::summary() const {
-  std::lock_guard lock(threads_mutex_);
-  std::uint64_t operations = 0, locks = 0, breaks = 0, followed = 0, recorded = 0, dropped = 0;
-  for (const auto& log : threads_) {
+  std::lock_guard lock(logs_mutex_);
+  std::uint64_t operations = 0, handoffs = 0, locks = 0, breaks = 0, unseen = 0, followed = 0, recorded = 0,
+                dropped = 0;
+  for (const auto& log : logs_) {
     operations += log->operations.load(std::memory_order_relaxed);
+    handoffs += log->handoffs.load(std::memory_order_relaxed);
     followed += log->ended.load(std::memory_order_relaxed);
     locks += log->locks.load(std::memory_order_relaxed);
     breaks += log->breaks.load(std::memory_order_relaxed);
+    unseen += log->missed.load(std::memory_order_relaxed);
     recorded += log->published.load(std::memory_order_relaxed);
     dropped += log->dropped.load(std::memory_order_relaxed);
   }
-  const ThreadLog* main = busiest();
-  return {{"threads", threads_.size()},
+  StreamLog* main = busiest();
+  nlohmann::json recent = main != nullptr ? main->recent.read() : nlohmann::json::array();
+  return {{"streams", logs_.size() - thread_logs_},
+          {"unnamed_threads", thread_logs_},
           {"operations", operations},
+          {"handoffs", handoffs},
           {"period", main != nullptr ? main->locked_period.load(std::memory_order_relaxed) : 0},
           {"iterations", main != nullptr ? main->iterations.load(std::memory_order_relaxed) : 0},
           {"locked", main != nullptr && main->locked.load(std::memory_order_relaxed)},
@@ -324,7 +491,9 @@ nlohmann::json AccessLog::summary() const {
           {"iterations_recorded", recorded},
           {"locks", locks},
           {"breaks", breaks},
-          {"dropped_iterations", dropped}};
+          {"unseen_operations", unseen},
+          {"dropped_iterations", dropped},
+          {"recent_iterations", std::move(recent)}};
 }
 
 }  // namespace vgpumem::scheduler

@@ -1,20 +1,41 @@
 // The access log: the scheduler's end of the pager's access feed.
 //
-// Each program thread that launches gets its own log (made on its first
-// operation, the only allocation): an iteration detector over the
-// operations' execution identities and, once that has locked, a record of
-// each whole iteration it keeps (the timed ones, or every one:
+// Each CUDA stream the program launches on gets its own log (made the first
+// time the stream is seen, the only allocation): an iteration detector over
+// the operations' execution identities and, once that has locked, a record
+// of each whole iteration it keeps (the timed ones, or every one:
 // Options::record_untimed) — every operation in issue order with the units
-// it touched and its stream; every whole iteration is numbered, kept or
-// not. A finished iteration is published for the planner (one uncontended
-// lock per iteration, never per operation); an iteration that breaks
-// before it ends is dropped.
+// it touched; every whole iteration is numbered, kept or not. A finished
+// iteration is published for the planner (one uncontended lock per
+// iteration, never per operation); an iteration that breaks before it ends
+// is dropped.
 //
-// accessed() runs on the launch path: it takes no lock and allocates
-// nothing once the thread's buffers have grown to an iteration's size.
+// Keyed by stream, not by host thread: a framework issues one training step
+// to one stream from several threads (PyTorch's forward and optimizer from
+// the training loop's thread, its backward from the autograd engine's), and
+// the step is the stream's sequence of operations, whichever thread issued
+// each. Streams are told apart by the pager's bit for them
+// (vmm::StreamRegistry): a named stream's log is found by its bit. The
+// unnamed bit stands for every thread's own per-thread default stream (and
+// for streams past the registry's table), which no other thread can issue
+// to: those operations go to a log of the calling thread's, as before.
+//
+// Two threads may legally issue to one stream at once. The thread that
+// follows an operation takes the stream's log for it (one atomic exchange,
+// uncontended but for that case); a thread that finds it taken does not
+// wait: its operation goes unseen, and the log's holder breaks the stream's
+// iteration for it (an unseen operation is unlike any other). That costs a
+// relearning, time, never bytes: nothing depends on the plan for
+// correctness.
+//
+// accessed() runs on the launch path: it takes no lock that it waits for
+// and allocates nothing once the stream's buffers have grown to an
+// iteration's size.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -68,10 +89,10 @@ struct RecordedOp {
 struct RecordedIteration {
   std::vector<RecordedOp> ops;
   std::vector<vmm::Unit*> units;  // units never go away (vmm/unit.h): safe to keep
-  std::uint64_t serial = 0;       // 1 for the first whole iteration on its thread (kept or not), and so on
+  std::uint64_t serial = 0;       // 1 for the first whole iteration on its stream (kept or not), and so on
   bool timed = false;             // its operations carry timing marks (the log releases them)
-  const void* thread = nullptr;   // the thread's log it came from
-  std::uint64_t lock = 0;         // which lock of that thread's detector delimited it
+  const void* log = nullptr;      // the stream's log it came from (StreamPosition::log)
+  std::uint64_t lock = 0;         // which lock of that log's detector delimited it
   // A timed iteration's mark recorded on the stream of the operation before
   // ops[0] as that operation was enqueued (its end), so that the wait before
   // ops[0] is timed like every other: at a step's start the program may
@@ -84,25 +105,36 @@ struct RecordedIteration {
   Mark before_first;
 };
 
-// Counts a thread's launch path keeps for the log's consumer (the
+// Counts a stream's launch path keeps for the log's consumer (the
 // scheduler: operations that followed the plan, or strayed from it). One
-// writer, the thread itself, so a count is a load and a store, never a
-// read-modify-write: a locked instruction on every launch costs more than
-// the rest of the feed's bookkeeping. Anyone may read them.
-struct ThreadCounts {
+// writer at a time, whichever thread holds the stream's log, so a count is
+// a load and a store, never a read-modify-write: a locked instruction on
+// every launch costs more than the rest of the feed's bookkeeping. Anyone
+// may read them.
+struct StreamCounts {
   std::atomic<std::uint64_t> followed{0}, strayed{0};
   static void bump(std::atomic<std::uint64_t>& count) {
     count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 };
 
-// What a thread's log reads and writes on every operation it follows: the
-// part of it the launch path keeps inline (AccessLog::follow). Written by
-// the owning thread alone, but `operations` and `counts`, which anyone may
-// read.
-struct FollowedThread {
-  explicit FollowedThread(const IterationDetector::Options& detector_options) : detector(detector_options) {}
+// What a stream's log reads and writes on every operation it follows: the
+// part of it the launch path keeps inline (AccessLog::follow). Written only
+// by the thread holding it (`held`), but `operations`, `handoffs` and
+// `counts`, which anyone may read.
+struct FollowedStream {
+  explicit FollowedStream(const IterationDetector::Options& detector_options) : detector(detector_options) {}
 
+  // Taken for the length of one operation (AccessLog::follow, let_go): an
+  // exchange that finds it taken means another thread is following an
+  // operation of the same stream right now.
+  std::atomic<bool> held{false};
+  // Counts the operations that went unseen, each added by the thread that
+  // found `held` taken; where it has grown past `missed_noted`, the
+  // iteration being followed is not the stream's (the holder breaks it).
+  std::atomic<std::uint64_t> missed{0};
+  std::uint64_t missed_noted = 0;
+  const void* writer = nullptr;  // the thread that issued the last operation (its vmm::FeedThreadSlot)
   IterationDetector detector;
   bool recording = false;  // from the operation after an iteration's end until `period` more
   bool timing = false;     // the iteration being recorded is timed
@@ -111,17 +143,24 @@ struct FollowedThread {
   std::size_t period = 0;
   std::uint64_t lock_count = 0;
   std::atomic<std::uint64_t> operations{0};  // stored, never read-modify-written
-  ThreadCounts counts;
+  std::atomic<std::uint64_t> handoffs{0};    // operations issued by another thread than the one before
+  StreamCounts counts;
 };
 
-// Where the calling thread's stream stands (AccessLog::position).
+// Where an operation's stream stands once the log has followed it
+// (AccessLog::follow). The stream's log stays taken until let_go().
 struct StreamPosition {
-  const void* thread = nullptr;
+  // The stream's log; null where the operation went unseen (another thread
+  // held the log).
+  FollowedStream* log = nullptr;
   bool locked = false;
-  std::uint64_t lock = 0;   // counts the thread's locks: a new lock starts its phases afresh
-  std::size_t phase = 0;    // of the last operation, as RecordedIteration::ops indexes it
-  ThreadCounts* counts = nullptr;  // the thread's
-  bool time_next = false;          // its next operation is to be timed (wants_timing)
+  std::uint64_t lock = 0;   // counts the stream's locks: a new lock starts its phases afresh
+  std::size_t phase = 0;    // of the operation, as RecordedIteration::ops indexes it
+  bool time_next = false;   // the stream's next operation is to be timed (wants_timing)
+  // The operation locked the period or ended a whole iteration: let_go()
+  // notes what the consumer counted up to it (AccessLog::summary's
+  // "recent_iterations").
+  bool boundary = false;
 };
 
 class AccessLog final : public vmm::AccessFeed {
@@ -147,23 +186,33 @@ class AccessLog final : public vmm::AccessFeed {
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
-  bool accessed(const vmm::AccessRecord& record) noexcept override { return follow(record).time_next; }
-  // The operation the calling thread launches next is a kernel of a timed
-  // iteration timed by its launch id: whether it carries marks too. So it
-  // does where a neighbour is not a kernel (the operation before it, or the
-  // one after it as the last recorded iteration had it), and as the first
-  // of an iteration (the wait before it runs from the end of the one
+  // Returns whether the next operation on the record's stream is to be timed.
+  bool accessed(const vmm::AccessRecord& record) noexcept override {
+    const StreamPosition at = follow(record);
+    let_go(at);
+    return at.time_next;
+  }
+  // The kernel about to be launched on `stream_bit`'s stream is of a timed
+  // iteration and timed by its launch id: whether it carries marks too. So
+  // it does where a neighbour is not a kernel (the operation before it, or
+  // the one after it as the last recorded iteration had it), and as the
+  // first of an iteration (the wait before it runs from the end of the one
   // before): the waits between kernels and copies are timed by marks alone.
-  bool marks_kernel_too() noexcept override;
-  // accessed(), and where the thread's stream stands after the operation:
-  // the launch path's one call (the thread's log looked up once). Inline
-  // for an untimed operation of an iteration being followed, nearly every
-  // one: a detector's step and a count; the rest goes out of line.
+  bool marks_kernel_too(std::uint64_t stream_bit) noexcept override;
+  // accessed(), and where the operation's stream stands after it: the
+  // launch path's one call (the stream's log looked up once). Takes the
+  // stream's log, which the caller gives back with let_go() once it has
+  // counted the operation (StreamPosition::log->counts). Inline for an
+  // untimed operation of an iteration being followed, nearly every one: an
+  // exchange, a detector's step and a count; the rest goes out of line.
   StreamPosition follow(const vmm::AccessRecord& record) noexcept {
-    const vmm::FeedThreadSlot* slot = record.thread_slot;
-    FollowedThread& log = slot != nullptr && slot->owner == serial_ ? *static_cast<FollowedThread*>(slot->state)
-                                                                     : followed_thread(record.thread_slot);
-    ThreadCounts::bump(log.operations);
+    FollowedStream& log = log_of(record);
+    if (log.held.exchange(true, std::memory_order_acquire)) [[unlikely]] return unseen(log, record);
+    if (record.thread_slot != log.writer || log.missed.load(std::memory_order_relaxed) != log.missed_noted)
+        [[unlikely]] {
+      changed_hands(log, record);
+    }
+    StreamCounts::bump(log.operations);
     const IterationDetector::Event event = log.detector.observe(record.identity);
     if (event == IterationDetector::Event::none && log.recording && !log.keeping && record.started == nullptr &&
         log.counted + 1 < log.period) [[likely]] {
@@ -172,63 +221,105 @@ class AccessLog final : public vmm::AccessFeed {
     }
     return follow_otherwise(log, event, record);
   }
-  // Whether the operation the calling thread enqueues next is to be timed
-  // (what accessed() answered for its last one).
-  bool wants_timing() noexcept;
-  // The calling thread's, after its last operation.
-  StreamPosition position();
-  // ThreadCounts summed over every thread.
+  // Gives the stream's log back (a position whose operation went unseen
+  // holds nothing).
+  void let_go(const StreamPosition& at) noexcept {
+    if (at.log == nullptr) return;
+    if (at.boundary) [[unlikely]] note_boundary(*at.log);
+    at.log->held.store(false, std::memory_order_release);
+  }
+  // Whether the next operation on `stream_bit`'s stream is to be timed
+  // (what accessed() answered for its last one); false while another
+  // thread holds its log.
+  bool wants_timing(std::uint64_t stream_bit) noexcept;
+  // StreamCounts summed over every stream.
   std::uint64_t followed() const;
   std::uint64_t strayed() const;
 
-  // The last whole iteration recorded on the thread that has recorded most
+  // The last whole iteration recorded on the stream that has recorded most
   // (the training loop's), or null if none has been. A timed iteration
   // stays the last until it has been read once: the untimed ones that end
   // meanwhile are not published.
   std::shared_ptr<const RecordedIteration> last_iteration() const;
-  // Times an iteration of `thread`'s log (RecordedIteration::thread) out of
+  // Times an iteration of `log`'s stream (RecordedIteration::log) out of
   // turn: the one `skip` after the next to start, so that `skip` whole
   // iterations run first (a measurement of a plan just published: the one
   // in progress and the first under it are transitional). Returns the
-  // serial it will be published with, 0 for no such thread.
-  std::uint64_t request_timing(const void* thread, std::uint64_t skip);
+  // serial it will be published with, 0 for no such log.
+  std::uint64_t request_timing(const void* log, std::uint64_t skip);
 
-  // {"threads", "operations", "period", "iterations", "locked",
-  //  "iterations_followed" (whole ones after a lock), "iterations_recorded"
-  //  (of those, the ones kept and published), "locks", "breaks",
-  //  "dropped_iterations"} over
-  // every thread; `period` (in operations), `iterations` (whole ones seen
-  // alike) and `locked` (whether that period still holds) are those of the
-  // thread of last_iteration(), as of its last lock.
+  // {"streams" (named streams with a log), "unnamed_threads" (threads with
+  //  a log of their unnamed streams), "operations", "handoffs" (operations
+  //  issued by another thread than the one before on the same stream),
+  //  "period", "iterations", "locked", "iterations_followed" (whole ones
+  //  after a lock), "iterations_recorded" (of those, the ones kept and
+  //  published), "locks", "breaks", "unseen_operations",
+  //  "dropped_iterations", "recent_iterations"} over every log; `period`
+  // (in operations), `iterations` (whole ones seen alike) and `locked`
+  // (whether that period still holds) are those of the log of
+  // last_iteration(), as of its last lock, and so are `recent_iterations`:
+  // the last whole iterations it followed (at most kRecentIterations), each
+  // {"serial", "operations", "followed", "strayed"} as the consumer counted
+  // them.
   nlohmann::json summary() const;
+  static constexpr std::size_t kRecentIterations = 8;
 
  private:
-  struct ThreadLog;
-  ThreadLog& thread_log();
-  // The calling thread's log, where `slot` (the launch path's for the
-  // thread, or null) does not name it yet; the slot is made to name it.
-  FollowedThread& followed_thread(vmm::FeedThreadSlot* slot);
-  void start_iteration(ThreadLog& log, const vmm::AccessRecord& last);
-  void publish(ThreadLog& log, const vmm::AccessRecord& last);
+  struct StreamLog;
+  static constexpr unsigned kNamedStreams = 63;  // vmm::StreamRegistry::kNamed: bit 63 is the unnamed one
+
+  // The log of the record's stream: a named stream's by its bit, else the
+  // calling thread's.
+  FollowedStream& log_of(const vmm::AccessRecord& record) noexcept {
+    const unsigned bit = static_cast<unsigned>(std::countr_zero(record.stream_bit));  // 64 for none
+    if (bit < kNamedStreams) [[likely]] {
+      if (FollowedStream* log = streams_[bit].load(std::memory_order_acquire)) [[likely]] return *log;
+      return stream_log(bit);
+    }
+    const vmm::FeedThreadSlot* slot = record.thread_slot;
+    return slot != nullptr && slot->owner == serial_ ? *static_cast<FollowedStream*>(slot->state)
+                                                     : thread_log_for(record.thread_slot);
+  }
+  // A named stream's log, made on its first sight.
+  FollowedStream& stream_log(unsigned bit);
+  // The calling thread's log for its unnamed streams, where `slot` (the
+  // launch path's for the thread, or null) does not name it yet; the slot
+  // is made to name it.
+  FollowedStream& thread_log_for(vmm::FeedThreadSlot* slot);
+  StreamLog& thread_log();
+  // The log of `stream_bit`'s stream, if it has one (the calling thread's
+  // for the unnamed bit).
+  StreamLog* find_log(std::uint64_t stream_bit);
+  // follow() where another thread holds the stream's log.
+  StreamPosition unseen(FollowedStream& log, const vmm::AccessRecord& record) noexcept;
+  // follow() where the issuing thread is not the last one's, or an
+  // operation went unseen since the last.
+  void changed_hands(FollowedStream& log, const vmm::AccessRecord& record) noexcept;
+  void start_iteration(StreamLog& log, const vmm::AccessRecord& last);
+  void publish(StreamLog& log, const vmm::AccessRecord& last);
   // A timed iteration about to start after `last`: marks the end of `last`.
   void mark_before_first(RecordedIteration& iteration, const vmm::AccessRecord& last);
   void release_marks(RecordedIteration& iteration, std::size_t from = 0);
   void release_marks(const vmm::AccessRecord& record);
-  void append(ThreadLog& log, const vmm::AccessRecord& record);
-  static StreamPosition position_of(FollowedThread& log) {
-    return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), &log.counts,
-            log.recording && log.timing};
+  void append(StreamLog& log, const vmm::AccessRecord& record);
+  // The iteration being followed is not the stream's: dropped unkept.
+  void drop_iteration(StreamLog& log);
+  void note_boundary(FollowedStream& log) noexcept;
+  static StreamPosition position_of(FollowedStream& log) {
+    return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), log.recording && log.timing, false};
   }
   // follow() for everything but the inline case, `event` observed already.
-  StreamPosition follow_otherwise(FollowedThread& log, IterationDetector::Event event,
+  StreamPosition follow_otherwise(FollowedStream& log, IterationDetector::Event event,
                                   const vmm::AccessRecord& record) noexcept;
-  ThreadLog* busiest() const;
+  StreamLog* busiest() const;
 
   const Options options_;
   vmm::PagerControl* const marks_;
   const std::uint64_t serial_;  // this log's, among every log the process makes (FeedThreadSlot::owner)
-  mutable std::mutex threads_mutex_;  // taken when a thread makes its log, and by readers
-  std::vector<std::unique_ptr<ThreadLog>> threads_;
+  std::array<std::atomic<FollowedStream*>, kNamedStreams> streams_{};  // a named stream's log by its bit
+  mutable std::mutex logs_mutex_;  // taken when a log is made, and by readers
+  std::vector<std::unique_ptr<StreamLog>> logs_;
+  std::size_t thread_logs_ = 0;  // of logs_, those of a thread's unnamed streams
 };
 
 }  // namespace vgpumem::scheduler

@@ -111,7 +111,7 @@ bool is_copy_to_host(std::string_view api) { return api.find("DtoH") != std::str
 
 IterationProfile build_profile(const RecordedIteration& iteration, const ProfileSources& sources) {
   IterationProfile profile;
-  profile.thread = iteration.thread;
+  profile.log = iteration.log;
   profile.lock = iteration.lock;
   profile.device = iteration.ops.empty() ? 0 : iteration.ops.front().device;
   profile.ops.resize(iteration.ops.size());

@@ -65,9 +65,9 @@ struct IterationProfile {
   // no grace a unit goes as its last use is enqueued (its copy waits for
   // it), and with K as the K-th operation after it is.
   std::size_t offload_delay = 1;
-  // Which recorded stream it came from (AccessLog::position tells the
-  // launch path where it stands on the same terms).
-  const void* thread = nullptr;
+  // Which recorded stream it came from (AccessLog::follow tells the launch
+  // path where the stream stands on the same terms).
+  const void* log = nullptr;
   std::uint64_t lock = 0;
   int device = 0;
 

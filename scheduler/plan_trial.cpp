@@ -33,8 +33,8 @@ const char* trial_way_name(TrialWay way) {
   return "?";
 }
 
-PlanTrial::PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCandidate> candidates)
-    : thread_(thread), lock_(lock) {
+PlanTrial::PlanTrial(const void* log, std::uint64_t lock, std::vector<TrialCandidate> candidates)
+    : log_(log), lock_(lock) {
   for (TrialCandidate& candidate : candidates) {
     const bool repeated = std::any_of(candidates_.begin(), candidates_.end(), [&](const TrialCandidate& kept) {
       return same_moves(kept.plan, candidate.plan);

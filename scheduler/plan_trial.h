@@ -47,9 +47,11 @@ class PlanTrial {
   // or auto's plan that fits). Those measured already (step_ns >= 0) are
   // not run again; the rest are run in turn. Candidates whose moves equal
   // an earlier one's are dropped.
-  PlanTrial(const void* thread, std::uint64_t lock, std::vector<TrialCandidate> candidates);
+  // `log` and `lock`: the stream's log and the lock of its detector the
+  // trial is of (RecordedIteration::log, lock).
+  PlanTrial(const void* log, std::uint64_t lock, std::vector<TrialCandidate> candidates);
 
-  bool covers(const void* thread, std::uint64_t lock) const { return thread == thread_ && lock == lock_; }
+  bool covers(const void* log, std::uint64_t lock) const { return log == log_ && lock == lock_; }
   bool done() const { return next_ >= candidates_.size(); }
   std::size_t size() const { return candidates_.size(); }
   // The candidate to run: the one under trial, or once done the fastest.
@@ -67,7 +69,7 @@ class PlanTrial {
  private:
   void skip_measured();
 
-  const void* thread_;
+  const void* log_;
   std::uint64_t lock_;
   std::vector<TrialCandidate> candidates_;
   std::size_t next_ = 0;  // the first candidate not measured yet

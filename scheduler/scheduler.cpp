@@ -70,36 +70,51 @@ void Scheduler::stop() {
 
 // ---- the launch path ------------------------------------------------------------------------
 
-bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
-  const StreamPosition at = log_.follow(record);
-  const TriggerTable* table = table_.load(std::memory_order_acquire);
-  if (table == nullptr || at.thread != table->thread) return at.time_next;  // not the stream the plan is on
-  if (!at.locked || at.lock != table->lock || at.phase >= table->period()) {
+const TriggerTable::Step* Scheduler::step_to_fire(const TriggerTable& table, const StreamPosition& at,
+                                                  const vmm::AccessRecord& record) noexcept {
+  // Not the stream the plan is on (or unseen: another thread held its log).
+  if (at.log != table.log) return nullptr;
+  if (!at.locked || at.lock != table.lock || at.phase >= table.period()) {
     next_use_.lost();
-    return at.time_next;
+    return nullptr;
   }
-  const TriggerTable::Step& step = table->steps[at.phase];
+  const TriggerTable::Step& step = table.steps[at.phase];
   if (step.identity != record.identity) {
     // The stream is not where the plan thinks: the detector breaks on the
     // next mismatch, and until then on demand does the work.
-    ThreadCounts::bump(at.counts->strayed);
+    StreamCounts::bump(at.log->counts.strayed);
     next_use_.lost();
-    return at.time_next;
+    return nullptr;
   }
-  ThreadCounts::bump(at.counts->followed);
-  next_use_.at(*table, at.phase, record.tick);  // before any room is made below
+  StreamCounts::bump(at.log->counts.followed);
+  next_use_.at(table, at.phase, record.tick);  // before any room is made by the moves
+  return &step;
+}
+
+bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
+  const StreamPosition at = log_.follow(record);
+  const TriggerTable* table = table_.load(std::memory_order_acquire);
+  const TriggerTable::Step* step = table != nullptr ? step_to_fire(*table, at, record) : nullptr;
+  // The stream's log goes back before the moves: they touch nothing of it,
+  // and may wait for the pager.
+  log_.let_go(at);
+  if (step == nullptr) return at.time_next;
+  if (step->offloads_from != step->offloads_to || step->prefetches_from != step->prefetches_to) fire(*table, *step);
+  // What the next operation reads of the table, asked for now (the
+  // driver's work in between would leave it a cache miss).
+  if (at.phase + 1 < table->period()) __builtin_prefetch(step + 1);
+  return at.time_next;
+}
+
+void Scheduler::fire(const TriggerTable& table, const TriggerTable::Step& step) noexcept {
   // Room first, then what comes back.
   for (std::uint32_t i = step.offloads_from; i < step.offloads_to; ++i) {
-    (pager_.offload_unit(table->offloads[i], table->inside_grace) ? offloads_ : refused_)
+    (pager_.offload_unit(table.offloads[i], table.inside_grace) ? offloads_ : refused_)
         .fetch_add(1, std::memory_order_relaxed);
   }
   for (std::uint32_t i = step.prefetches_from; i < step.prefetches_to; ++i) {
-    (pager_.prefetch_unit(table->prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
+    (pager_.prefetch_unit(table.prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
   }
-  // What the next operation reads of the table, asked for now (the
-  // driver's work in between would leave it a cache miss).
-  if (at.phase + 1 < table->period()) __builtin_prefetch(&step + 1);
-  return at.time_next;
 }
 
 // ---- planning -------------------------------------------------------------------------------
@@ -153,7 +168,7 @@ void Scheduler::note_timing(const StepTimes& times) {
 // Where the plan in force made a user wait, its prefetches go earlier next
 // time by as long as it waited (at most a step).
 void Scheduler::learn_leads(const IterationProfile& profile) {
-  if (current_ == nullptr || current_->thread != profile.thread || current_->lock != profile.lock ||
+  if (current_ == nullptr || current_->log != profile.log || current_->lock != profile.lock ||
       current_->period() != profile.period()) {
     return;
   }
@@ -181,8 +196,8 @@ bool Scheduler::plan_now() {
   if (iteration == nullptr || !iteration->timed || iteration->ops.empty()) return false;
   {
     std::lock_guard lock(mutex_);
-    if (iteration->thread == planned_thread_ && iteration->serial <= planned_serial_) return false;
-    planned_thread_ = iteration->thread;
+    if (iteration->log == planned_log_ && iteration->serial <= planned_serial_) return false;
+    planned_log_ = iteration->log;
     planned_serial_ = iteration->serial;
   }
   const auto began = std::chrono::steady_clock::now();
@@ -194,7 +209,7 @@ bool Scheduler::plan_now() {
   if (times.kernels_missing > 0 && !times_kernels_by_launch_id()) {
     // The clock stepped aside (a profiler started) during the step: what it
     // never timed would be guessed. The next step is timed with marks.
-    log_.request_timing(iteration->thread, 0);
+    log_.request_timing(iteration->log, 0);
     std::lock_guard lock(mutex_);
     ++steps_timed_again_;
     VGPUMEM_LOG_DEBUG("schedule: {} kernels of recorded step {} were never timed (the kernel clock stopped); timing "
@@ -204,7 +219,7 @@ bool Scheduler::plan_now() {
   }
   const IterationProfile step = profile(*iteration, times);
   const double profile_ms = ms_since(began);
-  if (trial_ != nullptr && trial_->covers(iteration->thread, iteration->lock) && !trial_->done()) {
+  if (trial_ != nullptr && trial_->covers(iteration->log, iteration->lock) && !trial_->done()) {
     return measure_trial(*iteration, step);
   }
   const std::uint64_t budget = pager_.paging_budget(step.device);
@@ -318,7 +333,7 @@ Plan plan_for(TrialWay way, const IterationProfile& step, std::uint64_t budget, 
 // vDNN's are run in turn.
 Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
                            const LinkModel& link, const Plan& automatic) {
-  if (trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock) && trial_->done()) {
+  if (trial_ != nullptr && trial_->covers(iteration.log, iteration.lock) && trial_->done()) {
     return plan_for(trial_->best().way, step, budget, link, automatic);
   }
   std::vector<TrialCandidate> candidates;
@@ -333,16 +348,16 @@ Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationPr
       candidates.push_back({way, std::move(plan), -1});
     }
   }
-  trial_ = std::make_unique<PlanTrial>(iteration.thread, iteration.lock, std::move(candidates));
+  trial_ = std::make_unique<PlanTrial>(iteration.log, iteration.lock, std::move(candidates));
   trial_step_ = step;
-  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
+  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.log, 1);
   VGPUMEM_LOG_INFO("schedule: no plan fits the step under the cap; trying {} ways of running it, a few steps each",
                    trial_->size());
   return trial_->current().plan;
 }
 
 PlanMargin Scheduler::margin_for(const RecordedIteration& iteration) const {
-  const bool measured = trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock) && trial_->done();
+  const bool measured = trial_ != nullptr && trial_->covers(iteration.log, iteration.lock) && trial_->done();
   return measured && trial_->best().way == TrialWay::automatic_one_chunk ? PlanMargin::one_chunk
                                                                          : PlanMargin::standard;
 }
@@ -350,7 +365,7 @@ PlanMargin Scheduler::margin_for(const RecordedIteration& iteration) const {
 void Scheduler::try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step,
                                      std::uint64_t budget, const LinkModel& link, const PrefetchLeads& leads,
                                      const Plan& plan, const PlanTiming& predicted) {
-  if (!plan.fits || plan.offload_delay || (trial_ != nullptr && trial_->covers(iteration.thread, iteration.lock))) {
+  if (!plan.fits || plan.offload_delay || (trial_ != nullptr && trial_->covers(iteration.log, iteration.lock))) {
     return;
   }
   Plan tight = plan_auto(step, budget, link, leads, /*refine=*/true, PlanMargin::one_chunk);
@@ -364,9 +379,9 @@ void Scheduler::try_one_chunk_margin(const RecordedIteration& iteration, const I
   std::vector<TrialCandidate> candidates;
   candidates.push_back({TrialWay::automatic, plan, -1});  // in force
   candidates.push_back({TrialWay::automatic_one_chunk, std::move(tight), -1});
-  trial_ = std::make_unique<PlanTrial>(iteration.thread, iteration.lock, std::move(candidates));
+  trial_ = std::make_unique<PlanTrial>(iteration.log, iteration.lock, std::move(candidates));
   trial_step_ = step;
-  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
+  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.log, 1);
   VGPUMEM_LOG_INFO("schedule: measuring auto's plan against the same with a one-chunk margin, a step each");
 }
 
@@ -377,7 +392,7 @@ void Scheduler::try_one_chunk_margin(const RecordedIteration& iteration, const I
 bool Scheduler::measure_trial(const RecordedIteration& iteration, const IterationProfile& step) {
   if (iteration.serial < trial_->measure_from) return false;  // transitional: not measured
   trial_->record(step.step_ns + step.stall_ns);
-  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.thread, 1);
+  if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.log, 1);
   publish(std::make_unique<TriggerTable>(make_trigger_table(trial_step_, trial_->current().plan)));
   if (trial_->done()) {
     const TrialCandidate& best = trial_->best();

@@ -67,9 +67,10 @@ class Scheduler final : public vmm::AccessFeed {
   bool times_kernels_by_launch_id() const noexcept override {
     return kernel_clock_ != nullptr && kernel_clock_->active();
   }
-  bool marks_kernel_too() noexcept override { return log_.marks_kernel_too(); }
-  // What accessed() answered the calling thread last (AccessLog::wants_timing).
-  bool wants_timing() noexcept { return log_.wants_timing(); }
+  bool marks_kernel_too(std::uint64_t stream_bit) noexcept override { return log_.marks_kernel_too(stream_bit); }
+  // Whether the next operation on `stream_bit`'s stream is to be timed
+  // (AccessLog::wants_timing).
+  bool wants_timing(std::uint64_t stream_bit) noexcept { return log_.wants_timing(stream_bit); }
 
   // Stops planning (at exit, before the driver goes away); the last plan
   // stays in force. Idempotent.
@@ -88,6 +89,13 @@ class Scheduler final : public vmm::AccessFeed {
   nlohmann::json summary() const;
 
  private:
+  // The plan's step at the operation `at` stands at, if that operation is
+  // the one the plan has there (counted as followed, or strayed). Inline in
+  // accessed(): it is on every launch.
+  [[gnu::always_inline]] inline const TriggerTable::Step* step_to_fire(const TriggerTable& table, const StreamPosition& at,
+                                                                     const vmm::AccessRecord& record) noexcept;
+  // The moves the plan puts at `step`.
+  void fire(const TriggerTable& table, const TriggerTable::Step& step) noexcept;
   void planning_loop();
   IterationProfile profile(const RecordedIteration& iteration, const StepTimes& times);
   void note_timing(const StepTimes& times);
@@ -120,7 +128,7 @@ class Scheduler final : public vmm::AccessFeed {
   NextUseOrder next_use_{table_};
 
   // Counters of the moves the launch path made (an operation that followed
-  // the plan or strayed from it is counted per thread: AccessLog::ThreadCounts).
+  // the plan or strayed from it is counted per stream: StreamCounts).
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, refused_{0};
 
   mutable std::mutex mutex_;  // the planner's state below
@@ -128,7 +136,7 @@ class Scheduler final : public vmm::AccessFeed {
   bool stopping_ = false;
   std::thread thread_;
   std::uint64_t planned_serial_ = 0;
-  const void* planned_thread_ = nullptr;
+  const void* planned_log_ = nullptr;
   std::uint64_t plans_ = 0;  // also the generation of the table published last
   std::unique_ptr<TriggerTable> current_;  // what table_ points at
   struct Retired {

@@ -51,21 +51,30 @@ StepTimes read_step_times(const RecordedIteration& iteration, vmm::PagerControl*
   }
 
   // Spans: each clocked kernel's, then the gaps between clocked neighbours.
-  std::vector<std::uint64_t> ids;
+  // Only the kernels without marks are waited for: a marked kernel's span
+  // is taken if it has come (the marks were read first, so its kernel has
+  // completed, and a clock that delivers has delivered it), else its marks
+  // time it. The first step timed after a lock marks every kernel, so the
+  // first plan never waits on a clock whose records may never come (seen on
+  // an H200: CUPTI's records never joined our launch ids, and the first
+  // plan waited out the clock's two seconds of patience).
+  std::vector<std::uint64_t> ids, unmarked;
   for (const RecordedOp& op : iteration.ops) {
-    if (op.launch_id != 0) ids.push_back(op.launch_id);
+    if (op.launch_id == 0) continue;
+    ids.push_back(op.launch_id);
+    if (op.started == nullptr) unmarked.push_back(op.launch_id);
   }
   if (ids.empty()) return times;
-  times.kernels_missing = ids.size();
+  times.kernels_missing = unmarked.size();
   if (spans == nullptr) return times;
-  spans->await(ids);
+  spans->await(unmarked);
   std::vector<std::optional<KernelSpan>> span_of(count);
   for (std::size_t i = 0; i < count; ++i) {
     const RecordedOp& op = iteration.ops[i];
     if (op.launch_id == 0) continue;
     span_of[i] = spans->take(op.launch_id);
     if (!span_of[i]) continue;
-    --times.kernels_missing;
+    if (op.started == nullptr) --times.kernels_missing;
     ++times.kernels_clocked;
     times.duration_ns[i] = static_cast<double>(span_of[i]->end_ns - span_of[i]->start_ns);
     if (i == 0 || !span_of[i - 1] || !same_stream(iteration.ops[i - 1], op)) continue;

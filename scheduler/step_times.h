@@ -2,7 +2,10 @@
 // (docs/architecture.md, "Where durations come from"): a kernel launched with
 // a launch id from the kernel clock's span for it, every other timed
 // operation (copies and memsets, which have no kernel record, and every
-// kernel when the clock was not active) from its two marks.
+// kernel when the clock was not active) from its two marks. A kernel with a
+// launch id and marks both (beside a copy, or in a step not yet seen whole)
+// is timed by its span if that has come once the marks are read, else by
+// its marks: only kernels without marks are waited for.
 //
 // The stall before an operation is the gap from the end of the one before it
 // in issue order, when that one ran on the same stream, to its own start:
@@ -26,10 +29,10 @@ namespace vgpumem::scheduler {
 
 struct StepTimes {
   std::vector<double> duration_ns, stall_ns;  // per operation; -1 where unknown
-  std::size_t kernels_clocked = 0;   // kernels timed by the kernel clock (no marks on the stream)
+  std::size_t kernels_clocked = 0;   // kernels timed by the kernel clock's spans
   std::size_t kernels_marked = 0;    // kernels timed with two marks each
   std::size_t others_marked = 0;     // copies, memsets and stream memory operations, two marks each
-  std::size_t kernels_missing = 0;   // launched with an id whose span never came
+  std::size_t kernels_missing = 0;   // launched with an id and no marks, whose span never came
   // "cupti" (the clock's name) when any kernel was clocked, else "events".
   std::string_view source = "events";
   std::size_t marks() const { return 2 * (kernels_marked + others_marked); }

@@ -32,7 +32,7 @@ void index_uses(const IterationProfile& profile, TriggerTable& table) {
 
 TriggerTable make_trigger_table(const IterationProfile& profile, Plan plan) {
   TriggerTable table;
-  table.thread = profile.thread;
+  table.log = profile.log;
   table.lock = profile.lock;
   const std::size_t period = profile.period();
   // Where each swap's offload is issued: after its last use, by the plan's

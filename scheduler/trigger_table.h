@@ -14,8 +14,9 @@
 namespace vgpumem::scheduler {
 
 struct TriggerTable {
-  // The stream it was learned from (StreamPosition): it applies there only.
-  const void* thread = nullptr;
+  // The stream's log it was learned from (StreamPosition::log): it applies
+  // on that stream only, whichever thread issues its operations.
+  const void* log = nullptr;
   std::uint64_t lock = 0;
   // Per operation of the step, all the launch path reads of the table for
   // it (one cache line, not one in each of three arrays): what the stream

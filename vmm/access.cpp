@@ -66,11 +66,32 @@ void Access::tell_feed() {
     thread_->enqueued_bit = record_.stream_bit;
     const bool time_next = feed_->accessed(record_);
     thread_->enqueued_bit = 0;
-    thread_->time_next = time_next ? feed_ : nullptr;
+    keep_timing_answer(time_next);
   } else if (record_.started != nullptr) {
     marks_->release_mark(0, record_.started);  // nobody wants it
   }
   feed_ = nullptr;
+}
+
+// A named stream's answer goes where every thread issuing to the stream
+// finds it (one bit of the pager's: a framework's autograd thread issues
+// part of the step the training loop's thread timed); it is written only
+// when it changes, at a timed iteration's start and end, so an operation
+// costs a load. The unnamed bit stands for each thread's own default
+// stream: its answer is the thread's.
+void Access::keep_timing_answer(bool time_next) {
+  const std::uint64_t bit = record_.stream_bit;
+  if (bit == StreamRegistry::kUnnamedBit) {
+    thread_->time_next = time_next ? feed_ : nullptr;
+    return;
+  }
+  const bool kept = (streams_to_time_->load(std::memory_order_relaxed) & bit) != 0;
+  if (kept == time_next) return;
+  if (time_next) {
+    streams_to_time_->fetch_or(bit, std::memory_order_relaxed);
+  } else {
+    streams_to_time_->fetch_and(~bit, std::memory_order_relaxed);
+  }
 }
 
 void Access::release() {

@@ -7,6 +7,7 @@
 // allocates nothing).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -15,6 +16,7 @@
 
 #include "vmm/access_feed.h"
 #include "vmm/pager_control.h"
+#include "vmm/stream_registry.h"
 #include "vmm/table_lending.h"
 #include "vmm/unit.h"
 
@@ -27,7 +29,10 @@ struct LibraryCallScope;
 // up once per operation, so it holds everything the operation needs of it.
 struct LaunchThread {
   std::uint32_t launches = 0;             // counts the thread's operations: its place in the LRU window
-  const AccessFeed* time_next = nullptr;  // the feed that asked to time the thread's next operation
+  // The feed that asked to time the next operation on the thread's unnamed
+  // streams (its own default stream: a named stream's answer is the
+  // pager's, for every thread, Access::keep_timing_answer).
+  const AccessFeed* time_next = nullptr;
   LibraryCallScope* library_call = nullptr;  // the library call open on the thread (library_calls.cpp)
   FeedThreadSlot feed;                       // the feed's state for the thread
   // While the thread tells the feed of an operation (Access::release): its
@@ -92,6 +97,9 @@ class Access {
   // release() for a noted operation: completes the record and hands it
   // over (an operation that touched nothing gives its mark back).
   void tell_feed();
+  // The feed's answer for the operation's stream (time its next one?),
+  // kept where that next operation looks for it.
+  void keep_timing_answer(bool time_next);
   // A paged word or operand at `offset` into `unit`, for the identity.
   void mix_operand(const Unit* unit, std::uint64_t offset) {
     identity_.mix((std::uint64_t{unit->ordinal} << 8) ^ static_cast<std::uint64_t>(unit->device));
@@ -113,14 +121,17 @@ class Access {
   // tick it leaves on its units. Called once for each range the operation
   // settles (a copy's two operands): the first begins the record, and a
   // mark already recorded for it stays.
+  // `streams_to_time`: the named streams whose next operation the feed
+  // wants timed (the pager's), which its answer updates.
   void note(AccessFeed* feed, CUstream stream, std::uint64_t bit, std::uint64_t tick, const Operation& op,
-            LaunchThread& thread) {
+            LaunchThread& thread, std::atomic<std::uint64_t>& streams_to_time) {
     if (feed_ == nullptr) {
       record_.started = nullptr;
       record_.launch_id = 0;
     }
     feed_ = feed;
     thread_ = &thread;
+    streams_to_time_ = &streams_to_time;
     record_.stream = stream;
     record_.stream_bit = bit;
     record_.function = op.function;
@@ -137,6 +148,7 @@ class Access {
   ExecutionIdentity identity_;
   AccessFeed* feed_ = nullptr;
   LaunchThread* thread_ = nullptr;
+  std::atomic<std::uint64_t>* streams_to_time_ = nullptr;
   PagerControl* marks_ = nullptr;
   bool wants_launch_id_ = false;
   // What the feed is told: begun by note(), filled in as the operation is

@@ -91,21 +91,23 @@ struct AccessRecord {
 class AccessFeed {
  public:
   virtual ~AccessFeed() = default;
-  // The operation is enqueued. Returns whether the next operation the
-  // calling thread enqueues is to be timed: the answer rides on this call
-  // (the pager keeps it for the thread) so that an operation costs the feed
-  // one virtual call, not a second one to ask before it.
+  // The operation is enqueued. Returns whether the next operation enqueued
+  // on the record's stream is to be timed, whichever thread enqueues it:
+  // the answer rides on this call (the pager keeps it per stream: a named
+  // stream's where every thread finds it, the unnamed bit's for the calling
+  // thread, whose own default stream that is) so that an operation costs
+  // the feed one virtual call, not a second one to ask before it.
   virtual bool accessed(const AccessRecord& record) noexcept = 0;
   // Whether a kernel the feed asked to time is to be timed off the
   // program's stream, by the launch id its launcher pushes (a kernel clock
   // such as CUPTI's), rather than by two marks on its stream. Asked only of
   // operations to be timed, never on an untimed launch.
   virtual bool times_kernels_by_launch_id() const noexcept { return false; }
-  // Whether the kernel the calling thread is about to launch, timed by its
-  // launch id, is to carry marks too: a wait between a kernel and a copy
-  // beside it (which only marks time) is timed by marks on both. Asked only
-  // of kernels to be timed by launch id.
-  virtual bool marks_kernel_too() noexcept { return false; }
+  // Whether the kernel about to be launched on the stream of `stream_bit`
+  // (StreamRegistry), timed by its launch id, is to carry marks too: a wait
+  // between a kernel and a copy beside it (which only marks time) is timed
+  // by marks on both. Asked only of kernels to be timed by launch id.
+  virtual bool marks_kernel_too(std::uint64_t /*stream_bit*/) noexcept { return false; }
 };
 
 

@@ -168,8 +168,10 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   const std::uint64_t bit = streams_.bit_for(stream, per_thread, current);
   LaunchThread& thread = launch_thread();
   const std::uint64_t tick = next_tick(thread);
-  if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) access.note(feed, named, bit, tick, op, thread);
-  const bool timed_next = access.feed_ != nullptr && thread.time_next == access.feed_;
+  if (AccessFeed* feed = feed_.load(std::memory_order_acquire)) {
+    access.note(feed, named, bit, tick, op, thread, streams_to_time_);
+  }
+  const bool timed_next = access.feed_ != nullptr && feed_times_next(thread, *access.feed_, bit);
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
   const std::size_t lent_from = access.size();
   if (access.names_.names_small() && lending_.window() != 0) lend(access, stamp);
@@ -221,7 +223,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
     // kernel record, so they are always marked.
     if (op.function != nullptr && access.feed_->times_kernels_by_launch_id()) {
       access.time_by_launch_id();
-      if (access.feed_->marks_kernel_too()) access.time(this, mark(named));
+      if (access.feed_->marks_kernel_too(bit)) access.time(this, mark(named));
     } else {
       access.time(this, mark(named));
     }

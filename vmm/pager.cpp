@@ -1000,6 +1000,7 @@ bool Pager::make_room(int device, std::uint64_t bytes) {
 // No unit remembers `bits` any more: a stream that gets one next starts clean
 // (it must wait for units still arriving, and it never used any).
 void Pager::forget_stream_bits(std::uint64_t bits) {
+  streams_to_time_.fetch_and(~bits, std::memory_order_relaxed);  // a new stream there starts untimed
   for (auto& [device, state] : devices_) {
     for (const auto& unit : state->units) {
       unit->used_by.fetch_and(~bits, std::memory_order_acq_rel);

@@ -333,6 +333,13 @@ class Pager final : public PagerControl {
   CUresult reserve_arena();
   bool fast_path(Unit* unit, std::uint64_t bit) const;
   std::uint64_t next_tick(LaunchThread& thread);
+  // Whether `feed` asked for the next operation on the stream of `bit` to
+  // be timed: a named stream's answer is every thread's, the unnamed bit's
+  // (a thread's own default stream) the calling thread's.
+  bool feed_times_next(const LaunchThread& thread, const AccessFeed& feed, std::uint64_t bit) const {
+    if (bit == StreamRegistry::kUnnamedBit) return thread.time_next == &feed;
+    return (streams_to_time_.load(std::memory_order_relaxed) & bit) != 0;
+  }
   // A launch tick (`last_use`): the shared window, and a thread's place in
   // it, 0 to kLastPlace (next_tick).
   static constexpr std::uint32_t kLastPlace = 15;
@@ -510,6 +517,10 @@ class Pager final : public PagerControl {
   LinkMeter link_meter_{driver_};  // under mutex_, but for its rates
   MarkPool marks_{driver_};         // timing marks, reused (its own lock)
   std::atomic<AccessFeed*> feed_{nullptr};
+  // The named streams whose next operation the feed wants timed, by their
+  // bits: its answer for a stream, whichever thread issues there next
+  // (Access::keep_timing_answer; the unnamed bit's is per thread).
+  std::atomic<std::uint64_t> streams_to_time_{0};
   const LeastRecentlyUsed least_recently_used_;
   std::atomic<const VictimPolicy*> victims_{&least_recently_used_};
   // Units sent out to make room, and of those the ones the policy chose

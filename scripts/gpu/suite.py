@@ -169,13 +169,13 @@ def condense(s):
     }
     if sched:
         keep["schedule"] = {k: sched.get(k) for k in (
-            "period", "iterations", "locked", "iterations_followed", "locks", "breaks", "plans", "operations_followed",
-            "operations_strayed", "scheduled_offloads", "scheduled_prefetches", "scheduled_refused", "timing_source",
-            "trial")}
+            "streams", "handoffs", "period", "iterations", "locked", "iterations_followed", "locks", "breaks", "plans",
+            "operations_followed", "operations_strayed", "recent_iterations", "scheduled_offloads",
+            "scheduled_prefetches", "scheduled_refused", "timing_source", "trial")}
         keep["schedule"]["plan"] = {k: plan.get(k) for k in (
             "period", "compute_ns", "recorded_stall_ns", "step_bytes", "budget", "target", "swaps", "peak_after", "fits",
             "grace_operations", "predicted_step_ns", "predicted_stall_ns", "floor_ns", "link_to_host_gbps",
-            "link_to_device_gbps")}
+            "link_to_device_gbps", "profile_ms", "published_ms")}
     return keep
 
 

@@ -229,7 +229,8 @@ TEST(PagingSchedule, TheTrainingStepIsFoundInTheOperationStream) {
   EXPECT_EQ(eight["operations"].get<std::uint64_t>() - six["operations"].get<std::uint64_t>(), 2 * period)
       << "a step is one period: " << six.dump() << eight.dump();
   EXPECT_EQ(eight["locks"].get<int>(), 1) << eight.dump();
-  EXPECT_EQ(eight["threads"].get<int>(), 1);
+  EXPECT_EQ(eight["streams"].get<int>(), 1);
+  EXPECT_EQ(eight["unnamed_threads"].get<int>(), 0);
   EXPECT_EQ(eight["iterations_followed"].get<int>() - six["iterations_followed"].get<int>(), 2)
       << "each step after the lock is followed";
   EXPECT_GE(eight["iterations_followed"].get<int>(), 5) << eight.dump();

@@ -805,7 +805,7 @@ class TimingFeed final : public vmm::AccessFeed {
     return true;
   }
   bool times_kernels_by_launch_id() const noexcept override { return clock_on; }
-  bool marks_kernel_too() noexcept override { return mark_kernels; }
+  bool marks_kernel_too(std::uint64_t) noexcept override { return mark_kernels; }
   bool clock_on = true;
   bool mark_kernels = false;
   CUevent started = nullptr, ended = nullptr;

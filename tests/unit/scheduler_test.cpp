@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "handoff_thread.h"
 #include "vmm/unit.h"
 
 namespace vgpumem::scheduler {
@@ -105,10 +106,19 @@ struct Step {
   std::vector<std::vector<std::uint32_t>> touches;
   std::vector<double> durations;
   std::uint64_t salt = 0;
+  std::uint64_t stream_bit = 1;  // the stream it is issued to (vmm::StreamRegistry's bit)
+  // Placements that alternate between steps, as a caching allocator's do
+  // when the logits outlive the step: every other step, the last forward
+  // layer's output (read by the loss) is `spare` instead, and the two
+  // operations that name it have other identities.
+  bool alternate = false;
+  vmm::Unit spare;
+  std::size_t steps_run = 0;
 
   explicit Step(StandInPager& pager) {
     constexpr std::uint32_t n = kLayers, grad = 2 * n + 1;
     for (std::uint32_t u = 0; u < units.size(); ++u) pager.bytes[&units[u]] = (u > n && u < grad) ? 4 * kMiB : 64 * kMiB;
+    pager.bytes[&spare] = 64 * kMiB;
     for (std::uint32_t l = 0; l < n; ++l) add(2'000'000, {l, n + 1 + l, l + 1});
     add(500'000, {n, grad});
     for (std::uint32_t l = n; l-- > 0;) add(4'000'000, {l, n + 1 + l, grad});
@@ -123,27 +133,40 @@ struct Step {
 
   void run(Scheduler& scheduler, StandInPager& pager, std::size_t iterations) {
     for (std::size_t it = 0; it < iterations; ++it) {
-      for (std::size_t op = 0; op < durations.size(); ++op) {
-        std::vector<vmm::Unit*> touched;
-        for (std::uint32_t u : touches[op]) touched.push_back(&units[u]);
-        vmm::AccessRecord record{};
-        record.thread_slot = launch_slot();
-        record.identity = identity(op);
-        record.stream_bit = 1;
-        record.function = reinterpret_cast<CUfunction>(op + 1);
-        record.api = "cuLaunchKernel";
-        record.units = touched.data();
-        record.count = touched.size();
-        const bool timed = scheduler.wants_timing();
-        pager.now += pager.stall_ns + (op == 0 ? pager.first_stall_ns : 0);
-        if (timed) record.started = pager.mark(nullptr);
-        pager.now += durations[op];
-        if (timed) record.ended = pager.mark(nullptr);
-        ++pager.fed;
-        scheduler.accessed(record);
-      }
+      run_ops(scheduler, pager, 0, durations.size());
+      ++steps_run;
     }
   }
+  bool elsewhere_now() const { return alternate && steps_run % 2 == 1; }
+  // Operations [from, to) of one step.
+  void run_ops(Scheduler& scheduler, StandInPager& pager, std::size_t from, std::size_t to) {
+    for (std::size_t op = from; op < to; ++op) {
+      std::vector<vmm::Unit*> touched;
+      bool moved = false;
+      for (std::uint32_t u : touches[op]) {
+        moved |= u == kLayers && elsewhere_now();
+        touched.push_back(u == kLayers && elsewhere_now() ? &spare : &units[u]);
+      }
+      vmm::AccessRecord record{};
+      record.thread_slot = launch_slot();
+      record.identity = identity(op) ^ (moved ? 0xA17E : 0);
+      record.stream_bit = stream_bit;
+      record.function = reinterpret_cast<CUfunction>(op + 1);
+      record.api = "cuLaunchKernel";
+      record.units = touched.data();
+      record.count = touched.size();
+      const bool timed = scheduler.wants_timing(record.stream_bit);
+      pager.now += pager.stall_ns + (op == 0 ? pager.first_stall_ns : 0);
+      if (timed) record.started = pager.mark(nullptr);
+      pager.now += durations[op];
+      if (timed) record.ended = pager.mark(nullptr);
+      ++pager.fed;
+      scheduler.accessed(record);
+    }
+  }
+  // Its first operations that are backward's: [backward_begins(), updates_begin()).
+  static constexpr std::size_t backward_begins() { return kLayers + 1; }
+  static constexpr std::size_t updates_begin() { return 2 * kLayers + 1; }
 };
 
 Scheduler::Options quiet() {
@@ -232,7 +255,7 @@ TEST(Scheduler, MovesNothingOnceTheStreamGoesElsewhere) {
 
 // The victim order (next_use_order.h) knows where the step stands while the
 // stream follows the plan, and forgets it once the stream goes elsewhere:
-// then least recently used again. Another thread's operations leave it be.
+// then least recently used again. Another stream's operations leave it be.
 TEST(Scheduler, TheVictimOrderKnowsTheStepOnlyWhileTheStreamFollowsThePlan) {
   StandInPager pager;
   Step step(pager);
@@ -250,10 +273,11 @@ TEST(Scheduler, TheVictimOrderKnowsTheStepOnlyWhileTheStreamFollowsThePlan) {
   std::thread other([&] {
     Step elsewhere(pager);
     elsewhere.salt = 0x5EED;
+    elsewhere.stream_bit = 2;
     elsewhere.run(scheduler, pager, 1);
   });
   other.join();
-  EXPECT_TRUE(order.informed()) << "another thread is not the plan's stream";
+  EXPECT_TRUE(order.informed()) << "another stream is not the plan's";
   Step evaluation(pager);
   evaluation.salt = 0xE7A1;
   evaluation.run(scheduler, pager, 1);
@@ -261,23 +285,106 @@ TEST(Scheduler, TheVictimOrderKnowsTheStepOnlyWhileTheStreamFollowsThePlan) {
   EXPECT_EQ(order.rank(step.units[0], 42), 42u);
 }
 
-TEST(Scheduler, TriggersApplyOnlyOnTheThreadTheyWereLearnedOn) {
+TEST(Scheduler, TriggersApplyOnlyOnTheStreamTheyWereLearnedOn) {
   StandInPager pager;
   Step step(pager);
   pager.budget = step.total() / 2;
   Scheduler scheduler(quiet(), pager, {});
   step.run(scheduler, pager, 3);
   ASSERT_TRUE(scheduler.plan_now());
+  step.stream_bit = 2;
   std::thread other([&] { step.run(scheduler, pager, 3); });
   other.join();
-  EXPECT_TRUE(pager.moves.empty()) << "another thread running the same step is not the stream the plan knows";
+  EXPECT_TRUE(pager.moves.empty()) << "the same step on another stream is not the stream the plan knows";
+}
+
+// PyTorch issues a step to one stream from two threads: forward and the
+// optimizer from the training loop's, backward from its autograd engine's,
+// handed over and waited for. The step is the stream's sequence: one
+// period, the whole step, planned whole, and each move fires on whichever
+// thread issues the operation the plan puts it at.
+TEST(Scheduler, AStepIssuedByTwoThreadsInTurnIsPlannedAndFollowedWhole) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  test::HandoffThread autograd;
+  const auto run_steps = [&](std::size_t steps) {
+    for (std::size_t s = 0; s < steps; ++s) {
+      step.run_ops(scheduler, pager, 0, Step::backward_begins());
+      autograd.run([&] { step.run_ops(scheduler, pager, Step::backward_begins(), Step::updates_begin()); });
+      step.run_ops(scheduler, pager, Step::updates_begin(), step.durations.size());
+    }
+  };
+  run_steps(3);  // locks, then records a timed step
+  ASSERT_TRUE(scheduler.plan_now());
+  const std::size_t period = step.durations.size();
+  EXPECT_EQ(scheduler.summary()["period"], period) << "the whole step, not one thread's part of it";
+  EXPECT_EQ(scheduler.summary()["plan"]["period"], period);
+  run_steps(4);
+  const nlohmann::json summary = scheduler.summary();
+  EXPECT_EQ(summary["streams"], 1);
+  EXPECT_EQ(summary["unnamed_threads"], 0);
+  EXPECT_EQ(summary["locks"], 1);
+  EXPECT_EQ(summary["breaks"], 0);
+  EXPECT_EQ(summary["handoffs"], 1 + 2 * 7) << "the first operation, then two handoffs a step";
+  EXPECT_EQ(summary["operations_strayed"], 0);
+  std::size_t fired_by_backward = 0;
+  for (const auto& move : pager.moves) {
+    const std::size_t op = (move.at - 1) % period;  // the operation whose feed fired it
+    fired_by_backward += op >= Step::backward_begins() && op < Step::updates_begin() ? 1 : 0;
+  }
+  EXPECT_GT(fired_by_backward, 0u) << "moves at backward's operations fire on the autograd thread";
+  const nlohmann::json& recent = summary["recent_iterations"];
+  ASSERT_GE(recent.size(), 3u) << summary.dump();
+  for (std::size_t k = recent.size() - 3; k < recent.size(); ++k) {
+    EXPECT_EQ(recent[k]["operations"], period);
+    EXPECT_EQ(recent[k]["followed"], period) << "every operation of a step under the plan followed: " << recent.dump();
+  }
+}
+
+// A caching allocator that hands every other step's logits other blocks
+// (the layered trainer's --allocator caching, PyTorch's with the logits
+// held across the step): the shortest sequence that repeats is two steps,
+// and that is the period. The plan, made from a recording of both, names
+// each step's own units and is followed in every step.
+TEST(Scheduler, AStepWhosePlacementsAlternateIsPlannedOverTwoStepsAndFollowedInEach) {
+  StandInPager pager;
+  Step step(pager);
+  step.alternate = true;
+  pager.budget = step.total() / 2;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 8);  // two periods and a bit to lock (four steps and a bit), one to record (two)
+  ASSERT_TRUE(scheduler.plan_now());
+  const std::size_t per_step = step.durations.size(), period = 2 * per_step;
+  EXPECT_EQ(scheduler.summary()["period"], period) << "two steps: the shortest sequence that repeats";
+  EXPECT_EQ(scheduler.summary()["plan"]["period"], period);
+  ASSERT_TRUE(scheduler.summary()["plan"]["fits"].get<bool>());
+  const std::size_t from = pager.fed;
+  step.run(scheduler, pager, 6);
+  const nlohmann::json summary = scheduler.summary();
+  EXPECT_EQ(summary["operations_strayed"], 0);
+  EXPECT_EQ(summary["locks"], 1);
+  const nlohmann::json& recent = summary["recent_iterations"];
+  ASSERT_GE(recent.size(), 2u) << summary.dump();
+  for (std::size_t k = recent.size() - 2; k < recent.size(); ++k) {
+    EXPECT_EQ(recent[k]["followed"], period) << "every operation of both steps followed: " << recent.dump();
+  }
+  // The plan's moves fire in both kinds of step.
+  std::size_t in_even = 0, in_odd = 0;
+  for (const auto& move : pager.moves) {
+    if (move.at <= from) continue;
+    ((move.at - 1) / per_step % 2 == 0 ? in_even : in_odd) += 1;
+  }
+  EXPECT_GT(in_even, 0u);
+  EXPECT_GT(in_odd, 0u);
 }
 
 // Records a step that waits `pager.stall_ns` before each operation (on
 // demand before any plan), plans from it, then runs steps without those
 // waits until the trial of the ways to run it is done; its summary.
-nlohmann::json run_trial(Scheduler& scheduler, Step& step, StandInPager& pager) {
-  step.run(scheduler, pager, 3);
+nlohmann::json run_trial(Scheduler& scheduler, Step& step, StandInPager& pager, std::size_t warm_up = 3) {
+  step.run(scheduler, pager, warm_up);
   EXPECT_TRUE(scheduler.plan_now());
   pager.stall_ns = 0;
   nlohmann::json trial;
@@ -334,6 +441,33 @@ TEST(Scheduler, WhereNoPlanFitsTheFastestWayMeasuredIsKept) {
   std::size_t moves = pager.moves.size() - before;
   EXPECT_GE(moves, 2 * fewest) << trial.dump();
   EXPECT_LE(moves, 4 * fewest) << trial.dump();
+}
+
+// The same where placements alternate between steps: each candidate is
+// measured over a whole iteration, two steps, and compared with the
+// on-demand iteration of two steps the trial began from.
+TEST(Scheduler, WhereNoPlanFitsATwoStepIterationIsMeasuredWhole) {
+  StandInPager pager;
+  Step step(pager);
+  step.alternate = true;
+  pager.budget = 100 * kMiB;  // under the 132 MiB one operation touches: nothing fits
+  pager.stall_ns = 1'000'000;
+  pager.move_ns = 100'000;
+  Scheduler scheduler(quiet(), pager, {});
+  const nlohmann::json trial = run_trial(scheduler, step, pager, 8);  // lock in four steps and a bit, record two
+  ASSERT_TRUE(trial.is_object() && trial["done"].get<bool>()) << trial.dump();
+  EXPECT_EQ(scheduler.summary()["period"], 2 * step.durations.size());
+  const nlohmann::json& candidates = trial["candidates"];
+  ASSERT_GE(candidates.size(), 2u) << trial.dump();
+  const double compute = 50.5e6, per_op = 1e6;
+  EXPECT_NEAR(candidates[0]["step_ns"].get<double>(),
+              2 * (compute + static_cast<double>(step.durations.size()) * per_op), 1e3)
+      << "the recorded iteration's own cost: two steps";
+  for (const auto& candidate : candidates) {
+    ASSERT_TRUE(candidate["step_ns"].is_number()) << "every candidate measured: " << trial.dump();
+    EXPECT_GT(candidate["step_ns"].get<double>(), 2 * compute) << "a whole iteration, two steps: " << trial.dump();
+  }
+  EXPECT_NE(trial["chosen"], "on demand") << trial.dump();
 }
 
 // Where auto's plan fits and the same with a margin of one chunk instead of
@@ -487,26 +621,20 @@ TEST(Scheduler, TheWaitBeforeAStepsFirstOperationIsTimedToo) {
   EXPECT_LE(pager.marks_out(), 2 * (2 * step.durations.size() + 1)) << "the marks go back, the first's included";
 }
 
-// Under a kernel clock a timed kernel is timed by its launch id and
-// carries no marks, but a copy is timed by marks alone: the wait between a
-// copy and a kernel beside it is then timed by nothing unless that kernel
-// is marked too. Asked before each kernel of a timed step: the first of the
-// step, one after a copy and one before a copy (as the step before had it)
-// are marked; one between kernels is not. Until a whole step has been seen,
-// every kernel is.
-TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
+// What a scheduler timing every step tells the kernels of a step shaped
+// `copy` (true: a copy, else a kernel) about marks, pass by pass: per pass,
+// the answers of the kernels that were to be timed.
+std::vector<std::vector<bool>> marks_asked(const std::vector<bool>& copy, int passes) {
   StandInPager pager;
   Scheduler::Options options = quiet();
   options.log.timing_every = 0;  // every step timed
   Scheduler scheduler(options, pager, {});
-  // copy, kernel, kernel, kernel, copy, kernel: a step of six.
-  const std::vector<bool> copy{true, false, false, false, true, false};
   vmm::Unit unit;
-  std::vector<std::vector<bool>> asked;  // per pass: what the kernels at phases 1, 2, 3, 5 were told (if timed)
-  for (int pass = 0; pass < 12; ++pass) {
+  std::vector<std::vector<bool>> asked;
+  for (int pass = 0; pass < passes; ++pass) {
     std::vector<bool> answers;
     for (std::size_t op = 0; op < copy.size(); ++op) {
-      if (scheduler.wants_timing() && !copy[op]) answers.push_back(scheduler.marks_kernel_too());
+      if (scheduler.wants_timing(1) && !copy[op]) answers.push_back(scheduler.marks_kernel_too(1));
       vmm::Unit* touched = &unit;
       vmm::AccessRecord record{};
       record.thread_slot = launch_slot();
@@ -520,6 +648,19 @@ TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
     }
     asked.push_back(answers);
   }
+  return asked;
+}
+
+// Under a kernel clock a timed kernel is timed by its launch id and
+// carries no marks, but a copy is timed by marks alone: the wait between a
+// copy and a kernel beside it is then timed by nothing unless that kernel
+// is marked too. Asked before each kernel of a timed step: the first of the
+// step, one after a copy and one before a copy (as the step before had it)
+// are marked; one between kernels is not. Until a whole step has been seen,
+// every kernel is.
+TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
+  // copy, kernel, kernel, kernel, copy, kernel: a step of six.
+  const std::vector<std::vector<bool>> asked = marks_asked({true, false, false, false, true, false}, 12);
   // The detector locks within the fourth pass; the first iteration it
   // records, not yet seen whole, has every kernel marked, the one between
   // kernels (phase 2) included.
@@ -528,6 +669,25 @@ TEST(Scheduler, KernelsBesideACopyAreMarkedUnderAKernelClock) {
   EXPECT_EQ(*first_whole, (std::vector<bool>{true, true, true, true})) << "not yet seen whole: all marked";
   EXPECT_EQ(asked.back(), (std::vector<bool>{true, false, true, true}))
       << "after a copy, between kernels, before a copy, after a copy (and before the next step's)";
+}
+
+// The first timed step of a lock has every kernel marked, its last one
+// too where the step (as the lock delimits it) begins with a kernel: what
+// the recording learned of its first operation is for the next step. The
+// first plan is then read without waiting for a single span (step_times.h).
+TEST(Scheduler, EveryKernelOfTheFirstTimedStepIsMarked) {
+  // kernel, kernel, copy, kernel, kernel: the lock delimits the step as
+  // kernel, copy, kernel, kernel, kernel (it ends with the operation that
+  // completed it), so its last kernel follows a kernel and comes before
+  // the step's first, a kernel.
+  const std::vector<std::vector<bool>> asked = marks_asked({false, false, true, false, false}, 16);
+  std::vector<bool> answers;
+  for (const auto& pass : asked) answers.insert(answers.end(), pass.begin(), pass.end());
+  ASSERT_GE(answers.size(), 8u);
+  EXPECT_EQ(std::vector<bool>(answers.begin(), answers.begin() + 4), (std::vector<bool>{true, true, true, true}))
+      << "the first timed step's four kernels: not yet seen whole, all marked";
+  EXPECT_EQ(asked.back(), (std::vector<bool>{false, true, true, false}))
+      << "once seen whole: between kernels, first, after a copy, between kernels";
 }
 
 TEST(Scheduler, PlansNothingWhenTheStepFits) {
