@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vmm/stream_registry.h"
+
 namespace vgpumem::scheduler {
 
 namespace {
@@ -135,6 +137,7 @@ AccessLog::~AccessLog() {
 }
 
 FollowedStream& AccessLog::stream_log(unsigned bit) {
+  static_assert(kNamedStreams == vmm::StreamRegistry::kNamed, "a log for each bit the registry names a stream by");
   std::lock_guard lock(logs_mutex_);
   if (FollowedStream* made = streams_[bit].load(std::memory_order_relaxed)) return *made;  // by another thread meanwhile
   logs_.push_back(std::make_unique<StreamLog>(options_.detector));
