@@ -948,6 +948,13 @@ Plan make_plan(const Model& model) {
     weight_written[u] = true;
     return acc;
   };
+  // Half of a batched GEMM's backward at node i (Sig::Binary): out (+)= f(a, b).
+  const auto binary_backward = [&](const std::string& name, double ns, Arg a, Arg b, Arg out, int a_node, int b_node,
+                                   int out_node, int acc, int i) {
+    p.launch(p.kernel(name, Sig::Binary, ns),
+             {a, b, out, n_arg(obytes(a_node)), n_arg(obytes(b_node)), n_arg(obytes(out_node)), value_arg<int>(acc)},
+             i, true);
+  };
 
   // The loss: logits in, their gradient out.
   const int last = count - 1;
@@ -988,28 +995,20 @@ Plan make_plan(const Model& model) {
       case Op::AttnScores: {  // dq = dS k, then dk = dSᵀ q: both into qkv's gradient
         const std::string ordinal = std::to_string(n.ordinal);
         const int acc = contribute(n.in0);
-        p.launch(p.kernel("attn_scores_dgrad_" + ordinal, Sig::Binary, n.dgrad_ns),
-                 {grad_arg(i), tensor_arg(act(n.in0)), grad_arg(n.in0), n_arg(obytes(i)), n_arg(obytes(n.in0)),
-                  n_arg(obytes(n.in0)), value_arg<int>(acc)},
-                 i, true);
-        p.launch(p.kernel("attn_scores_wgrad_" + ordinal, Sig::Binary, n.wgrad_ns),
-                 {grad_arg(i), tensor_arg(act(n.in0)), grad_arg(n.in0), n_arg(obytes(i)), n_arg(obytes(n.in0)),
-                  n_arg(obytes(n.in0)), value_arg<int>(1)},
-                 i, true);
+        binary_backward("attn_scores_dgrad_" + ordinal, n.dgrad_ns, grad_arg(i), tensor_arg(act(n.in0)),
+                        grad_arg(n.in0), i, n.in0, n.in0, acc, i);
+        binary_backward("attn_scores_wgrad_" + ordinal, n.wgrad_ns, grad_arg(i), tensor_arg(act(n.in0)),
+                        grad_arg(n.in0), i, n.in0, n.in0, 1, i);
         break;
       }
       case Op::AttnContext: {  // dprobs = dC vᵀ (reads qkv), then dv = probsᵀ dC (into qkv's gradient)
         const std::string ordinal = std::to_string(n.ordinal);
         const int acc0 = contribute(n.in0);
-        p.launch(p.kernel("attn_context_dgrad_" + ordinal, Sig::Binary, n.dgrad_ns),
-                 {grad_arg(i), tensor_arg(act(n.in1)), grad_arg(n.in0), n_arg(obytes(i)), n_arg(obytes(n.in1)),
-                  n_arg(obytes(n.in0)), value_arg<int>(acc0)},
-                 i, true);
+        binary_backward("attn_context_dgrad_" + ordinal, n.dgrad_ns, grad_arg(i), tensor_arg(act(n.in1)),
+                        grad_arg(n.in0), i, n.in1, n.in0, acc0, i);
         const int acc1 = contribute(n.in1);
-        p.launch(p.kernel("attn_context_wgrad_" + ordinal, Sig::Binary, n.wgrad_ns),
-                 {tensor_arg(act(n.in0)), grad_arg(i), grad_arg(n.in1), n_arg(obytes(n.in0)), n_arg(obytes(i)),
-                  n_arg(obytes(n.in1)), value_arg<int>(acc1)},
-                 i, true);
+        binary_backward("attn_context_wgrad_" + ordinal, n.wgrad_ns, tensor_arg(act(n.in0)), grad_arg(i),
+                        grad_arg(n.in1), n.in0, i, n.in1, acc1, i);
         break;
       }
       case Op::Softmax:

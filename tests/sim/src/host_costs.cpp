@@ -181,21 +181,18 @@ void spend_vmm_time(Simulator& sim, double ns) {
   spend_locked(sim, ns);
 }
 
-// Idle model only: mapping while the device works can be set to cost more.
+// Under the idle model, mapping while the device works can be set to cost
+// more (VGPUSIM_MAP_BUSY_US); the calibrated model charges the busy cost always.
 void spend_map_time(Simulator& sim, int device, std::uint64_t bytes) {
-  ++t_calls.vmm;
-  const double idle = vmm_call_ns(sim, VmmCall::map, bytes);
-  if (sim.cost_model != CostModel::idle) {
-    spend_locked(sim, idle);
-    return;
+  double cost = vmm_call_ns(sim, VmmCall::map, bytes);
+  if (sim.cost_model == CostModel::idle) {
+    const double now = host_now(sim);
+    const Device& state = sim.devices[static_cast<std::size_t>(device)];
+    const bool busy = std::any_of(std::begin(state.engine_free_ns), std::end(state.engine_free_ns),
+                                  [now](double free_at) { return free_at > now; });
+    if (busy) cost = std::max(cost, sim.map_busy_ns);
   }
-  const double now = host_now(sim);
-  const Device& state = sim.devices[static_cast<std::size_t>(device)];
-  const bool busy = std::any_of(std::begin(state.engine_free_ns), std::end(state.engine_free_ns),
-                                [now](double free_at) { return free_at > now; });
-  const double cost = busy ? std::max(idle, sim.map_busy_ns) : idle;
-  t_calls.ns += cost;
-  advance_host(sim, now + cost);
+  spend_vmm_time(sim, cost);
 }
 
 void spend_pin_time(Simulator& sim, std::uint64_t bytes, bool registering) {
