@@ -61,6 +61,8 @@ const vmm::DriverOps* paging_driver_ops() {
     bind(o.kernel_param_info, "cuKernelGetParamInfo");
     bind(o.func_get_name, "cuFuncGetName");
     bind(o.kernel_get_name, "cuKernelGetName");
+    bind(o.host_time_ns, "vgpusimHostTimeNs");  // the simulated driver's only
+    bind(o.host_handoff, "vgpusimHostHandoff");
     return o;
   }();
   // Every call the pager makes must exist; otherwise paging stays off.

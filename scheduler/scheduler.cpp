@@ -107,14 +107,9 @@ bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
 }
 
 void Scheduler::fire(const TriggerTable& table, const TriggerTable::Step& step) noexcept {
-  // Room first, then what comes back.
-  for (std::uint32_t i = step.offloads_from; i < step.offloads_to; ++i) {
-    (pager_.offload_unit(table.offloads[i], table.inside_grace) ? offloads_ : refused_)
-        .fetch_add(1, std::memory_order_relaxed);
-  }
-  for (std::uint32_t i = step.prefetches_from; i < step.prefetches_to; ++i) {
-    (pager_.prefetch_unit(table.prefetches[i]) ? prefetches_ : refused_).fetch_add(1, std::memory_order_relaxed);
-  }
+  pager_.move_ahead({table.offloads.data() + step.offloads_from, table.offloads.data() + step.offloads_to},
+                    {table.prefetches.data() + step.prefetches_from, table.prefetches.data() + step.prefetches_to},
+                    table.inside_grace);
 }
 
 // ---- planning -------------------------------------------------------------------------------
@@ -449,9 +444,10 @@ nlohmann::json Scheduler::summary() const {
   out["planner"] = planner_name(options_.planner);
   out["operations_followed"] = log_.followed();
   out["operations_strayed"] = log_.strayed();
-  out["scheduled_offloads"] = offloads_.load(std::memory_order_relaxed);
-  out["scheduled_prefetches"] = prefetches_.load(std::memory_order_relaxed);
-  out["scheduled_refused"] = refused_.load(std::memory_order_relaxed);
+  const vmm::MoveCounts moves = pager_.moves_made();
+  out["scheduled_offloads"] = moves.offloads;
+  out["scheduled_prefetches"] = moves.prefetches;
+  out["scheduled_refused"] = moves.refused;
   std::lock_guard lock(mutex_);
   out["plans"] = plans_;
   out["plan"] = last_plan_.is_null() ? nlohmann::json::object() : last_plan_;

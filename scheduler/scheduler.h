@@ -127,9 +127,9 @@ class Scheduler final : public vmm::AccessFeed {
   std::atomic<const TriggerTable*> table_{nullptr};
   NextUseOrder next_use_{table_};
 
-  // Counters of the moves the launch path made (an operation that followed
-  // the plan or strayed from it is counted per stream: StreamCounts).
-  std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, refused_{0};
+  // (The moves the plan asked for are counted by the pager, moves_made();
+  // an operation that followed the plan or strayed from it, per stream:
+  // StreamCounts.)
 
   mutable std::mutex mutex_;  // the planner's state below
   std::condition_variable wake_;

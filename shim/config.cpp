@@ -298,6 +298,13 @@ constexpr Variable kVariables[] = {
        else return v.empty() ? "the value is empty" : "";
        return kAccepted;
      }},
+    {"VGPUMEM_MOVER", kOnOffForms,
+     [](Config& c, std::string_view v, int) -> Verdict {
+       if (equals_ignoring_case(v, "on")) c.mover = true;
+       else if (equals_ignoring_case(v, "off")) c.mover = false;
+       else return v.empty() ? "the value is empty" : "";
+       return kAccepted;
+     }},
     {"VGPUMEM_GRACE", kGraceKindForms,
      [](Config& c, std::string_view v, int) -> Verdict {
        if (equals_ignoring_case(v, "lend")) c.grace = vmm::GraceKind::lend;

@@ -74,6 +74,9 @@ struct Config {
   // the pager makes; 0 = auto, a sixteenth of the cap.
   std::uint64_t block_bytes = 0;
   static constexpr std::uint64_t kMaxBlockBytes = std::uint64_t{64} << 20;
+  // VGPUMEM_MOVER: whether the plan's moves are made by the pager's mover
+  // thread (vmm/mover.h); off, on the program's thread that fires them.
+  bool mover = true;
   CuptiUse cupti = CuptiUse::automatic;         // VGPUMEM_CUPTI
   VictimOrder victims = VictimOrder::automatic; // VGPUMEM_VICTIMS
   // VGPUMEM_LIBRARY_HOOKS: whether the cuBLAS/cuDNN hooks tell the pager and

@@ -119,6 +119,7 @@ vmm::Pager* Runtime::create_pager() {
     options.lend_max_bytes = config_.lend_max_bytes;
     options.piece_bytes = config_.piece_bytes;
     options.block_chunks = config_.block_bytes / vmm::kChunkBytes;
+    options.mover = config_.mover;
     launch_args_ = new vmm::LaunchArgs(*driver);  // leaked on purpose, like the runtime
     auto* pager = new vmm::Pager(*driver, accounting_.ledger(), recorder_, options);
     if (config_.policy != Policy::lru) {

@@ -45,6 +45,15 @@ struct DriverOps {
   CUresult (*kernel_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
   CUresult (*func_get_name)(const char**, CUfunction) = nullptr;  // optional: kernels are named in logs
   CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;  // optional
+  // A simulated driver's host clock (tests/sim: vgpusimHostTimeNs and
+  // vgpusimHostHandoff); null on hardware, where time needs no help. The
+  // simulator gives every thread a clock of its own and cannot see one
+  // thread hand work to another, so the pager's threads carry the time
+  // across where they do (work posted to the mover, a reclaimer woken):
+  // without it, work handed over would be done in the simulated past, and
+  // cost nothing.
+  unsigned long long (*host_time_ns)() = nullptr;
+  void (*host_handoff)(unsigned long long) = nullptr;
 };
 
 }  // namespace vgpumem::vmm

@@ -36,20 +36,36 @@ Pager::Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observe
   if (options_.reclaimer && driver_.context_set_current != nullptr) {
     reclaimer_ = std::make_unique<Reclaimer>([this] { reclaim(); });
   }
+  if (options_.mover && driver_.context_set_current != nullptr) {
+    mover_ = std::make_unique<Mover>([this](const Mover::Move& move) { on_mover_thread(move); });
+  }
 }
 
 // Leaked with the runtime in the shim (stop_reclaimer runs at exit); tests
-// tear down here, the reclaimer first (declared last).
+// tear down here, the mover and the reclaimer first (declared last).
 Pager::~Pager() = default;
 
 void Pager::stop_reclaimer() {
+  if (mover_) mover_->stop();
   if (reclaimer_) reclaimer_->stop();
 }
 
 void Pager::abandon_reclaimer_after_fork() {
-  // Never destroyed: its std::thread names the parent's thread. Kept
-  // reachable, so a leak checker does not report it.
+  // Never destroyed: their std::threads name the parent's threads. Kept
+  // reachable, so a leak checker does not report them.
+  abandoned_mover_ = mover_.release();
   abandoned_reclaimer_ = reclaimer_.release();
+}
+
+nlohmann::json Pager::mover_summary() const {
+  if (!mover_) return {{"running", false}};
+  const Mover::Counts counts = mover_->counts();
+  return {{"running", true},
+          {"posted", counts.posted},
+          {"made", counts.made},
+          {"ring_full", counts.ring_full},
+          {"busy_ns", counts.busy_ns},
+          {"lag_ns_max", counts.lag_ns_max}};
 }
 
 Pager::DeviceState& Pager::device_state(int device) {
@@ -1192,6 +1208,7 @@ nlohmann::json Pager::summary() const {
                          {"unmaps", reclaimer_unmaps_.load()},
                          {"chunks_created_ahead", chunks_created_ahead_.load()},
                          {"host_buffers_pinned_ahead", host_.pinned_ahead()}}},
+          {"mover", mover_summary()},
           {"devices", devices}};
 }
 

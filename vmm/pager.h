@@ -42,6 +42,7 @@
 #include "vmm/mark_pool.h"
 #include "vmm/host_store.h"
 #include "vmm/memory_observer.h"
+#include "vmm/mover.h"
 #include "vmm/library_call_scope.h"
 #include "vmm/pager_control.h"
 #include "vmm/pager_phases.h"
@@ -60,6 +61,7 @@ struct PagerOptions {
   std::optional<std::uint64_t> host_limit;             // VGPUMEM_HOST_LIMIT
   std::uint64_t slab_max_bytes = 1024 * 1024;           // allocations up to this size are packed into 2 MiB slabs
   bool reclaimer = true;         // a background thread unmaps, creates chunks and pins ahead
+  bool mover = true;             // VGPUMEM_MOVER: the plan's moves made by a thread of the pager's (vmm/mover.h)
   std::size_t spare_chunks = 8;  // free chunks the reclaimer keeps ready while the cap has room
   CheckMode check = CheckMode::fast;
   std::uint32_t grace_operations = 8;  // VGPUMEM_GRACE_LAUNCHES: K of LaunchGrace; 0 turns it off
@@ -270,6 +272,14 @@ class Pager final : public PagerControl {
   // What the scheduler drives (vmm/pager_control.h; vmm/scheduled_moves.cpp).
   bool offload_unit(Unit* unit, bool inside_grace) override;
   bool prefetch_unit(Unit* unit) override;
+  // Posts the moves to the mover (made on the calling thread where there is
+  // none, or its ring is full).
+  void move_ahead(std::span<Unit* const> offloads, std::span<Unit* const> prefetches,
+                  bool inside_grace) noexcept override;
+  // Returns once every move posted so far has been made (tests).
+  void drain_moves() {
+    if (mover_) mover_->drain();
+  }
   UnitFacts facts(const Unit* unit) const override;
   std::uint64_t paging_budget(int device) const override;
   double link_bytes_per_ns(bool to_host) const override {
@@ -279,10 +289,12 @@ class Pager final : public PagerControl {
   void elapsed_ns(std::span<const ElapsedQuery> queries, std::span<std::int64_t> nanoseconds) override;
   void release_mark(int device, CUevent mark) override;
 
-  // Ends the reclaimer thread (at process exit, before the driver goes).
+  // Ends the mover and reclaimer threads (at process exit, before the
+  // driver goes).
   void stop_reclaimer();
-  // In a forked child the thread does not exist: forget it without touching
-  // it (joining it would hang). The slow paths still reap on their own.
+  // In a forked child the threads do not exist: forget them without
+  // touching them (joining one would hang). The slow paths still reap on
+  // their own, and the plan's moves are made where they fire.
   void abandon_reclaimer_after_fork();
 
   // {"offloads", "prefetches", "bytes_offloaded", "bytes_prefetched",
@@ -494,6 +506,15 @@ class Pager final : public PagerControl {
   void set_ready(Unit* unit, CUevent event);
   void trace_resident(int device, DeviceState& state);
 
+  // A move on the mover's thread; offload_unit with the posting thread's
+  // enqueued operation (LaunchThread::enqueued_bit).
+  void make_move(const Mover::Move& move);
+  void on_mover_thread(const Mover::Move& move);
+  nlohmann::json mover_summary() const;
+  bool offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueued_bit);
+  // The simulated driver's clock on this thread (DriverOps::host_time_ns); 0 on hardware.
+  std::uint64_t host_clock_ns() const { return driver_.host_time_ns != nullptr ? driver_.host_time_ns() : 0; }
+
   // The reclaimer's pass, and its three jobs.
   void reclaim();
   void unmap_finished_offloads();
@@ -599,9 +620,15 @@ class Pager final : public PagerControl {
   bool pin_ahead_ = true;  // the reclaimer's own: false after the host refused a buffer
   bool whole_range_unmap_ = true;  // under the lock: one cuMemUnmap over a unit's chunks (unmap_chunks)
 
-  // Last: stopped and joined first, while everything it uses still exists.
+  // The latest simulated time a thread woke the reclaimer at (host_clock_ns).
+  std::atomic<std::uint64_t> reclaimer_woken_ns_{0};
+
+  // Last: stopped and joined first, while everything they use still exists
+  // (the mover before the reclaimer: its moves wake the reclaimer).
   std::unique_ptr<Reclaimer> reclaimer_;
   Reclaimer* abandoned_reclaimer_ = nullptr;  // a forked child's copy (abandon_reclaimer_after_fork)
+  std::unique_ptr<Mover> mover_;
+  Mover* abandoned_mover_ = nullptr;
 };
 
 }  // namespace vgpumem::vmm

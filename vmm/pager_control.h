@@ -6,6 +6,7 @@
 // never wrong.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 
@@ -29,9 +30,34 @@ struct UnitFacts {
   bool movable = false;  // neither pinned nor shared nor held by a launch right now
 };
 
+// The plan's moves asked of move_ahead() so far, by how they ended.
+struct MoveCounts {
+  std::uint64_t offloads = 0, prefetches = 0;  // made
+  std::uint64_t refused = 0;                   // not made: offload_unit or prefetch_unit said no
+};
+
 class PagerControl {
  public:
   virtual ~PagerControl() = default;
+
+  // The moves a plan makes once one operation is issued: room first (the
+  // offloads, any of which may take units still inside their launch grace
+  // if `inside_grace`), then what comes back. The pager hands them to its
+  // mover thread (vmm/mover.h), so that the calling thread, the program's,
+  // goes on at once; made there in order, soon after, each as offload_unit
+  // or prefetch_unit would make it now. This default makes them on the
+  // calling thread. Called on the launch path: allocates nothing.
+  virtual void move_ahead(std::span<Unit* const> offloads, std::span<Unit* const> prefetches,
+                          bool inside_grace) noexcept {
+    for (Unit* unit : offloads) count_move(true, offload_unit(unit, inside_grace));
+    for (Unit* unit : prefetches) count_move(false, prefetch_unit(unit));
+  }
+  // How the moves asked of move_ahead so far ended (those still queued on a
+  // mover not yet counted).
+  MoveCounts moves_made() const {
+    return {offloads_made_.load(std::memory_order_relaxed), prefetches_made_.load(std::memory_order_relaxed),
+            moves_refused_.load(std::memory_order_relaxed)};
+  }
 
   // Starts copying `unit` to the host after all work the streams that used it
   // have enqueued so far; its chunks serve others once the copy is done (in
@@ -64,6 +90,14 @@ class PagerControl {
   virtual CUevent mark(CUstream stream) = 0;
   virtual void elapsed_ns(std::span<const ElapsedQuery> queries, std::span<std::int64_t> nanoseconds) = 0;
   virtual void release_mark(int device, CUevent mark) = 0;
+
+ protected:
+  void count_move(bool offload, bool made) noexcept {
+    (!made ? moves_refused_ : offload ? offloads_made_ : prefetches_made_).fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<std::uint64_t> offloads_made_{0}, prefetches_made_{0}, moves_refused_{0};
 };
 
 }  // namespace vgpumem::vmm

@@ -1,32 +1,8 @@
 #include "vmm/reclaimer.h"
 
-#include <pthread.h>
-
-#include <csignal>
+#include "vmm/async_signals_blocked.h"
 
 namespace vgpumem::vmm {
-namespace {
-
-// Blocks every asynchronous signal in the calling thread until destroyed,
-// leaving the synchronous ones (a fault in the thread itself) deliverable.
-class AsyncSignalsBlocked {
- public:
-  AsyncSignalsBlocked() {
-    sigset_t blocked;
-    sigfillset(&blocked);
-    for (int synchronous : kSynchronousSignals) sigdelset(&blocked, synchronous);
-    pthread_sigmask(SIG_SETMASK, &blocked, &saved_);
-  }
-  ~AsyncSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
-  AsyncSignalsBlocked(const AsyncSignalsBlocked&) = delete;
-  AsyncSignalsBlocked& operator=(const AsyncSignalsBlocked&) = delete;
-
- private:
-  static constexpr int kSynchronousSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
-  sigset_t saved_;
-};
-
-}  // namespace
 
 // The thread is created with asynchronous signals blocked (a new thread
 // inherits its creator's mask), so it never takes a signal meant for the

@@ -15,13 +15,21 @@
 namespace vgpumem::vmm {
 
 void Pager::wake_reclaimer() {
-  if (reclaimer_) reclaimer_->wake();
+  if (!reclaimer_) return;
+  if (const std::uint64_t now = host_clock_ns(); now != 0) {
+    std::uint64_t latest = reclaimer_woken_ns_.load(std::memory_order_relaxed);
+    while (latest < now && !reclaimer_woken_ns_.compare_exchange_weak(latest, now, std::memory_order_relaxed)) {
+    }
+  }
+  reclaimer_->wake();
 }
 
 // On the reclaimer's thread. It never records on or waits for the program's
 // streams, only the copy streams; its mode is relaxed, so it cannot
 // invalidate a capture the program has open (docs/gpu-facts.md §8.9).
 void Pager::reclaim() {
+  // On a simulated driver, no earlier than the thread that woke it.
+  if (driver_.host_handoff != nullptr) driver_.host_handoff(reclaimer_woken_ns_.load(std::memory_order_relaxed));
   RelaxedCaptureMode relaxed(driver_, true);
   unmap_finished_offloads();
   create_chunks_ahead();

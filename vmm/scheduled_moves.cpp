@@ -11,6 +11,10 @@
 namespace vgpumem::vmm {
 
 bool Pager::offload_unit(Unit* unit, bool inside_grace) {
+  return offload_planned(unit, inside_grace, launch_thread().enqueued_bit);
+}
+
+bool Pager::offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueued_bit) {
   std::lock_guard lock(mutex_);
   // A capture open anywhere: the offload would record events on streams that
   // may be capturing (order_after_users refuses those, not cheaply). Later.
@@ -18,7 +22,7 @@ bool Pager::offload_unit(Unit* unit, bool inside_grace) {
   // evicts there when nothing else makes room; torture keeps every grace.
   // An operation this thread has just enqueued (the scheduler's triggers go
   // as the feed hears of one) is done with: the grace guards the next.
-  const bool graced = grace_.protects(*unit, launch_thread().enqueued_bit);
+  const bool graced = grace_.protects(*unit, enqueued_bit);
   if (unit->retired || unit->pins != 0 || unit->state.load() != Residency::resident || capture_open() ||
       (graced && (!inside_grace || options_.check == CheckMode::torture))) {
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
@@ -58,6 +62,40 @@ bool Pager::prefetch_unit(Unit* unit) {
   unit->last_use.store(tick_at(tick_.load(std::memory_order_relaxed), kLastPlace), std::memory_order_relaxed);
   scheduled_prefetches_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+// The mover's thread runs each move no earlier than it was posted (on a
+// simulated driver), in relaxed capture mode as the reclaimer does: a
+// capture may open between the check a move makes and its driver calls,
+// and must not be invalidated by them.
+void Pager::on_mover_thread(const Mover::Move& move) {
+  if (move.posted_ns != 0 && driver_.host_handoff != nullptr) driver_.host_handoff(move.posted_ns);
+  RelaxedCaptureMode relaxed(driver_, true);
+  make_move(move);
+}
+
+void Pager::move_ahead(std::span<Unit* const> offloads, std::span<Unit* const> prefetches,
+                       bool inside_grace) noexcept {
+  Mover* mover = mover_.get();
+  Mover::Move move;
+  move.inside_grace = inside_grace;
+  move.enqueued_bit = launch_thread().enqueued_bit;
+  if (mover != nullptr) move.posted_ns = host_clock_ns();
+  const auto post_or_make = [&](Unit* unit, bool offload) {
+    move.unit = unit;
+    move.offload = offload;
+    // A full ring (the mover far behind): made here, out of turn. Harmless:
+    // a prefetch before the offloads queued ahead of it makes its own room.
+    if (mover == nullptr || !mover->post(move)) make_move(move);
+  };
+  for (Unit* unit : offloads) post_or_make(unit, true);
+  for (Unit* unit : prefetches) post_or_make(unit, false);
+}
+
+// On the mover's thread (on_mover_thread), or the poster's (move_ahead).
+void Pager::make_move(const Mover::Move& move) {
+  count_move(move.offload, move.offload ? offload_planned(move.unit, move.inside_grace, move.enqueued_bit)
+                                        : prefetch_unit(move.unit));
 }
 
 UnitFacts Pager::facts(const Unit* unit) const {

@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include "vgpusim.h"
 #include "vmm/driver_ops.h"
 
 namespace vgpumem::test {
@@ -46,6 +47,8 @@ inline const vmm::DriverOps& simulated_driver_ops() {
     o.kernel_param_info = &cuKernelGetParamInfo;
     o.func_get_name = &cuFuncGetName;
     o.kernel_get_name = &cuKernelGetName;
+    o.host_time_ns = &vgpusimHostTimeNs;
+    o.host_handoff = &vgpusimHostHandoff;
     return o;
   }();
   return ops;

@@ -160,6 +160,7 @@ TEST(ParseConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(config.piece_bytes, 0u);
   EXPECT_EQ(config.cupti, CuptiUse::automatic);
   EXPECT_TRUE(config.library_hooks);
+  EXPECT_TRUE(config.mover);
 }
 
 TEST(ParseConfig, ReadsEveryVariable) {
@@ -179,7 +180,8 @@ TEST(ParseConfig, ReadsEveryVariable) {
                                   {"VGPUMEM_PIECE_BYTES", "6MiB"},
                                   {"VGPUMEM_CUPTI", "off"},
                                   {"VGPUMEM_VICTIMS", "Next-Use"},
-                                  {"VGPUMEM_LIBRARY_HOOKS", "OFF"}});
+                                  {"VGPUMEM_LIBRARY_HOOKS", "OFF"},
+                                  {"VGPUMEM_MOVER", "Off"}});
   EXPECT_EQ(config.limit_all.bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(0).bytes, 8 * GiB);
   EXPECT_EQ(config.limit_for(1).kind, MemoryLimit::Kind::percent);
@@ -198,6 +200,7 @@ TEST(ParseConfig, ReadsEveryVariable) {
   EXPECT_EQ(config.piece_bytes, 6 * MiB);
   EXPECT_EQ(config.cupti, CuptiUse::off);
   EXPECT_EQ(config.victims, VictimOrder::next_use);
+  EXPECT_FALSE(config.mover);
   EXPECT_FALSE(config.library_hooks);
 }
 
@@ -302,6 +305,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"VGPUMEM_BLOCK_BYTES", "0"}, BadCase{"VGPUMEM_BLOCK_BYTES", ""},
                       BadCase{"VGPUMEM_DRIVER", ""}, BadCase{"VGPUMEM_CUPTI", "on"},
                       BadCase{"VGPUMEM_LIBRARY_HOOKS", "auto"}, BadCase{"VGPUMEM_LIBRARY_HOOKS", ""},
+                      BadCase{"VGPUMEM_MOVER", "yes"}, BadCase{"VGPUMEM_MOVER", ""},
                       BadCase{"VGPUMEM_CUPTI", ""}, BadCase{"VGPUMEM_VICTIMS", "belady"},
                       BadCase{"VGPUMEM_VICTIMS", ""}, BadCase{"VGPUMEM_LIMT", "8GiB"},
                       BadCase{"VGPUMEM_LIMIT_GPU0", "8GiB"}, BadCase{"VGPUMEM_", "x"}),

@@ -163,6 +163,13 @@ CUresult vgpusimSetCostModel(const char *name);
  * report's bytes_h2d and bytes_d2h count them as they run). */
 void vgpusimCopiedBytes(unsigned long long *to_device, unsigned long long *to_host);
 
+/* The most physical memory (cuMemCreate, cuMemAlloc, ...) device `device`
+ * held at any instant since the start or the last reset, in bytes; with
+ * `reset` nonzero, the peak starts again from what it holds now. For tests
+ * that must hold a cap at every instant, not only at the moments they look.
+ * 0 for a device that does not exist. */
+unsigned long long vgpusimPhysicalPeak(int device, int reset);
+
 /* Writes the simulator's report (see docs/simulated-driver.md) now, to path or,
  * when path is NULL, to $VGPUSIM_REPORT. The report is also written at exit. */
 CUresult vgpusimWriteReport(const char *path);

@@ -305,6 +305,16 @@ SIM_EXPORT unsigned long long vgpusimHostTimeNs(void) {
   return static_cast<unsigned long long>(host_now(sim));
 }
 
+SIM_EXPORT unsigned long long vgpusimPhysicalPeak(int device, int reset) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  if (device < 0 || static_cast<std::size_t>(device) >= sim.devices.size()) return 0;
+  Device& d = sim.devices[static_cast<std::size_t>(device)];
+  const std::uint64_t peak = d.physical_peak;
+  if (reset != 0) d.physical_peak = d.physical_now;
+  return peak;
+}
+
 SIM_EXPORT CUresult vgpusimSetCostModel(const char* name) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);

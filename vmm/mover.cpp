@@ -1,0 +1,124 @@
+#include "vmm/mover.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "vmm/async_signals_blocked.h"
+
+namespace vgpumem::vmm {
+namespace {
+
+std::uint64_t steady_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+void raise_to(std::atomic<std::uint64_t>& most, std::uint64_t value) {
+  std::uint64_t seen = most.load(std::memory_order_relaxed);
+  while (seen < value && !most.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+Mover::Mover(std::function<void(const Move&)> make, std::size_t capacity)
+    : make_(std::move(make)), mask_(capacity - 1), slots_(new Slot[capacity]) {
+  for (std::size_t i = 0; i < capacity; ++i) slots_[i].sequence.store(i, std::memory_order_relaxed);
+  AsyncSignalsBlocked blocked;  // inherited by the thread (vmm/async_signals_blocked.h)
+  thread_ = std::thread([this] { run(); });
+}
+
+bool Mover::post(const Move& move) noexcept {
+  if (stopping_.load(std::memory_order_relaxed)) return false;
+  std::uint64_t position = tail_.load(std::memory_order_relaxed);
+  Slot* slot = nullptr;
+  for (;;) {
+    slot = &slots_[position & mask_];
+    const std::uint64_t sequence = slot->sequence.load(std::memory_order_acquire);
+    const auto lead = static_cast<std::int64_t>(sequence - position);
+    if (lead == 0) {
+      if (tail_.compare_exchange_weak(position, position + 1, std::memory_order_relaxed)) break;
+    } else if (lead < 0) {  // the slot still holds a move a lap behind: full
+      ring_full_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    } else {
+      position = tail_.load(std::memory_order_relaxed);
+    }
+  }
+  slot->move = move;
+  slot->posted_at = steady_ns();
+  // Sequentially consistent, against the thread's going to sleep (run): of
+  // this store and its store to sleeping_, each side sees the other's.
+  slot->sequence.store(position + 1, std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    signal_.fetch_add(1, std::memory_order_release);
+    signal_.notify_one();
+  }
+  return true;
+}
+
+bool Mover::take(Move* move, std::uint64_t* posted_at) {
+  Slot& slot = slots_[head_ & mask_];
+  if (slot.sequence.load(std::memory_order_seq_cst) != head_ + 1) return false;  // empty, or still being written
+  *move = slot.move;
+  *posted_at = slot.posted_at;
+  slot.sequence.store(head_ + mask_ + 1, std::memory_order_release);  // free for the next lap
+  ++head_;
+  return true;
+}
+
+void Mover::run() {
+  Move move;
+  std::uint64_t posted_at = 0;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (take(&move, &posted_at)) {
+      const std::uint64_t began = steady_ns();
+      raise_to(lag_ns_max_, began - std::min(began, posted_at));
+      try {
+        make_(move);
+      } catch (...) {
+        // Out of memory, say: the move is given up, and its unit's next use
+        // brings it in on demand. An exception must not end the process here.
+      }
+      busy_ns_.fetch_add(steady_ns() - began, std::memory_order_relaxed);
+      made_.fetch_add(1, std::memory_order_release);
+      continue;
+    }
+    sleeping_.store(true, std::memory_order_seq_cst);
+    const std::uint32_t seen = signal_.load(std::memory_order_acquire);
+    if (slots_[head_ & mask_].sequence.load(std::memory_order_seq_cst) == head_ + 1 ||
+        stopping_.load(std::memory_order_acquire)) {
+      sleeping_.store(false, std::memory_order_relaxed);
+      continue;
+    }
+    signal_.wait(seen, std::memory_order_acquire);
+    sleeping_.store(false, std::memory_order_relaxed);
+  }
+}
+
+void Mover::drain() {
+  const std::uint64_t posted = tail_.load(std::memory_order_acquire);
+  while (made_.load(std::memory_order_acquire) < posted && !stopping_.load(std::memory_order_acquire)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void Mover::stop() {
+  stopping_.store(true, std::memory_order_release);
+  signal_.fetch_add(1, std::memory_order_release);
+  signal_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Mover::Counts Mover::counts() const {
+  Counts counts;
+  counts.posted = tail_.load(std::memory_order_relaxed);  // a refused move never claimed a slot
+  counts.made = made_.load(std::memory_order_relaxed);
+  counts.ring_full = ring_full_.load(std::memory_order_relaxed);
+  counts.busy_ns = busy_ns_.load(std::memory_order_relaxed);
+  counts.lag_ns_max = lag_ns_max_.load(std::memory_order_relaxed);
+  return counts;
+}
+
+}  // namespace vgpumem::vmm
