@@ -42,18 +42,19 @@ bool Pager::admit_or_refuse(int device, std::uint64_t bytes) {
   return false;
 }
 
-Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab) {
+Unit* Pager::new_unit(int device, std::uint64_t bytes, bool slab, std::uint32_t largest_block) {
   if (!admit_or_refuse(device, bytes)) return nullptr;
   const std::optional<std::uint64_t> address = arena_.take(bytes);
   if (!address) return nullptr;
-  Unit* unit = new_unit_at(device, *address, bytes, slab);
+  Unit* unit = new_unit_at(device, *address, bytes, slab, largest_block);
   if (unit == nullptr) arena_.give_back(*address, bytes);
   return unit;
 }
 
 // A unit over [address, address + bytes) of the arena, taken by the caller
 // (and given back by it when this fails), resident on new chunks.
-Unit* Pager::new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab) {
+Unit* Pager::new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab,
+                         std::uint32_t largest_block) {
   DeviceState& state = device_state(device);
   Unit* unit = nullptr;
   for (const auto& candidate : state.units) {
@@ -71,6 +72,7 @@ Unit* Pager::new_unit_at(int device, std::uint64_t address, std::uint64_t bytes,
   unit->bytes = bytes;
   unit->device = device;
   unit->slab = slab;
+  unit->largest_block = largest_block;
   unit->requested = 0;
   // Written only where it changes: the launch path reads these unlocked,
   // and a unit that never was a piece is never written.

@@ -21,4 +21,13 @@ struct Chunk {
   bool follows(const Chunk& before) const { return handle == before.handle && offset == before.offset + kChunkBytes; }
 };
 
+// One mapping a range holds: how many chunks, and the block they are of
+// (its slot in the pool), so that the pool knows which blocks some range
+// still maps (ChunkPool::note_mapped): a block released while mapped keeps
+// its memory until the last unmap, past the cap.
+struct Mapping {
+  std::uint32_t chunks = 0;
+  std::uint32_t block = 0;
+};
+
 }  // namespace vgpumem::vmm

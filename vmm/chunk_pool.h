@@ -1,31 +1,38 @@
-// Physical device memory for paged allocations, in 2 MiB chunks (the H100's
-// VMM granularity) carved out of larger physical allocations, blocks of up
-// to 64 MiB, one pool per device. Every block that exists is charged to the
-// device's cap whole, so the cap bounds physical bytes, whatever is mapped
-// where. Blocks are created once and reused: creating one costs 12-34 µs and
-// can disturb other streams (docs/gpu-facts.md §8.6), so they are released
-// only when the program's own, unpaged allocations need the room, and only
-// once every chunk of theirs is free.
+// Physical device memory for paged allocations: physical allocations
+// ("blocks") of a power of two of 2 MiB chunks, 2 MiB to 64 MiB, one pool
+// per device. A unit is given whole blocks whose sizes add up to its own
+// (a 26 MiB unit: 16 + 8 + 2 MiB), and maps each one whole, from its start.
+// Every block that exists is charged to the device's cap whole, so the cap
+// bounds physical bytes, whatever is mapped where. Blocks are created once
+// and reused: creating one costs 12-70 µs and, on release, a scrub of its
+// memory on a copy engine (docs/gpu-facts.md §8.6b), so they are released
+// only to make room for the program's own, unpaged allocations, or for
+// blocks of the sizes a unit needs when the cap holds no more (reshape).
 //
-// Why blocks: every cuMemMap maps one range of one physical allocation, and
-// the VMM calls cost per call, not per byte (§8.6). A unit given chunks that
-// follow one another in one block maps them in one call and grants access to
-// one mapping; given 2 MiB allocations, a 32 MiB unit took 16 maps, and on an
-// H200 under training 77-109 µs per chunk (docs/results.md). So take() hands
-// out runs of consecutive chunks: the shortest free run that holds the whole
-// request, else the longest, again and again.
+// Why whole blocks of powers of two: every cuMemMap maps one range of one
+// physical allocation, from its start ("offset: currently must be zero",
+// CUDA driver API), and the VMM calls cost per call and per handle mapped,
+// not per byte (docs/gpu-facts.md §8.6; on an H200 under training 77-109 µs
+// per 2 MiB handle, docs/results.md). A unit of n chunks takes at most
+// popcount(n) handles of the largest sizes the pool allows (one for a
+// 32 MiB piece), where 2 MiB chunks took n. Any set of free blocks that
+// adds up to n will do: with sizes that are powers of two, taking the
+// largest block that still fits, again and again, finds one whenever one
+// exists (each size divides the next, so smaller blocks that add up to a
+// larger one can always stand in for it, and the other way round).
 //
 // Guarded by the pager's lock, the reclaimer's blocks made ahead included.
 //
 // A chunk given back by an eviction may still be read by the copy that saves
 // its contents: it carries that save's serial (the pager numbers a device's
 // saves in the order its copy-out stream runs them), and whoever reuses it
-// orders its first write after that save (see Pager). take() prefers chunks
-// whose saves are done, then any free chunk, then a new block.
+// orders its first write after that save (see Pager). take() prefers blocks
+// whose saves are done, then those whose saves end first, then new blocks.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "vmm/cap_ledger.h"
@@ -34,8 +41,8 @@
 
 namespace vgpumem::vmm {
 
-// A new block's chunks when a request or the spares need fewer: 32 MiB, the
-// size of a large feature map in a CNN step, and 1/2500 of an H100.
+// The reclaimer's spare blocks: 32 MiB, the size of a large feature map in a
+// CNN step (and of the pieces allocations are made of under auto).
 inline constexpr std::size_t kBlockChunks = 16;
 inline constexpr std::size_t kMaxBlockChunks = 32;  // 64 MiB: the largest block
 
@@ -48,20 +55,51 @@ class ChunkPool {
   ChunkPool(const ChunkPool&) = delete;
   ChunkPool& operator=(const ChunkPool&) = delete;
 
-  // Appends `count` chunks to `out` (and each one's save serial to `saves`:
-  // the save its first write must wait for, if later than `saves_done`,
-  // else 0), in runs that map as one, from free chunks whose saves are done
-  // first, then from those whose saves end first; new blocks are made first
-  // where too few are free and the cap allows (of kBlockChunks at least
-  // when `whole_blocks`, else just what is missing). All or nothing:
-  // CUDA_ERROR_OUT_OF_MEMORY, appending none, when the cap refused a new
-  // block (or the driver did: logged) before `count` were free.
+  // How take() may make up a unit from free blocks: `exact`, only in the
+  // blocks of its own binary decomposition (n = 13: 8 + 4 + 1, with blocks
+  // of `largest` for every whole multiple of it), made where the cap allows:
+  // the fewest handles, and what the unit gives back on its next offload
+  // serves it again; `any`, any free blocks that add up, the largest first
+  // (more handles, but no block made or released); `near`, those as long as
+  // they are at most one block more than `exact`.
+  // `near`: as `any`, in at most one block more than `exact` would take
+  // (a block more to map costs less than making and releasing blocks).
+  enum class Fit : std::uint8_t { exact, near, any };
+  // Which free blocks take() may use: only those whose saves are done (a
+  // copy into the others waits on the device for the save that reads them:
+  // a prefetch queued behind an offload), or any.
+  enum class Saves : bool { done, any };
+  // Appends the chunks of whole free blocks that add up to `count` chunks to
+  // `out`, block by block, each block's in order (and each chunk's save
+  // serial to `saves`: the save its first write must wait for, if later than
+  // `saves_done`, else 0): blocks of at most `largest_chunks` (0:
+  // largest_block()), as `fit` and `which` allow; among blocks of a size,
+  // those whose saves are done first, then those whose saves end first. All or nothing:
+  // CUDA_ERROR_OUT_OF_MEMORY, appending none, when the cap refused a block
+  // (or the driver did: logged) before the free blocks added up.
   CUresult take(std::size_t count, std::uint64_t saves_done, std::vector<Chunk>* out,
-                std::vector<std::uint64_t>* saves, bool whole_blocks = true);
-  // A new block of up to `chunks` (fewer where the cap has less room), all
-  // free. 0 when the cap refuses even one chunk (`cap_full`) or the driver
-  // does (`error` is the driver's). Logs only a refused size it goes on from.
-  std::size_t grow(std::size_t chunks, CUresult* error, bool* cap_full);
+                std::vector<std::uint64_t>* saves, std::size_t largest_chunks = 0, Fit fit = Fit::exact,
+                Saves which = Saves::any);
+  // Where take(count, exact) failed for want of room under the cap:
+  // releases free blocks the exact take would not use whose saves are done
+  // (by `saves_done`) and that no range maps (the caller unmaps finished
+  // saves' ranges first), the smallest first, enough to make the sizes
+  // missing. True if it released any; false if such blocks do not add up to
+  // what is missing.
+  bool reshape(std::size_t count, std::uint64_t saves_done, std::size_t largest_chunks = 0);
+  // A new block of the largest power of two of chunks up to `chunks` (and up
+  // to largest_block()), halved while the cap (`cap_full`) or the driver
+  // (`error` is the driver's) refuses it (`halve`; else exactly that size or
+  // none), all free; the chunks it holds, 0 when none could be made. Logs
+  // only a refused size it goes on from.
+  std::size_t grow(std::size_t chunks, CUresult* error, bool* cap_full, bool halve = true);
+  // A range maps the block in `slot` (`mapped`), or no longer does: a block
+  // some range still maps is never released (its memory would stay until
+  // the last unmap, past the cap).
+  void note_mapped(std::uint32_t slot, bool mapped) {
+    std::uint32_t& count = slots_[slot].mappings;
+    count = mapped ? count + 1 : count - (count != 0 ? 1 : 0);
+  }
   // `save`: the serial of a save that may still read it (0: none).
   void give_back(const Chunk& chunk, std::uint64_t save = 0);
   // Takes exactly `chunks` back out of the free ones if every one of them is
@@ -69,7 +107,7 @@ class ChunkPool {
   // (its pieces': no one has reused it since, for a chunk taken and given
   // back again carries a later save, or none); false, changing nothing, if not.
   bool take_back(const std::vector<Chunk>& chunks, std::uint64_t first_save, std::uint64_t last_save);
-  // Releases blocks whose chunks are all free until at least `bytes` are
+  // Releases blocks whose chunks are all free and that no range maps until at least `bytes` are
   // refunded to the cap or none is left; returns what was refunded (a block
   // goes whole, so it may be more).
   std::uint64_t release_free(std::uint64_t bytes);
@@ -77,16 +115,21 @@ class ChunkPool {
   std::uint64_t created_bytes() const { return created_ * kChunkBytes; }
   std::uint64_t free_bytes() const { return free_ * kChunkBytes; }
   std::size_t free_chunks() const { return free_; }
+  // Chunks the cap has room to make yet, besides those free.
+  std::size_t uncreated_chunks();
   std::size_t blocks() const { return slots_.size() - empty_slots_.size(); }
   // Block slots, live or empty: a chunk's `block` is below this.
   std::size_t slots() const { return slots_.size(); }
   // The chunks of the block in `slot` that are taken (0 for an empty slot).
   std::uint32_t taken_chunks(std::uint32_t slot) const;
-  // The largest block it makes, in chunks: as set, or a sixteenth of the
-  // cap (2 MiB to 64 MiB; 64 MiB uncapped). A block is released only when
-  // all of it is free, and a unit pinned resident keeps its block: small
-  // next to the cap, blocks cannot hold much of it hostage.
+  // The largest block it makes, in chunks, a power of two: as set (rounded
+  // down), or a sixteenth of the cap (2 MiB to 64 MiB; 64 MiB uncapped). A
+  // block is released only when all of it is free, and a unit pinned
+  // resident keeps its blocks: small next to the cap, blocks cannot hold
+  // much of it hostage.
   std::size_t largest_block();
+  // Blocks released to make blocks of other sizes (reshape), so far.
+  std::uint64_t reshaped_blocks() const { return reshaped_; }
   int device() const { return device_; }
 
  private:
@@ -94,19 +137,22 @@ class ChunkPool {
     CUmemGenericAllocationHandle handle = 0;  // 0: an empty slot
     std::uint32_t chunks = 0;
     std::uint64_t free = 0;  // bit i: chunk i is free
+    std::uint32_t mappings = 0;  // ranges that map it now (note_mapped)
     std::array<std::uint64_t, kMaxBlockChunks> save{};
   };
-  struct Run {
-    std::uint32_t block = 0, first = 0, length = 0;
-  };
-  // Bits of `block`'s free chunks saved by the save numbered `saved_by`.
-  static std::uint64_t eligible(const Block& block, std::uint64_t saved_by);
-  std::uint64_t saved_by_when(std::size_t need, std::uint64_t saves_done);
-  // The run to take next for `need` chunks among those saved by `saved_by`;
-  // length 0 if none.
-  Run best_run(std::size_t need, std::uint64_t saved_by) const;
-  void take_run(const Run& run, std::size_t count, std::uint64_t saves_done, std::vector<Chunk>* out,
-                std::vector<std::uint64_t>* saves);
+  // Sorts the free blocks of each size (of at most `largest`; with their
+  // saves done by `saves_done` if `which` says so) into free_by_size_,
+  // earliest saves first.
+  void sort_free_blocks(std::size_t largest, std::uint64_t saves_done, Saves which);
+  // Fills chosen_ with the free blocks take(count, fit) would use; returns
+  // the chunks they fall short by (0: they add up), and for `exact` the
+  // sizes missing in missing_.
+  std::size_t choose(std::size_t count, std::size_t largest, Fit fit, std::uint64_t saves_done = 0,
+                     Saves which = Saves::any);
+  // The latest save any chunk of `block` may still be read by.
+  static std::uint64_t latest_save(const Block& block);
+  std::size_t largest_allowed(std::size_t largest_chunks);
+  void release_block(std::uint32_t slot);
 
   int device_;
   const DriverOps& driver_;
@@ -114,9 +160,14 @@ class ChunkPool {
   std::size_t block_chunks_;
   std::vector<Block> slots_;
   std::vector<std::uint32_t> empty_slots_;  // released blocks' slots, reused by the next
-  std::vector<std::uint64_t> pending_;      // scratch for saved_by_when
+  // Scratch for choose(), reused (no allocation once grown): the free
+  // blocks of each size (2^i chunks) as (latest save, slot), and the choice.
+  std::array<std::vector<std::pair<std::uint64_t, std::uint32_t>>, 6> free_by_size_;
+  std::vector<std::uint32_t> chosen_;
+  std::vector<std::uint32_t> missing_;  // block sizes (chunks) choose(exact) found none free of
   std::uint64_t created_ = 0;               // chunks, in live blocks
   std::uint64_t free_ = 0;                  // chunks free
+  std::uint64_t reshaped_ = 0;              // blocks released by reshape()
 };
 
 }  // namespace vgpumem::vmm

@@ -22,8 +22,8 @@ void raise_to(std::atomic<std::uint64_t>& most, std::uint64_t value) {
 
 }  // namespace
 
-Mover::Mover(std::function<void(const Move&)> make, std::size_t capacity)
-    : make_(std::move(make)), mask_(capacity - 1), slots_(new Slot[capacity]) {
+Mover::Mover(std::function<void(const Move&)> make, std::size_t capacity, std::function<void(const Move&)> drop)
+    : make_(std::move(make)), drop_(std::move(drop)), mask_(capacity - 1), slots_(new Slot[capacity]) {
   for (std::size_t i = 0; i < capacity; ++i) slots_[i].sequence.store(i, std::memory_order_relaxed);
   AsyncSignalsBlocked blocked;  // inherited by the thread (vmm/async_signals_blocked.h)
   thread_ = std::thread([this] { run(); });
@@ -83,6 +83,7 @@ void Mover::run() {
       }
       busy_ns_.fetch_add(steady_ns() - began, std::memory_order_relaxed);
       made_.fetch_add(1, std::memory_order_release);
+      if (draining_.load(std::memory_order_acquire) != 0) made_.notify_all();
       continue;
     }
     sleeping_.store(true, std::memory_order_seq_cst);
@@ -99,16 +100,35 @@ void Mover::run() {
 
 void Mover::drain() {
   const std::uint64_t posted = tail_.load(std::memory_order_acquire);
-  while (made_.load(std::memory_order_acquire) < posted && !stopping_.load(std::memory_order_acquire)) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  draining_.fetch_add(1, std::memory_order_acq_rel);
+  for (std::uint64_t made; (made = made_.load(std::memory_order_acquire)) < posted;) {
+    if (stopping_.load(std::memory_order_acquire)) break;
+    made_.wait(made, std::memory_order_acquire);
   }
+  draining_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void Mover::stop() {
   stopping_.store(true, std::memory_order_release);
   signal_.fetch_add(1, std::memory_order_release);
   signal_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  made_.fetch_add(0, std::memory_order_release);
+  made_.notify_all();  // a drain waiting gives up
+  if (!thread_.joinable()) return;
+  thread_.join();
+  // The thread is gone: what it left in the ring is this thread's to drop
+  // (a poster that claimed a slot before it saw the stop has published it
+  // by now, or is about to: it is waited for).
+  Move move;
+  std::uint64_t posted_at = 0;
+  const std::uint64_t claimed = tail_.load(std::memory_order_acquire);
+  while (head_ < claimed) {
+    if (!take(&move, &posted_at)) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (drop_) drop_(move);
+  }
 }
 
 Mover::Counts Mover::counts() const {

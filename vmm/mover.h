@@ -47,9 +47,11 @@ class Mover {
     // host_time_ns), carried to the mover's before the move; 0 on hardware.
     std::uint64_t posted_ns = 0;
   };
-  // `make` is called on the mover's thread, once per move, in posting order.
-  // `capacity`: moves the ring holds (a power of two).
-  explicit Mover(std::function<void(const Move&)> make, std::size_t capacity = 4096);
+  // `make` is called on the mover's thread, once per move, in posting order;
+  // `drop` (if any) on the stopping thread for each move stop() leaves
+  // unmade. `capacity`: moves the ring holds (a power of two).
+  explicit Mover(std::function<void(const Move&)> make, std::size_t capacity = 4096,
+                 std::function<void(const Move&)> drop = {});
   ~Mover() { stop(); }
   Mover(const Mover&) = delete;
   Mover& operator=(const Mover&) = delete;
@@ -57,9 +59,11 @@ class Mover {
   // Queues a move; false when the ring is full (or the mover stopped).
   // Lock-free and allocation-free; any thread.
   bool post(const Move& move) noexcept;
-  // Returns once every move posted before the call has been made.
+  // Returns once every move posted before the call has been made (or the
+  // mover stopped).
   void drain();
-  // Ends the thread after the move in hand; moves still queued are dropped.
+  // Ends the thread after the move in hand; moves still queued are dropped
+  // (given to `drop`).
   void stop();
 
   struct Counts {
@@ -81,6 +85,7 @@ class Mover {
   bool take(Move* move, std::uint64_t* posted_at);
 
   std::function<void(const Move&)> make_;
+  std::function<void(const Move&)> drop_;
   const std::size_t mask_;
   std::unique_ptr<Slot[]> slots_;
   alignas(64) std::atomic<std::uint64_t> tail_{0};  // next slot to claim (producers)
@@ -91,6 +96,7 @@ class Mover {
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> made_{0}, ring_full_{0}, busy_ns_{0}, lag_ns_max_{0};
+  std::atomic<std::uint32_t> draining_{0};  // threads in drain(): the thread wakes them as moves are made
   std::thread thread_;
 };
 

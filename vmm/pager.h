@@ -470,8 +470,9 @@ class Pager final : public PagerControl {
   // Advances saves_done past the pieces of saves found done.
   void note_saved_pieces(DeviceState& state);
   void order_after_fetch(DeviceState& state, std::uint64_t serial);
-  Unit* new_unit(int device, std::uint64_t bytes, bool slab);
-  Unit* new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab);
+  // `largest_block`: Unit::largest_block (0: the pool's largest).
+  Unit* new_unit(int device, std::uint64_t bytes, bool slab, std::uint32_t largest_block = 0);
+  Unit* new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab, std::uint32_t largest_block = 0);
   // An allocation of `bytes` (rounded to chunks) as pieces of
   // options_.piece_bytes, back to back: its first piece, or nullptr (and
   // nothing made) when not all of them can be resident at once.
@@ -480,8 +481,10 @@ class Pager final : public PagerControl {
   bool admits(int device, std::uint64_t bytes) const;
   bool admit_or_refuse(int device, std::uint64_t bytes);  // admits(), or logs and counts the refusal
   void release_unit(Unit* unit);
-  CUresult map_runs(std::uint64_t address, const Chunk* chunks, std::size_t count, std::vector<std::uint32_t>* runs);
-  bool unmap_runs(std::uint64_t address, std::vector<std::uint32_t>* runs);
+  // `device`: whose pool the chunks are of (it counts each block's mappings).
+  CUresult map_runs(int device, std::uint64_t address, const Chunk* chunks, std::size_t count,
+                    std::vector<Mapping>* runs);
+  bool unmap_runs(int device, std::uint64_t address, std::vector<Mapping>* runs);
   bool unmap_home(Unit* unit);
   void repair_stale_mapping(DeviceState& state, Unit* unit);
   CUresult map_aliases(Unit* unit);
@@ -510,6 +513,8 @@ class Pager final : public PagerControl {
   // enqueued operation (LaunchThread::enqueued_bit).
   void make_move(const Mover::Move& move);
   void on_mover_thread(const Mover::Move& move);
+  void fetch_settled(const Mover::Move& move);
+  void wait_for_the_mover(Access& access, std::size_t from);
   nlohmann::json mover_summary() const;
   bool offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueued_bit);
   // The simulated driver's clock on this thread (DriverOps::host_time_ns); 0 on hardware.

@@ -55,7 +55,9 @@ CUresult Pager::create_handle(int device, std::uint64_t bytes, const CUmemAlloca
   if (const CUresult result = ready_device(device); result != CUDA_SUCCESS) return result;
   ContextScope in(driver_, device_state(device).context);
   reap_saved_units(false);
-  Unit* unit = new_unit(device, bytes, false);
+  // In 2 MiB blocks: the program may map it from any of its chunks (a block
+  // maps only from its start).
+  Unit* unit = new_unit(device, bytes, false, 1);
   if (unit == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUmemGenericAllocationHandle handle = kVirtualHandleTag | next_handle_++;
   unit->program_handle = handle;
@@ -144,9 +146,9 @@ CUresult Pager::free_program_reservation(std::uint64_t base, std::uint64_t bytes
 CUresult Pager::map_alias(const Unit* unit, Alias& alias) {
   const std::size_t first = alias.offset / kChunkBytes, count = alias.bytes / kChunkBytes;
   alias.runs.clear();
-  if (const CUresult result = map_runs(alias.address, unit->chunks.data() + first, count, &alias.runs);
+  if (const CUresult result = map_runs(unit->device, alias.address, unit->chunks.data() + first, count, &alias.runs);
       result != CUDA_SUCCESS) {
-    unmap_runs(alias.address, &alias.runs);
+    unmap_runs(unit->device, alias.address, &alias.runs);
     return result;
   }
   alias.mapped = true;
@@ -166,7 +168,7 @@ CUresult Pager::map_aliases(Unit* unit) {
 bool Pager::unmap_alias(const Unit* unit, Alias& alias) {
   if (!alias.mapped) return true;
   const bool unmapped = unit->real != 0 ? driver_.unmap(alias.address, alias.bytes) == CUDA_SUCCESS  // the real handle
-                                        : unmap_runs(alias.address, &alias.runs);
+                                        : unmap_runs(unit->device, alias.address, &alias.runs);
   alias.mapped = !unmapped;
   return unmapped;
 }

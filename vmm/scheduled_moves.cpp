@@ -89,13 +89,56 @@ void Pager::move_ahead(std::span<Unit* const> offloads, std::span<Unit* const> p
     if (mover == nullptr || !mover->post(move)) make_move(move);
   };
   for (Unit* unit : offloads) post_or_make(unit, true);
-  for (Unit* unit : prefetches) post_or_make(unit, false);
+  for (Unit* unit : prefetches) {
+    unit->fetches_queued.fetch_add(1, std::memory_order_relaxed);  // settled by make_move (or the drop)
+    post_or_make(unit, false);
+  }
+  // On a simulated driver, in step with the mover in real time: its moves
+  // are charged to its own clock, so this costs the program's simulated
+  // time nothing, and what the program finds when it goes on no longer
+  // depends on which thread the machine ran first (a run is the same run
+  // every time). Where the moves land late on the mover's clock, the
+  // program's next use of what they brought waits for them
+  // (wait_for_the_mover), as it would on a GPU.
+  if (mover != nullptr && driver_.host_handoff != nullptr && !(offloads.empty() && prefetches.empty())) mover->drain();
 }
 
 // On the mover's thread (on_mover_thread), or the poster's (move_ahead).
 void Pager::make_move(const Mover::Move& move) {
-  count_move(move.offload, move.offload ? offload_planned(move.unit, move.inside_grace, move.enqueued_bit)
-                                        : prefetch_unit(move.unit));
+  if (move.offload) {
+    count_move(true, offload_planned(move.unit, move.inside_grace, move.enqueued_bit));
+    return;
+  }
+  const bool made = prefetch_unit(move.unit);
+  count_move(false, made);
+  if (made && move.posted_ns != 0) move.unit->mover_arrival_ns.store(host_clock_ns(), std::memory_order_relaxed);
+  fetch_settled(move);
+}
+
+// A prefetch posted is made or dropped: a launch waiting for it goes on.
+void Pager::fetch_settled(const Mover::Move& move) {
+  move.unit->fetches_queued.fetch_sub(1, std::memory_order_release);
+  move.unit->fetches_queued.notify_all();
+}
+
+// Before a launch takes the slow path for units on the host: those the
+// mover is to bring in are waited for, not fetched twice; and, on a
+// simulated driver, a unit the mover brought in is used no earlier (on the
+// launch's clock) than it arrived, as it could not be on a GPU.
+void Pager::wait_for_the_mover(Access& access, std::size_t from) {
+  for (std::size_t i = from; i < access.size(); ++i) {
+    Unit* unit = access.at(i);
+    if (unit->state.load(std::memory_order_acquire) != Residency::resident) {
+      for (std::uint32_t queued; (queued = unit->fetches_queued.load(std::memory_order_acquire)) != 0;) {
+        unit->fetches_queued.wait(queued, std::memory_order_acquire);
+      }
+    }
+    if (unit->mover_arrival_ns.load(std::memory_order_relaxed) != 0 && driver_.host_handoff != nullptr) {
+      if (const std::uint64_t arrived = unit->mover_arrival_ns.exchange(0, std::memory_order_relaxed)) {
+        driver_.host_handoff(arrived);
+      }
+    }
+  }
 }
 
 UnitFacts Pager::facts(const Unit* unit) const {

@@ -48,7 +48,7 @@ struct Alias {
   std::uint64_t offset = 0;     // into the handle: a multiple of kChunkBytes
   CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // what the program granted its own device
   bool mapped = false;          // on the unit's chunks now
-  std::vector<std::uint32_t> runs;  // its mappings' lengths in chunks, in address order, while mapped
+  std::vector<Mapping> runs;     // its mappings, in address order, while mapped
 };
 
 struct Unit {
@@ -79,17 +79,27 @@ struct Unit {
   std::atomic<std::uint64_t> last_use{0};   // launch tick, for LRU
   std::atomic<std::uint32_t> tables{0};     // pointer tables registered in it (PointerTables)
   std::atomic<std::uint64_t> grace_stamp{0};  // the stream and operation that last named it (LaunchGrace)
+  // Prefetches of it posted to the mover and not yet made (vmm/mover.h): a
+  // launch that finds it on the host waits for them rather than fetch it
+  // twice. And, on a simulated driver, the mover's clock when it last
+  // brought it in, for the first launch after to wait for (0: none).
+  std::atomic<std::uint32_t> fetches_queued{0};
+  std::atomic<std::uint64_t> mover_arrival_ns{0};
 
   // Under the pager's lock.
   std::uint32_t pins = 0;              // pinned resident (see Pager::pin)
   std::uint32_t live = 0;              // allocations in it (slabs: many)
   std::map<std::uint64_t, std::uint64_t> holes;  // a slab's free ranges: offset -> bytes, coalesced
   std::vector<Chunk> chunks;
+  // The largest block its chunks may come in (ChunkPool::take), 0 for the
+  // pool's largest; 1 for a handle of the program's, which the program may
+  // map from any of its chunks, and a block maps only from its start.
+  std::uint32_t largest_block = 0;
   // Its own range's mappings, one per run of chunks that follow one another
   // in a block: their lengths in chunks, in address order. Kept until the
   // range is unmapped, which may be after the chunks went back (fast mode):
   // the driver unmaps whole mappings only.
-  std::vector<std::uint32_t> home_runs;
+  std::vector<Mapping> home_runs;
   // Fast mode, while its range is still mapped after an offload: the chunks
   // it gave back, which still hold its bytes until someone reuses them
   // (Pager::revive).

@@ -576,35 +576,37 @@ TEST_F(PagerTest, ASmallerArenaWhenTheDriverRefusesTheLargeOne) {
   EXPECT_EQ(result, CUDA_SUCCESS);
 }
 
-// Room for the program's own memory comes from releasing whole blocks: four
-// 8 MiB blocks hold sixteen 2 MiB units, used last block by block in turn,
-// so that least recently used first takes one unit from each block before
-// the second from any. Emptying one block moves 8 MiB; unit by unit, 26.
-// The first block holds a pinned unit and cannot be emptied.
-TEST_F(PagerTest, MakingRoomEmptiesTheBlockThatMovesLeast) {
+// Room for the program's own memory comes from releasing whole blocks, and
+// a unit's blocks are its own: 8 MiB of room moves 8 MiB, whichever units go.
+// Under a 32 MiB cap in blocks of up to 8 MiB: two 8 MiB units (a block
+// each) and eight 2 MiB units; one 8 MiB unit is pinned and stays.
+TEST_F(PagerTest, MakingRoomReleasesWholeBlocksAndMovesNoMoreThanTheRoom) {
   make_pager(32 * kMiB, std::nullopt, [](vmm::PagerOptions& options) {
     options.block_chunks = 4;
-    options.reclaimer = false;  // no spare blocks: the four hold the units
+    options.reclaimer = false;  // no spare blocks: the units' own hold the cap
   });
-  std::vector<CUdeviceptr> buffers(16);
-  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 2 * kMiB));
-  ASSERT_EQ(pager_->summary()["devices"][0]["blocks"].get<int>(), 4);
-  for (unsigned place = 0; place < 4; ++place) {
-    for (unsigned block = 0; block < 4; ++block) ASSERT_TRUE(holds(buffers[block * 4 + place], 2 * kMiB, block * 4 + place));
+  std::vector<CUdeviceptr> large(2), small(8);
+  ASSERT_NO_FATAL_FAILURE(allocate_written(large, 8 * kMiB));
+  for (unsigned i = 0; i < small.size(); ++i) {
+    ASSERT_EQ(pager_->allocate(0, 2 * kMiB, &small[i]), CUDA_SUCCESS);
+    write(small[i], 2 * kMiB, 100 + i);
   }
+  ASSERT_EQ(pager_->summary()["devices"][0]["blocks"].get<int>(), 10);
   CUresult result = CUDA_ERROR_UNKNOWN;
-  ASSERT_TRUE(pager_->pin(buffers[0], &result));  // its block stays
+  ASSERT_TRUE(pager_->pin(large[0], &result));  // its block stays
   ASSERT_EQ(result, CUDA_SUCCESS);
   const std::uint64_t offloaded = pager_->summary()["bytes_offloaded"].get<std::uint64_t>();
   ASSERT_TRUE(pager_->make_room(0, 8 * kMiB));
   EXPECT_EQ(pager_->summary()["bytes_offloaded"].get<std::uint64_t>() - offloaded, 8 * kMiB)
-      << "the four units of one block, not one of each block in turn";
-  EXPECT_EQ(pager_->summary()["devices"][0]["blocks"].get<int>(), 3);
+      << "no unit shares a block: what goes is the room";
   ASSERT_TRUE(ledger_->charge(0, 8 * kMiB)) << "the room is there";
-  expect_held(buffers, 2 * kMiB);
+  expect_held(std::span<const CUdeviceptr>(large).first(1), 8 * kMiB);
   ledger_->refund(0, 8 * kMiB);
-  EXPECT_TRUE(pager_->unpin(buffers[0]));
-  for (CUdeviceptr p : buffers) ASSERT_TRUE(pager_->free(p, &result));
+  EXPECT_TRUE(holds(large[1], 8 * kMiB, 1));
+  for (unsigned i = 0; i < small.size(); ++i) EXPECT_TRUE(holds(small[i], 2 * kMiB, 100 + i)) << i;
+  EXPECT_TRUE(pager_->unpin(large[0]));
+  for (CUdeviceptr p : large) ASSERT_TRUE(pager_->free(p, &result));
+  for (CUdeviceptr p : small) ASSERT_TRUE(pager_->free(p, &result));
 }
 
 // The trace's mappings count what was mapped, a map the driver refused

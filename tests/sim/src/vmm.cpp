@@ -123,8 +123,12 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
   sim.count("cuMemMap");
   Region* region = sim.region_of(ptr, size);
   auto phys = sim.physical.find(handle);
+  // "offset: currently must be zero" (cuda.h, CUDA 13.0): a handle maps from
+  // its start only. Refused here as documented, so that no mapping the shim
+  // relies on works here and not on a GPU (the probe owed will say whether
+  // a driver accepts more).
   if (region == nullptr || region->kind != Region::Kind::reservation || phys == sim.physical.end() || flags != 0 ||
-      offset % kGranularity != 0 || size == 0 || size % kGranularity != 0 || (ptr - region->base) % kGranularity != 0 ||
+      offset != 0 || size == 0 || size % kGranularity != 0 || (ptr - region->base) % kGranularity != 0 ||
       offset + size > phys->second.size) {
     return CUDA_ERROR_INVALID_VALUE;
   }
