@@ -243,7 +243,15 @@ CUresult Pager::make_held_resident(Access& access, std::size_t from, std::size_t
                                    std::uint64_t bit, const Operation& op, bool last_try) {
   {
     PhaseTimer timer(phases_, PagerPhase::reap);
-    reap_saved_units(false);
+    // Finished saves' ranges are the reclaimer's to unmap (fast mode gave
+    // their chunks back already, and a unit wanted back unmaps its own): an
+    // unmap here is driver work on the program's thread, behind the driver's
+    // lock. Stream-ordered frees reached are room, and taken here.
+    if (reclaimer_ && options_.check == CheckMode::fast) {
+      reap_freed_allocations();
+    } else {
+      reap_saved_units(false);
+    }
   }
   if (lent_from < access.size() && !fits_under_caps(access)) {
     // What the operation was lent cannot be resident beside what it names:

@@ -653,7 +653,15 @@ bool Pager::unmap_runs(int device, std::uint64_t address, std::vector<Mapping>* 
   return unmapped;
 }
 
-bool Pager::unmap_home(Unit* unit) { return unmap_runs(unit->device, unit->address, &unit->home_runs); }
+bool Pager::unmap_home(Unit* unit) {
+  if (unit->revived_save != nullptr) {  // a save a revival left still reads the range
+    PhaseTimer timer(phases_, PagerPhase::wait_save);
+    driver_.event_synchronize(unit->revived_save);
+    driver_.event_destroy(unit->revived_save);
+    unit->revived_save = nullptr;
+  }
+  return unmap_runs(unit->device, unit->address, &unit->home_runs);
+}
 
 void Pager::return_chunks(DeviceState& state, std::vector<Chunk>* chunks, std::uint64_t save) {
   for (const Chunk& chunk : *chunks) state.pool.give_back(chunk, save);
@@ -956,6 +964,8 @@ void Pager::back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool k
 // to map it again). The save still running only fills a host buffer nothing
 // will read: the buffer goes back to the store, where the next to take it on
 // this device is an offload, on the same copy-out stream, after that save.
+// But it still reads the range: the range is not unmapped before it ends
+// (Unit::revived_save; RevivalTest.AFreeOfARevivedUnitWaitsForTheSaveStillReadingIt).
 bool Pager::revive(DeviceState& state, Unit* unit) {
   if (!unit->unmap_pending || unit->stale_mapping || !unit->aliases.empty() || unit->host == nullptr) return false;
   if (options_.check == CheckMode::fast) {
@@ -970,8 +980,10 @@ bool Pager::revive(DeviceState& state, Unit* unit) {
   saved_units_.erase(std::remove(saved_units_.begin(), saved_units_.end(), unit), saved_units_.end());
   unit->unmap_pending = false;
   if (unit->saved != nullptr) {
-    driver_.event_destroy(unit->saved);  // released once it completes
-    unit->saved = nullptr;
+    // Still reading the range: its next unmap waits for it (unmap_home). A
+    // save left by an earlier revival ran before it on the same stream.
+    if (unit->revived_save != nullptr) driver_.event_destroy(unit->revived_save);
+    unit->revived_save = std::exchange(unit->saved, nullptr);
   }
   // As it went out: a copy bringing it in may still be landing (its save
   // waited for that copy, and the save is not waited for here).

@@ -107,6 +107,10 @@ struct Unit {
   void* host = nullptr;
   CUevent ready = nullptr;             // owned; null when nothing to wait for
   CUevent saved = nullptr;             // owned; the offload's completion
+  // Owned: the save a revival left running (Pager::revive), which still
+  // reads the range; the range is not unmapped before it is done
+  // (Pager::unmap_home): an unmap under a copy is a fatal 700 on a GPU.
+  CUevent revived_save = nullptr;
   // `ready` and `ready_for` as it went out: a copy bringing it in may still
   // have been landing then. Its save waits for that copy, and a unit
   // revived before its save ends (Pager::revive) takes them back, so that a

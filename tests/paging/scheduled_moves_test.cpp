@@ -773,6 +773,30 @@ TEST_F(RevivalTest, AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNoCopy) {
 // The same for a unit saved in pieces: its chunks carry each piece's number.
 TEST_F(RevivalTest, AUnitSavedInPiecesIsRevivedOnItsChunksToo) { expect_revived_with_no_copy(8 * kChunk); }
 
+// A revived unit's save is left running, and it still reads the unit's
+// range: a free right after must not unmap the range under it (an unmap
+// while a copy reads the range is a fatal 700 on a GPU, gpu-facts §8.6c;
+// the simulator faults the copy). Found by
+// MoverTest.RandomMovesAgainstTwoThreadsWritesAndFreesLoseNothing.
+TEST_F(RevivalTest, AFreeOfARevivedUnitWaitsForTheSaveStillReadingIt) {
+  make_pager(4 * kChunk, std::nullopt, without_grace_or_reclaimer);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 2> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, 2 * kChunk));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers, 2 * kChunk);
+  pager_->set_access_feed(nullptr);
+  ASSERT_TRUE(pager_->offload_unit(units[0], false));
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));
+  ASSERT_EQ(revived(*pager_), 1u) << "back on its chunks with its save still running";
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  ASSERT_TRUE(pager_->free(buffers[0], &result));
+  EXPECT_EQ(result, CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS) << "the save read a range already unmapped";
+  EXPECT_TRUE(holds(buffers[1], 2 * kChunk, 1));
+  ASSERT_TRUE(pager_->free(buffers[1], &result));
+}
+
 // A chunk taken by another unit and given back again holds that unit's
 // bytes: the first owner must be copied back in, not revived on it.
 TEST_F(RevivalTest, AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRevived) {
