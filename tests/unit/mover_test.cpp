@@ -108,14 +108,19 @@ TEST(MoverThread, StopDropsWhatIsQueuedAndRefusesFromThen) {
   std::mutex mutex;
   std::condition_variable released;
   bool release = false;
-  std::atomic<int> made{0};
-  auto mover = std::make_unique<Mover>([&](const Mover::Move&) {
-    std::unique_lock lock(mutex);
-    released.wait(lock, [&] { return release; });
-    made.fetch_add(1);
-  });
+  std::atomic<int> made{0}, started{0}, dropped{0};
+  auto mover = std::make_unique<Mover>(
+      [&](const Mover::Move&) {
+        started.fetch_add(1);
+        std::unique_lock lock(mutex);
+        released.wait(lock, [&] { return release; });
+        made.fetch_add(1);
+      },
+      4096, [&](const Mover::Move&) { dropped.fetch_add(1); });
   Mover::Move move;
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(mover->post(move));
+  for (int i = 0; i < 5000 && started.load() == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(started.load(), 1) << "the first move in hand";
   std::thread stopper([&] { mover->stop(); });
   std::this_thread::sleep_for(20ms);
   {
@@ -125,6 +130,7 @@ TEST(MoverThread, StopDropsWhatIsQueuedAndRefusesFromThen) {
   released.notify_all();
   stopper.join();
   EXPECT_EQ(made.load(), 1) << "the move in hand is finished; the nine queued are dropped";
+  EXPECT_EQ(dropped.load(), 9) << "each dropped one told (a launch may wait for it)";
   EXPECT_FALSE(mover->post(move));
 }
 
