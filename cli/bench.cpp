@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -174,8 +175,11 @@ struct Cell {
 };
 
 // The floor of the step a run's trace recorded, under the budget it ran
-// with, on the bench's link; false if the run recorded none.
-bool recorded_floor(const nlohmann::json& trace, double link_gbps, double* floor_ns) {
+// with, on the bench's link, per training step: a recorded period may hold
+// several steps (a caching allocator whose placements alternate makes it
+// two), told apart by its stall-free length against one step's compute
+// (`step_compute_ns`, the trainer's). False if the run recorded none.
+bool recorded_floor(const nlohmann::json& trace, double link_gbps, double step_compute_ns, double* floor_ns) {
   if (!trace.is_object() || !trace.contains("schedule")) return false;
   const nlohmann::json& schedule = trace.at("schedule");
   if (!schedule.contains("profile") || !schedule.contains("plan") || !schedule.at("plan").contains("budget")) {
@@ -185,7 +189,9 @@ bool recorded_floor(const nlohmann::json& trace, double link_gbps, double* floor
     const scheduler::IterationProfile profile = scheduler::profile_from_json(schedule.at("profile"));
     scheduler::LinkModel link;
     link.to_host_bytes_per_ns = link.to_device_bytes_per_ns = link_gbps;
-    *floor_ns = scheduler::step_floor(profile, schedule.at("plan").at("budget").get<std::uint64_t>(), link);
+    const double steps =
+        step_compute_ns > 0 ? std::max(1.0, std::round(profile.step_ns / step_compute_ns)) : 1.0;
+    *floor_ns = scheduler::step_floor(profile, schedule.at("plan").at("budget").get<std::uint64_t>(), link) / steps;
     return true;
   } catch (const std::exception&) {
     return false;
@@ -329,7 +335,9 @@ int run_bench(const std::vector<std::string>& args) {
                                run.trace["schedule"].contains("trial") &&
                                !run.trace["schedule"]["trial"].value("done", true);
           if (!floor_from_profile[hooks]) {
-            floor_from_profile[hooks] = recorded_floor(run.trace, scaled_link, &floor_ns[hooks]);
+            floor_from_profile[hooks] =
+                recorded_floor(run.trace, scaled_link, static_cast<double>(number(result_field(run.result, "compute_ns"))),
+                               &floor_ns[hooks]);
           }
           cell.kernel_too_large = run.exit_code == 3 &&
                                   run.output.find("more than its cap") != std::string::npos &&
@@ -352,7 +360,9 @@ int run_bench(const std::vector<std::string>& args) {
     for (const Cell& cell : cells) out << row(cell) << "\n";
   }
   std::cout << "\nfloor: the least step any schedule could take on the recorded step's operations and units at that "
-               "cap (docs/benchmarks.md, \"The floor\"); * where no run recorded the step: the uncapped step or the "
+               "cap (docs/benchmarks.md, \"The floor\"), per training step where the recorded period holds several "
+               "(a caching allocator's alternating placements make it two); * where no run recorded the step: the "
+               "uncapped step or the "
                "link time for the peak less the cap, whichever is longer; (trial running): the last step was still "
                "one of the trial's, not the steady state (more --steps)\n";
   std::cout << "\nfiles: " << options.dir << "\n";

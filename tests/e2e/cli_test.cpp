@@ -95,6 +95,31 @@ TEST(Bench, OneCellWithTheLibraryHooksOnAndOff) {
   EXPECT_NE(bad_issue.err.find("--issue takes pytorch"), std::string::npos) << bad_issue.err;
 }
 
+// The floor column of a cell whose run recorded its step: per training step
+// (the caching allocator's alternating placements make the recorded period
+// two steps; a floor taken over the period was twice a step's, and stood
+// above the step it bounds), and never above the step.
+TEST(Bench, TheFloorOfARecordedStepIsPerTrainingStepAndBoundsIt) {
+  const std::string out = temp_path("bench-floor");
+  std::filesystem::remove_all(out);
+  const ProcessResult bench =
+      run_process({command(), "bench", "--models", "cnn-small", "--caps", "50", "--policies", "auto", "--steps", "16",
+                   "--scale", "64", "--out", out},
+                  doctor_environment());
+  ASSERT_EQ(bench.exit_code, 0) << bench.out << bench.err;
+  const std::size_t row = bench.out.find("| auto |");
+  ASSERT_NE(row, std::string::npos) << bench.out;
+  const std::string line = bench.out.substr(row, bench.out.find('\n', row) - row);
+  const double step = std::stod(line.substr(std::string("| auto |").size()));
+  const std::size_t floor_at = line.find("| ", line.find(" ms")) + 2;
+  const std::string floor_text = line.substr(floor_at);
+  EXPECT_EQ(floor_text.substr(0, floor_text.find(" ms")).find('*'), std::string::npos)
+      << "the floor of the step the run recorded, not the plain bound: " << line;
+  const double floor = std::stod(floor_text);
+  EXPECT_GT(floor, 0) << line;
+  EXPECT_LE(floor, step) << "a floor above the step it bounds: " << line;
+}
+
 // The step issued from one thread, every tensor allocated once, against the
 // default (as PyTorch issues it): each says so, the trainer ran with the
 // static allocator in one and the caching allocator in the other (their
