@@ -188,6 +188,26 @@ void paging_section(std::ostream& out, const nlohmann::json& summary) {
     out << "; " << revived << " more wanted back before they had left, kept with no copy";
   }
   out << "\n";
+  if (const nlohmann::json& mover = member(paging, "mover"); mover.is_object() && count(mover, "posted") > 0) {
+    // The plan's moves and where their driver work ran (vmm/mover.h).
+    out << "  the plan's moves: " << count(mover, "made") << " made by vgpumem's mover thread, off the program's "
+        << "threads (" << ms(number(mover, "busy_ns")) << " of its time)";
+    if (const std::uint64_t full = count(mover, "ring_full"); full > 0) {
+      out << ", " << full << " by the program's thread (the mover's queue was full)";
+    }
+    out << "\n";
+  }
+  if (const nlohmann::json& devices = member(paging, "devices"); devices.is_array()) {
+    for (const nlohmann::json& device : devices) {
+      if (!device.is_object() || count(device, "blocks") == 0) continue;
+      out << "  device " << count(device, "device") << " physical memory: " << count(device, "blocks")
+          << " blocks holding " << format_bytes(count(device, "chunk_bytes")) << ", each mapped whole";
+      if (const std::uint64_t reshaped = count(device, "reshaped_blocks"); reshaped > 0) {
+        out << "; " << reshaped << " released to make blocks of the sizes buffers needed";
+      }
+      out << "\n";
+    }
+  }
   const double stall = number(paging, "stall_ns");
   // (Device time: on the simulated driver, simulated, unlike the wall time traced.)
   out << "  the program's work waited " << ms(stall) << " for its data, before " << count(paging, "stalled_operations")

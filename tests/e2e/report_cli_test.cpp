@@ -71,6 +71,15 @@ TEST(ReportCommand, SaysWhatTheRunDidWithTheTracesOwnNumbers) {
                            std::to_string(summary["paging"]["scheduled_offloads"].get<std::uint64_t>()) +
                            " of them planned ahead)"))
       << out;
+  const nlohmann::json& mover = summary["paging"]["mover"];
+  ASSERT_TRUE(mover["running"].get<bool>()) << mover.dump();
+  EXPECT_TRUE(has(out, "the plan's moves: " + std::to_string(mover["made"].get<std::uint64_t>()) +
+                           " made by vgpumem's mover thread"))
+      << out;
+  const nlohmann::json& device = summary["paging"]["devices"][0];
+  EXPECT_TRUE(has(out, "device 0 physical memory: " + std::to_string(device["blocks"].get<std::uint64_t>()) +
+                           " blocks holding "))
+      << out;
   const nlohmann::json& victims = summary["paging"]["victims"];
   EXPECT_TRUE(has(out, "room made on demand: " + std::to_string(victims["taken"].get<std::uint64_t>()) +
                            " buffers sent out, " + std::to_string(victims["in_order"].get<std::uint64_t>()) +
