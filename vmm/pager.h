@@ -1,19 +1,20 @@
 // The pager: paged device allocations under the cap (VGPUMEM_POLICY=lru).
 //
-// Every paged allocation gets a stable range of one reserved arena, backed by
-// 2 MiB chunks from the device's ChunkPool while it is resident. When a
-// mapping needs room, an unpinned unit is offloaded (least recently used
-// first, or in the scheduler's order: victim_policy.h): its users' streams
-// are made to precede the pager's copy stream (an event recorded on each),
-// its bytes are copied to pinned host memory there, and its chunks go
-// straight to the new owner, whose first use is ordered after the copy
-// stream. Its own range is unmapped once the copy has completed,
-// found by the reclaimer thread (or by a non-blocking query on the next slow
-// path, or waited for if the unit is wanted back first), so nothing on the
-// program's threads waits for the GPU to make room. The reclaimer also
-// creates chunks and pins host buffers ahead, off the launch path. Before a launch or copy
-// is enqueued, prepare() makes every unit it touches resident and makes the
-// launch's stream wait on the unit's arrival.
+// Every paged allocation gets a stable range of one reserved arena, backed
+// while it is resident by whole blocks of 2 MiB chunks from the device's
+// ChunkPool, each mapped from its start. When a mapping needs room, an
+// unpinned unit is offloaded (least recently used first, or in the
+// scheduler's order: victim_policy.h): its users' streams are made to
+// precede the pager's copy stream (an event recorded on each), its bytes
+// are copied to pinned host memory there, and its blocks go straight to
+// the new owner, whose first use is ordered after the copy stream. Its own
+// range is unmapped once the copy has completed, found by the reclaimer
+// thread (or waited for if the unit is wanted back first), so nothing on
+// the program's threads waits for the GPU to make room. The reclaimer also
+// creates blocks and pins host buffers ahead, off the launch path, and the
+// mover makes the learned schedule's moves (vmm/mover.h). Before a launch
+// or copy is enqueued, prepare() makes every unit it touches resident and
+// makes the launch's stream wait on the unit's arrival.
 //
 // The launch path (prepare() when everything is resident) takes no lock and
 // allocates nothing: a granule-index lookup per argument word, one atomic
