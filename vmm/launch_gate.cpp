@@ -177,10 +177,12 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   if (access.names_.names_small() && lending_.window() != 0) lend(access, stamp);
   bool slow = options_.check == CheckMode::torture;
   for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
-  if (mover_ && (slow || driver_.host_handoff != nullptr)) {
+  if (mover_ && slow) {
     wait_for_the_mover(access, from);
     slow = options_.check == CheckMode::torture;
     for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
+  } else if (mover_ && driver_.host_handoff != nullptr) {
+    note_mover_arrivals(access, from);  // a simulated driver's clock only
   }
   if (slow) {
     const std::uint64_t started = monotonic_ns();

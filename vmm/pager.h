@@ -516,6 +516,9 @@ class Pager final : public PagerControl {
   void on_mover_thread(const Mover::Move& move);
   void fetch_settled(const Mover::Move& move);
   void wait_for_the_mover(Access& access, std::size_t from);
+  // On a simulated driver: the launch's clock moves to when the mover
+  // brought in any of its units (Unit::mover_arrival_ns).
+  void note_mover_arrivals(Access& access, std::size_t from);
   nlohmann::json mover_summary() const;
   bool offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueued_bit);
   // The simulated driver's clock on this thread (DriverOps::host_time_ns); 0 on hardware.

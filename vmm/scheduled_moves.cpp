@@ -133,10 +133,16 @@ void Pager::wait_for_the_mover(Access& access, std::size_t from) {
         unit->fetches_queued.wait(queued, std::memory_order_acquire);
       }
     }
-    if (unit->mover_arrival_ns.load(std::memory_order_relaxed) != 0 && driver_.host_handoff != nullptr) {
-      if (const std::uint64_t arrived = unit->mover_arrival_ns.exchange(0, std::memory_order_relaxed)) {
-        driver_.host_handoff(arrived);
-      }
+  }
+  if (driver_.host_handoff != nullptr) note_mover_arrivals(access, from);
+}
+
+void Pager::note_mover_arrivals(Access& access, std::size_t from) {
+  for (std::size_t i = from; i < access.size(); ++i) {
+    Unit* unit = access.at(i);
+    if (unit->mover_arrival_ns.load(std::memory_order_relaxed) == 0) continue;
+    if (const std::uint64_t arrived = unit->mover_arrival_ns.exchange(0, std::memory_order_relaxed)) {
+      driver_.host_handoff(arrived);
     }
   }
 }
