@@ -120,6 +120,32 @@ TEST(Bench, TheFloorOfARecordedStepIsPerTrainingStepAndBoundsIt) {
   EXPECT_LE(floor, step) << "a floor above the step it bounds: " << line;
 }
 
+// scripts/sim/paged_step.sh, the command behind the mover's numbers in
+// docs/benchmarks.md: one paged run of the layered trainer at half its peak,
+// its RESULT and the trace's summary (the mover, the blocks). Not in
+// sanitizer builds: the script preloads the shim alone, without the
+// sanitizer's runtime first.
+TEST(PagedStepScript, RunsTheTrainerAtHalfItsPeakAndSummarisesTheTrace) {
+  if (!std::string(VGPUMEM_TEST_SANITIZER).empty()) GTEST_SKIP() << "the script preloads the shim alone";
+  const std::filesystem::path build = std::filesystem::path(VGPUMEM_TEST_SHIM).parent_path().parent_path();
+  const std::string out = temp_path("paged-step");
+  std::filesystem::remove_all(out);
+  auto env = simulator_environment();
+  env["MODEL_ARGS"] = "--model cnn-small --scale 64 --backward-thread --allocator caching";
+  env["STEPS"] = "12";
+  env["UNCAPPED_MS"] = "";
+  const ProcessResult run = run_process(
+      {"/bin/bash", std::string(VGPUMEM_TEST_SOURCE_DIR) + "/scripts/sim/paged_step.sh", build.string(), out, "cnn",
+       "auto"},
+      env);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("RESULT loss="), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("mover {'busy_ns'"), std::string::npos) << "the mover ran: " << run.out;
+  EXPECT_NE(run.out.find("'reshaped_blocks'"), std::string::npos) << run.out;
+  EXPECT_TRUE(std::filesystem::exists(out + "/cnn.trace.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/cnn.sim.json"));
+}
+
 // The step issued from one thread, every tensor allocated once, against the
 // default (as PyTorch issues it): each says so, the trainer ran with the
 // static allocator in one and the caching allocator in the other (their
