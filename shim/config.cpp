@@ -250,6 +250,14 @@ Verdict store(const Checked<T>& parsed, T& field) {
   return kAccepted;
 }
 
+// `on` or `off`, in any case (kOnOffForms).
+Verdict store_on_off(std::string_view value, bool& field) {
+  if (equals_ignoring_case(value, "on")) field = true;
+  else if (equals_ignoring_case(value, "off")) field = false;
+  else return value.empty() ? "the value is empty" : "";
+  return kAccepted;
+}
+
 Verdict require_non_empty(std::string_view value) {
   return value.empty() ? Verdict("the value is empty; unset the variable for the default") : kAccepted;
 }
@@ -292,19 +300,8 @@ constexpr Variable kVariables[] = {
        return kAccepted;
      }},
     {"VGPUMEM_LIBRARY_HOOKS", kOnOffForms,
-     [](Config& c, std::string_view v, int) -> Verdict {
-       if (equals_ignoring_case(v, "on")) c.library_hooks = true;
-       else if (equals_ignoring_case(v, "off")) c.library_hooks = false;
-       else return v.empty() ? "the value is empty" : "";
-       return kAccepted;
-     }},
-    {"VGPUMEM_MOVER", kOnOffForms,
-     [](Config& c, std::string_view v, int) -> Verdict {
-       if (equals_ignoring_case(v, "on")) c.mover = true;
-       else if (equals_ignoring_case(v, "off")) c.mover = false;
-       else return v.empty() ? "the value is empty" : "";
-       return kAccepted;
-     }},
+     [](Config& c, std::string_view v, int) { return store_on_off(v, c.library_hooks); }},
+    {"VGPUMEM_MOVER", kOnOffForms, [](Config& c, std::string_view v, int) { return store_on_off(v, c.mover); }},
     {"VGPUMEM_GRACE", kGraceKindForms,
      [](Config& c, std::string_view v, int) -> Verdict {
        if (equals_ignoring_case(v, "lend")) c.grace = vmm::GraceKind::lend;

@@ -4,6 +4,7 @@
 
 #include "common/format_bytes.h"
 #include "common/log.h"
+#include "vmm/atomic_max.h"
 
 namespace vgpumem::vmm {
 
@@ -60,9 +61,7 @@ bool Accounting::grow(AllocationKind kind, std::uint64_t key, std::uint64_t extr
 void Accounting::commit_host(std::uint64_t key, std::uint64_t bytes, const char* api) {
   registry_.insert(AllocationKind::host, key, Allocation{-1, bytes, 1, false});
   const std::uint64_t now = host_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  std::uint64_t peak = host_bytes_peak_.load(std::memory_order_relaxed);
-  while (now > peak && !host_bytes_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+  raise_to(host_bytes_peak_, now);
   observer_.allocated(-1, key, bytes, api);
 }
 

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "vmm/atomic_max.h"
+
 namespace vgpumem::vmm {
 
 CapLedger::CapLedger(std::function<std::uint64_t(int)> cap_for) : cap_for_(std::move(cap_for)) {}
@@ -25,11 +27,7 @@ std::uint64_t CapLedger::resolve_cap(Slot& s, int device) {
   return s.cap.load(std::memory_order_relaxed);
 }
 
-void CapLedger::raise_peak(Slot& s, std::uint64_t counted) {
-  std::uint64_t peak = s.peak.load(std::memory_order_relaxed);
-  while (counted > peak && !s.peak.compare_exchange_weak(peak, counted, std::memory_order_relaxed)) {
-  }
-}
+void CapLedger::raise_peak(Slot& s, std::uint64_t counted) { raise_to(s.peak, counted); }
 
 bool CapLedger::charge(int device, std::uint64_t bytes) {
   Slot* s = slot(device);

@@ -60,10 +60,9 @@ class ChunkPool {
   // of `largest` for every whole multiple of it), made where the cap allows:
   // the fewest handles, and what the unit gives back on its next offload
   // serves it again; `any`, any free blocks that add up, the largest first
-  // (more handles, but no block made or released); `near`, those as long as
-  // they are at most one block more than `exact`.
-  // `near`: as `any`, in at most one block more than `exact` would take
-  // (a block more to map costs less than making and releasing blocks).
+  // (more handles, but no block made or released); `near`, as `any` in at
+  // most one block more than `exact` would take (a block more to map costs
+  // less than making and releasing blocks).
   enum class Fit : std::uint8_t { exact, near, any };
   // Which free blocks take() may use: only those whose saves are done (a
   // copy into the others waits on the device for the save that reads them:

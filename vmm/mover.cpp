@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "vmm/async_signals_blocked.h"
+#include "vmm/atomic_max.h"
 
 namespace vgpumem::vmm {
 namespace {
@@ -12,12 +13,6 @@ std::uint64_t steady_ns() {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
-}
-
-void raise_to(std::atomic<std::uint64_t>& most, std::uint64_t value) {
-  std::uint64_t seen = most.load(std::memory_order_relaxed);
-  while (seen < value && !most.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
-  }
 }
 
 }  // namespace

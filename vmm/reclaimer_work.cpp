@@ -8,6 +8,7 @@
 
 #include "common/format_bytes.h"
 #include "common/log.h"
+#include "vmm/atomic_max.h"
 #include "vmm/pager.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
@@ -16,11 +17,7 @@ namespace vgpumem::vmm {
 
 void Pager::wake_reclaimer() {
   if (!reclaimer_) return;
-  if (const std::uint64_t now = host_clock_ns(); now != 0) {
-    std::uint64_t latest = reclaimer_woken_ns_.load(std::memory_order_relaxed);
-    while (latest < now && !reclaimer_woken_ns_.compare_exchange_weak(latest, now, std::memory_order_relaxed)) {
-    }
-  }
+  if (const std::uint64_t now = host_clock_ns(); now != 0) raise_to(reclaimer_woken_ns_, now);
   reclaimer_->wake();
 }
 

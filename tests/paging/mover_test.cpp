@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pager_fixture.h"
+#include "vgpusim_driver_calls.h"
 #include <nlohmann/json.hpp>
 
 namespace vgpumem::test {
@@ -30,14 +31,7 @@ class ThreadUnitCatcher final : public vmm::AccessFeed {
   }
 };
 
-struct DriverCalls {
-  unsigned long long vmm = 0, pin = 0, ns = 0;
-  static DriverCalls of_this_thread() {
-    DriverCalls calls;
-    vgpusimThreadDriverCalls(&calls.vmm, &calls.pin, &calls.ns);
-    return calls;
-  }
-};
+using vgpusim::DriverCalls;
 
 class MoverTest : public PagerTest {
  protected:

@@ -148,6 +148,7 @@
 #include "layered_kernels.h"
 #include "layered_libraries.h"
 #include "vgpusim.h"
+#include "vgpusim_driver_calls.h"
 
 namespace {
 
@@ -1439,24 +1440,8 @@ class BackwardThread {
 };
 
 // The driver's VMM and pinning calls a thread has made, and the simulated
-// time they took it (vgpusimThreadDriverCalls): what the program's launch
-// threads spend on paging, as the driver sees it.
-struct DriverCalls {
-  unsigned long long vmm = 0, pin = 0, ns = 0;
-
-  static DriverCalls of_this_thread() {
-    DriverCalls calls;
-    vgpusimThreadDriverCalls(&calls.vmm, &calls.pin, &calls.ns);
-    return calls;
-  }
-  DriverCalls since(const DriverCalls& before) const { return {vmm - before.vmm, pin - before.pin, ns - before.ns}; }
-  DriverCalls& operator+=(const DriverCalls& other) {
-    vmm += other.vmm;
-    pin += other.pin;
-    ns += other.ns;
-    return *this;
-  }
-};
+// time they took it: what the program's launch threads spend on paging.
+using vgpusim::DriverCalls;
 
 // Issues one step's launches, from either thread: takes and gives back
 // per-step tensors (--allocator caching), fills each launch's addresses as
