@@ -96,8 +96,9 @@ void Pager::move_ahead(std::span<Unit* const> offloads, std::span<Unit* const> p
   // On a simulated driver, in step with the mover in real time: its moves
   // are charged to its own clock, so this costs the program's simulated
   // time nothing, and what the program finds when it goes on no longer
-  // depends on which thread the machine ran first (a run is the same run
-  // every time). Where the moves land late on the mover's clock, the
+  // depends on which of the two threads the machine ran first (the
+  // reclaimer is not in step: when it unmaps a finished save still varies
+  // a run by a few per cent). Where the moves land late on the mover's clock, the
   // program's next use of what they brought waits for them
   // (wait_for_the_mover), as it would on a GPU.
   if (mover != nullptr && driver_.host_handoff != nullptr && !(offloads.empty() && prefetches.empty())) mover->drain();
