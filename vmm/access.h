@@ -140,7 +140,7 @@ class Access {
     record_.thread_slot = &thread.feed;  // the rest by tell_feed()
   }
 
-  Unit* inline_[kInline] = {};
+  Unit* inline_[kInline];  // NOLINT: read up to count_ only (zeroing it would cost every launch)
   std::vector<Unit*> spill_;  // everything, once past kInline: the thread's buffer, lent
   bool spilled_ = false;
   std::size_t count_ = 0;

@@ -122,6 +122,10 @@ class TableLending {
       const Slot& slot = ring.slots[at];
       const std::uint64_t seen = slot.sequence.load(std::memory_order_acquire);
       if (seen == 0 || seen >= sequence || sequence - seen > window_ || !slot.shares_a_cell(names)) continue;
+      // A repeat of the same launch: it names every word kept, so nothing
+      // to lend, found without copying the words out (were the slot
+      // rewritten meanwhile, it would be skipped below as well).
+      if (slot.holds_words_of(names)) continue;
       Kept kept;
       if (!slot.read(seen, &kept)) continue;  // rewritten meanwhile: by an operation after this one
       bool lent = false;
@@ -137,9 +141,17 @@ class TableLending {
 
   // Keeps what operation `sequence` of `stream` named, if it named a small
   // cell and its words fit (the caller stamps the rest: Names::overflowed).
+  // An operation that named exactly what the last one kept named (a launch
+  // repeated over the same buffers: an optimizer's per-parameter chain, a
+  // benchmark) renews that slot's number instead of taking another: the
+  // newer number lends the same words to every consumer the older would, so
+  // nothing is lost, and the ring keeps more distinct operations, which a
+  // consumer then reads one slot for, not one per repeat.
   void keep(unsigned stream, std::uint64_t sequence, const Names& names) {
     if (window_ == 0 || !names.names_small() || names.overflowed()) return;
     Ring& ring = rings_[stream % kStreams];
+    const std::size_t last = (ring.next.load(std::memory_order_relaxed) + kSlots - 1) % kSlots;
+    if (ring.slots[last].renew_if_same(sequence, names)) return;
     const std::size_t at = ring.next.fetch_add(1, std::memory_order_relaxed) % kSlots;
     ring.slots[at].write(sequence, names, ring.masks[at]);
   }
@@ -162,11 +174,16 @@ class TableLending {
 
     // Also sets `mask`, the slot's filter in its ring.
     void write(std::uint64_t number, const Names& names, std::atomic<std::uint64_t>& mask);
+    // Gives the slot `number` if it holds an earlier operation that named
+    // exactly `names` (the same cells and words, in order); false otherwise.
+    bool renew_if_same(std::uint64_t number, const Names& names);
     // Whether one of its cells is one `names` names; past kCells on either
     // side only the masks are known, and they met (the caller checked).
     // Read before the words, so that most slots the mask lets through cost
     // a few loads; a writer racing it is caught by read().
     bool shares_a_cell(const Names& names) const;
+    // Whether its words are `names`' own, in the same order.
+    bool holds_words_of(const Names& names) const;
     // Its words; false when a writer came between (the slot no longer
     // holds `number`).
     bool read(std::uint64_t number, Kept* out) const;

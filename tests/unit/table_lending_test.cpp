@@ -77,6 +77,29 @@ TEST(TableLending, TheLastSlotsOperationsNamingASmallCellAreKept) {
   EXPECT_FALSE(lent(lending, 0, now + 1, names({kTable + 512})).empty());
 }
 
+// An operation repeated over the same buffers renews the slot of the last
+// one instead of taking another: a producer before a run of repeats longer
+// than the ring still lends, and the repeats lend as the newest of them.
+TEST(TableLending, ARepeatedOperationRenewsItsSlotAndKeepsTheOlderOnes) {
+  TableLending lending(100);
+  lending.keep(0, 1, names({kTable}, {kA}));
+  for (std::uint64_t i = 0; i < 3 * TableLending::kSlots; ++i) lending.keep(0, 2 + i, names({kTable + 512}, {kB}));
+  const std::uint64_t now = 2 + 3 * TableLending::kSlots;
+  std::size_t lenders = 0;
+  EXPECT_EQ(lent(lending, 0, now, names({kTable}), &lenders), (std::set<std::uint64_t>{kA}))
+      << "the producer before the repeats";
+  EXPECT_EQ(lenders, 1u);
+  EXPECT_EQ(lent(lending, 0, now, names({kTable + 512 + 8}), &lenders), (std::set<std::uint64_t>{kTable + 512, kB}));
+  EXPECT_EQ(lenders, 1u) << "the repeats took one slot";
+  TableLending narrow(3);  // the renewed number decides the window
+  narrow.keep(0, 1, names({kTable}, {kA}));
+  narrow.keep(0, 10, names({kTable}, {kA}));
+  EXPECT_FALSE(lent(narrow, 0, 13, names({kTable + 8})).empty()) << "3 operations after the repeat";
+  narrow.keep(0, 11, names({kTable}, {kA, kB}));  // not the same: a slot of its own
+  EXPECT_EQ(lent(narrow, 0, 13, names({kTable + 8}), &lenders), (std::set<std::uint64_t>{kTable, kA, kB}));
+  EXPECT_EQ(lenders, 2u);
+}
+
 // Past kCells only the mask is known: a consumer whose cells hash where the
 // producer's did is lent (more than needed, never less).
 TEST(TableLending, PastTheCellsKeptTheMaskDecidesAndErrsTowardLending) {
