@@ -158,6 +158,61 @@ void memory_section(std::ostream& out, const nlohmann::json& summary) {
   }
 }
 
+// Where paging's host work ran and what it cost (paging.host_path): on a
+// GPU the driver calls that map memory, not the link, were what paging
+// cost, and on the program's thread they are the program's time.
+void host_path_lines(std::ostream& out, const nlohmann::json& path) {
+  if (!path.is_object()) return;
+  const nlohmann::json& program = member(path, "program_threads");
+  const nlohmann::json& pager = member(path, "pager_threads");
+  out << "  the program's threads spent " << ms(number(program, "paging_ns")) << " paging";
+  if (member(program, "paging_ms_per_gib").is_number()) {
+    out << printed(" (%.2f ms per GiB moved)", number(program, "paging_ms_per_gib"));
+  }
+  if (text(path, "clock", "") == "simulated") out << ", times on the simulated driver's clock";
+  out << "\n  driver calls that map memory: " << count(program, "vmm_calls") << " on the program's threads ("
+      << ms(number(program, "vmm_ns")) << "), " << count(pager, "vmm_calls") << " on vgpumem's ("
+      << ms(number(pager, "vmm_ns")) << ")";
+  if (member(path, "vmm_calls_per_gib").is_number()) {
+    out << printed("; %.0f per GiB moved", number(path, "vmm_calls_per_gib"));
+  }
+  out << "\n";
+  const nlohmann::json& fetches = member(path, "fetches");
+  if (member(fetches, "planned_share").is_number()) {
+    out << "  fetches: " << percent(number(fetches, "planned_share"), 1.0) << " planned ahead ("
+        << count(fetches, "planned") << " planned, " << count(fetches, "on_demand") << " on demand";
+    if (const std::uint64_t late = count(fetches, "waited_for_mover"); late > 0) {
+      out << "; " << late << " times an operation waited for a planned one still queued";
+    }
+    out << ")\n";
+  }
+  if (const nlohmann::json& refused = member(path, "refused"); refused.is_object() && !refused.empty()) {
+    static const std::map<std::string, const char*> kWhy = {
+        {"freed", "freed first"},
+        {"pinned", "held resident for life"},
+        {"elsewhere", "already where asked, or on the way"},
+        {"capture_open", "a stream capture open"},
+        {"in_grace", "inside their launch grace"},
+        {"held_by_launch", "held by a launch being issued"},
+        {"no_host_memory", "no pinned host memory"},
+        {"no_room", "no room under the cap"},
+        {"failed", "a driver call failed"}};
+    std::uint64_t total = 0;
+    std::string reasons;
+    for (const auto& [key, value] : refused.items()) {
+      if (!value.is_number_unsigned()) continue;
+      total += value.get<std::uint64_t>();
+      const auto why = kWhy.find(key);
+      reasons += (reasons.empty() ? "" : ", ") + std::to_string(value.get<std::uint64_t>()) + " " +
+                 (why != kWhy.end() ? why->second : key.c_str());
+    }
+    out << "  the plan's moves refused: " << total << " (" << reasons << ")\n";
+  }
+  if (const std::uint64_t pinned = count(path, "pinned_bytes"); pinned > 0) {
+    out << "  host memory pinned: " << format_bytes(pinned) << " in " << ms(number(path, "pin_ns")) << "\n";
+  }
+}
+
 void paging_section(std::ostream& out, const nlohmann::json& summary) {
   const nlohmann::json& paging = member(summary, "paging");
   out << "\nPaging\n";
@@ -197,6 +252,7 @@ void paging_section(std::ostream& out, const nlohmann::json& summary) {
     }
     out << "\n";
   }
+  host_path_lines(out, member(paging, "host_path"));
   if (const nlohmann::json& devices = member(paging, "devices"); devices.is_array()) {
     for (const nlohmann::json& device : devices) {
       if (!device.is_object() || count(device, "blocks") == 0) continue;

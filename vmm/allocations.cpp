@@ -236,9 +236,9 @@ void Pager::release_unit(Unit* unit) {
   // A copy bringing it in may still be writing its chunks: they are reused next.
   if (unit->ready != nullptr) driver_.event_synchronize(unit->ready);
   if (unit->real != 0) {  // a handle the program exported: one real allocation, charged as itself
-    driver_.unmap(unit->address, unit->bytes);
+    counted_call(&host_path_, DriverWork::vmm, [&] { return driver_.unmap(unit->address, unit->bytes); });
     unmap_aliases(unit);
-    driver_.release(unit->real);
+    counted_call(&host_path_, DriverWork::vmm, [&] { return driver_.release(unit->real); });
     ledger_.refund(unit->device, unit->bytes);
     unit->real = 0;
     state.resident_bytes -= unit->bytes;

@@ -183,7 +183,12 @@ std::size_t ChunkPool::grow(std::size_t chunks, CUresult* error, bool* cap_full,
       continue;
     }
     CUmemGenericAllocationHandle handle = 0;
-    if (const CUresult r = driver_.create(&handle, size * kChunkBytes, &prop, 0); r != CUDA_SUCCESS) {
+    CUresult r = CUDA_SUCCESS;
+    {
+      DriverCallTimer timed(stats_, DriverWork::vmm);
+      r = driver_.create(&handle, size * kChunkBytes, &prop, 0);
+    }
+    if (r != CUDA_SUCCESS) {
       ledger_.refund(device_, size * kChunkBytes);
       if (size > 1) {
         VGPUMEM_LOG_WARN("cannot create a {} MiB block on device {}: error {}; trying a smaller one",
@@ -246,7 +251,10 @@ std::uint32_t ChunkPool::taken_chunks(std::uint32_t slot) const {
 
 void ChunkPool::release_block(std::uint32_t slot) {
   Block& block = slots_[slot];
-  driver_.release(block.handle);
+  {
+    DriverCallTimer timed(stats_, DriverWork::vmm);
+    driver_.release(block.handle);
+  }
   ledger_.refund(device_, block.chunks * kChunkBytes);
   created_ -= block.chunks;
   free_ -= block.chunks;

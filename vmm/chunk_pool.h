@@ -38,6 +38,7 @@
 #include "vmm/cap_ledger.h"
 #include "vmm/chunk.h"
 #include "vmm/driver_ops.h"
+#include "vmm/host_path_stats.h"
 
 namespace vgpumem::vmm {
 
@@ -49,8 +50,10 @@ inline constexpr std::size_t kMaxBlockChunks = 32;  // 64 MiB: the largest block
 class ChunkPool {
  public:
   // `block_chunks`: the largest block; 0 for automatic (largest_block()).
-  ChunkPool(int device, const DriverOps& driver, CapLedger& ledger, std::size_t block_chunks = 0)
-      : device_(device), driver_(driver), ledger_(ledger), block_chunks_(block_chunks) {}
+  // `stats`: where its driver calls are counted (null: nowhere).
+  ChunkPool(int device, const DriverOps& driver, CapLedger& ledger, std::size_t block_chunks = 0,
+            HostPathStats* stats = nullptr)
+      : device_(device), driver_(driver), ledger_(ledger), block_chunks_(block_chunks), stats_(stats) {}
   ~ChunkPool();
   ChunkPool(const ChunkPool&) = delete;
   ChunkPool& operator=(const ChunkPool&) = delete;
@@ -157,6 +160,7 @@ class ChunkPool {
   const DriverOps& driver_;
   CapLedger& ledger_;
   std::size_t block_chunks_;
+  HostPathStats* stats_;
   std::vector<Block> slots_;
   std::vector<std::uint32_t> empty_slots_;  // released blocks' slots, reused by the next
   // Scratch for choose(), reused (no allocation once grown): the free

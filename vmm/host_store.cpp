@@ -47,8 +47,13 @@ void* HostStore::take(std::uint64_t bytes, int device, CUresult* error, std::uin
     }
   }
   void* buffer = nullptr;
-  if (const CUresult r = driver_.host_alloc(&buffer, bytes, 0); r != CUDA_SUCCESS) {
-    *error = r;
+  CUresult result = CUDA_SUCCESS;
+  {
+    DriverCallTimer timed(stats_, DriverWork::pin, bytes);
+    if ((result = driver_.host_alloc(&buffer, bytes, 0)) != CUDA_SUCCESS) timed.pinned_nothing();
+  }
+  if (result != CUDA_SUCCESS) {
+    *error = result;
     return nullptr;
   }
   pinned_ += bytes;
@@ -68,6 +73,7 @@ std::optional<std::uint64_t> HostStore::spare_wanted() const {
 
 void HostStore::add_spare(void* buffer, std::uint64_t bytes) {
   if (limit_ && pinned_ + bytes > *limit_) {
+    DriverCallTimer timed(stats_, DriverWork::pin);
     driver_.host_free(buffer);
     return;
   }
@@ -94,7 +100,10 @@ bool HostStore::release_one_free() {
   if (free_.empty()) return false;
   auto largest = std::prev(free_.end());
   drain(largest->second.read_by);  // never unpinned under a copy
-  driver_.host_free(largest->second.buffer);
+  {
+    DriverCallTimer timed(stats_, DriverWork::pin);
+    driver_.host_free(largest->second.buffer);
+  }
   pinned_size_.erase(largest->second.buffer);
   pinned_ -= largest->first;
   free_.erase(largest);

@@ -26,6 +26,7 @@
 #include <optional>
 
 #include "vmm/driver_ops.h"
+#include "vmm/host_path_stats.h"
 
 namespace vgpumem::vmm {
 
@@ -34,8 +35,10 @@ class HostStore {
   static constexpr int kIdle = -1;  // no copy stream reads the buffer any more
 
   // `drain(device)`: waits until every copy on `device`'s copy stream is done.
-  HostStore(const DriverOps& driver, std::optional<std::uint64_t> limit, std::function<void(int)> drain = {})
-      : driver_(driver), limit_(limit), drain_(std::move(drain)) {}
+  // `stats`: where its pinning is counted (null: nowhere).
+  HostStore(const DriverOps& driver, std::optional<std::uint64_t> limit, std::function<void(int)> drain = {},
+            HostPathStats* stats = nullptr)
+      : driver_(driver), limit_(limit), drain_(std::move(drain)), stats_(stats) {}
 
   // A pinned buffer of `bytes` for a copy on `device`'s copy stream, or
   // nullptr when the limit or the driver refuses (`error` says which).
@@ -80,6 +83,7 @@ class HostStore {
   const DriverOps& driver_;
   std::optional<std::uint64_t> limit_;
   std::function<void(int)> drain_;
+  HostPathStats* stats_;
   std::multimap<std::uint64_t, Free> free_;  // bytes -> buffer
   std::map<void*, std::uint64_t> pinned_size_;  // every buffer pinned and not unpinned -> its size
   std::uint64_t pinned_ = 0, peak_ = 0;

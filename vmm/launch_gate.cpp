@@ -186,6 +186,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   }
   if (slow) {
     const std::uint64_t started = monotonic_ns();
+    const std::uint64_t started_on_clock = host_path_.simulated() ? host_path_.now() : started;
     std::unique_lock lock(mutex_);
     phases_.add(PagerPhase::lock_wait, monotonic_ns() - started);
     RelaxedCaptureMode relaxed(driver_, capture_open());
@@ -210,7 +211,9 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
       std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
       lock.lock();
     }
-    slow_path_ns_.fetch_add(monotonic_ns() - started, std::memory_order_relaxed);
+    const std::uint64_t ended = monotonic_ns();
+    slow_path_ns_.fetch_add(ended - started, std::memory_order_relaxed);
+    host_path_.slow_path((host_path_.simulated() ? host_path_.now() : ended) - started_on_clock);
     if (result != CUDA_SUCCESS) return result;
   }
   // Under lending only an operation whose names could not be kept (too many
@@ -274,6 +277,7 @@ CUresult Pager::make_held_resident(Access& access, std::size_t from, std::size_t
   for (std::size_t i = lent_from; i < access.size(); ++i) {
     Unit* unit = access.at(i);
     if (unit->retired || unit->state.load() != Residency::on_host) continue;
+    host_path_.fetched_on_demand();
     const CUresult result = fetch(unit, library_call_on_this_thread());
     if (result == CUDA_ERROR_OUT_OF_MEMORY) {
       absorb_oom();  // the fetch's; not the program's
@@ -367,6 +371,7 @@ bool Pager::others_hold_units(Access& access) {
 
 CUresult Pager::bring_in(Unit* unit, const Operation& op, bool log) {
   if (unit->retired || unit->state.load() != Residency::on_host) return CUDA_SUCCESS;
+  host_path_.fetched_on_demand();
   const CUresult result = fetch(unit, library_call_on_this_thread());
   if (result == CUDA_ERROR_OUT_OF_MEMORY && (log || !launch_thread().short_of_room)) {
     VGPUMEM_LOG_ERROR("{} cannot have {} at {:#x} back on device {}: what else it names, and what other work holds "

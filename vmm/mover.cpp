@@ -5,6 +5,7 @@
 
 #include "vmm/async_signals_blocked.h"
 #include "vmm/atomic_max.h"
+#include "vmm/host_path_stats.h"
 
 namespace vgpumem::vmm {
 namespace {
@@ -64,6 +65,7 @@ bool Mover::take(Move* move, std::uint64_t* posted_at) {
 }
 
 void Mover::run() {
+  mark_pager_thread();
   Move move;
   std::uint64_t posted_at = 0;
   while (!stopping_.load(std::memory_order_acquire)) {

@@ -32,7 +32,8 @@ Pager::Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observe
       streams_(driver),
       grace_(options.grace_operations),
       lending_(options.grace == GraceKind::lend ? options.grace_operations : 0),
-      host_(driver, options.host_limit, [this](int device) { drain_copy_stream(device_state(device)); }) {
+      host_path_(driver.host_time_ns),
+      host_(driver, options.host_limit, [this](int device) { drain_copy_stream(device_state(device)); }, &host_path_) {
   if (options_.reclaimer && driver_.context_set_current != nullptr) {
     reclaimer_ = std::make_unique<Reclaimer>([this] { reclaim(); });
   }
@@ -73,7 +74,7 @@ nlohmann::json Pager::mover_summary() const {
 
 Pager::DeviceState& Pager::device_state(int device) {
   auto& slot = devices_[device];
-  if (!slot) slot = std::make_unique<DeviceState>(device, driver_, ledger_, options_.block_chunks);
+  if (!slot) slot = std::make_unique<DeviceState>(device, driver_, ledger_, options_.block_chunks, &host_path_);
   return *slot;
 }
 
@@ -611,8 +612,10 @@ CUresult Pager::map_runs(int device, std::uint64_t address, const Chunk* chunks,
   for (std::size_t first = 0; first < count;) {
     std::size_t length = 1;
     while (first + length < count && chunks[first + length].follows(chunks[first + length - 1])) ++length;
-    const CUresult result = driver_.map(address + first * kChunkBytes, length * kChunkBytes, chunks[first].offset,
-                                        chunks[first].handle, 0);
+    const CUresult result = counted_call(&host_path_, DriverWork::vmm, [&] {
+      return driver_.map(address + first * kChunkBytes, length * kChunkBytes, chunks[first].offset,
+                         chunks[first].handle, 0);
+    });
     if (result != CUDA_SUCCESS) return result;
     runs->push_back(Mapping{static_cast<std::uint32_t>(length), chunks[first].block});
     pool.note_mapped(chunks[first].block, true);
@@ -630,7 +633,8 @@ bool Pager::unmap_runs(int device, std::uint64_t address, std::vector<Mapping>* 
   if (runs->size() > 1 && whole_range_unmap_) {
     std::uint64_t chunks = 0;
     for (const Mapping& run : *runs) chunks += run.chunks;
-    if (driver_.unmap(address, chunks * kChunkBytes) == CUDA_SUCCESS) {
+    if (counted_call(&host_path_, DriverWork::vmm, [&] { return driver_.unmap(address, chunks * kChunkBytes); }) ==
+        CUDA_SUCCESS) {
       for (const Mapping& run : *runs) pool.note_mapped(run.block, false);
       runs->clear();
       return true;
@@ -642,7 +646,8 @@ bool Pager::unmap_runs(int device, std::uint64_t address, std::vector<Mapping>* 
   bool unmapped = true;
   std::uint64_t at = address;
   for (const Mapping& run : *runs) {
-    if (driver_.unmap(at, run.chunks * kChunkBytes) == CUDA_SUCCESS) {
+    if (counted_call(&host_path_, DriverWork::vmm, [&] { return driver_.unmap(at, run.chunks * kChunkBytes); }) ==
+        CUDA_SUCCESS) {
       pool.note_mapped(run.block, false);
     } else {
       unmapped = false;
@@ -829,7 +834,8 @@ CUresult Pager::map_chunks(Unit* unit) {
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = unit->device;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    result = driver_.set_access(unit->address, unit->bytes, &access, 1);
+    result = counted_call(&host_path_, DriverWork::vmm,
+                          [&] { return driver_.set_access(unit->address, unit->bytes, &access, 1); });
   }
   if (result == CUDA_SUCCESS) result = map_aliases(unit);  // the program's own mappings of its handle
   if (result != CUDA_SUCCESS) {
@@ -1260,6 +1266,8 @@ nlohmann::json Pager::summary() const {
                          {"chunks_created_ahead", chunks_created_ahead_.load()},
                          {"host_buffers_pinned_ahead", host_.pinned_ahead()}}},
           {"mover", mover_summary()},
+          {"host_path", host_path_.summary({bytes_offloaded_.load() + bytes_prefetched_.load(),
+                                            scheduled_prefetches_.load(), mover_ ? mover_->counts().busy_ns : 0})},
           {"devices", devices}};
 }
 

@@ -41,6 +41,7 @@
 #include "vmm/launch_grace.h"
 #include "vmm/link_meter.h"
 #include "vmm/mark_pool.h"
+#include "vmm/host_path_stats.h"
 #include "vmm/host_store.h"
 #include "vmm/memory_observer.h"
 #include "vmm/mover.h"
@@ -565,6 +566,9 @@ class Pager final : public PagerControl {
   mutable std::mutex mutex_;
   bool arena_ready_ = false;
   AddressArena arena_;
+  // Its driver work by thread, fetches by origin, refusals (before the parts
+  // that count into it).
+  HostPathStats host_path_;
   HostStore host_;
   std::map<int, std::unique_ptr<DeviceState>> devices_;
   std::map<std::uint64_t, AllocationInfo> allocations_;  // by address

@@ -13,8 +13,9 @@
 namespace vgpumem::vmm {
 
 struct Pager::DeviceState {
-  DeviceState(int device, const DriverOps& driver, CapLedger& ledger, std::size_t block_chunks)
-      : pool(device, driver, ledger, block_chunks) {}
+  DeviceState(int device, const DriverOps& driver, CapLedger& ledger, std::size_t block_chunks,
+              HostPathStats* stats)
+      : pool(device, driver, ledger, block_chunks, stats) {}
   ChunkPool pool;
   CUcontext context = nullptr;  // current when the device was first used: the reclaimer works in it
   // Two copy streams, one per copy engine, so that units go out and come

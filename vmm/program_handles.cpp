@@ -154,7 +154,8 @@ CUresult Pager::map_alias(const Unit* unit, Alias& alias) {
   alias.mapped = true;
   if (alias.access == CU_MEM_ACCESS_FLAGS_PROT_NONE) return CUDA_SUCCESS;  // not granted yet: as the program left it
   const CUmemAccessDesc access = own_device_access(unit->device, alias.access);
-  return driver_.set_access(alias.address, alias.bytes, &access, 1);
+  return counted_call(&host_path_, DriverWork::vmm,
+                      [&] { return driver_.set_access(alias.address, alias.bytes, &access, 1); });
 }
 
 CUresult Pager::map_aliases(Unit* unit) {

@@ -1,6 +1,7 @@
 #include "vmm/reclaimer.h"
 
 #include "vmm/async_signals_blocked.h"
+#include "vmm/host_path_stats.h"
 
 namespace vgpumem::vmm {
 
@@ -33,6 +34,7 @@ void Reclaimer::stop() {
 }
 
 void Reclaimer::run() {
+  mark_pager_thread();
   std::unique_lock lock(mutex_);
   for (;;) {
     woken_.wait(lock, [this] { return pending_ || stopping_; });

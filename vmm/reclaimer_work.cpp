@@ -136,7 +136,12 @@ void Pager::pin_host_ahead() {
   }
   if (!bytes || !pin_ahead_ || driver_.context_set_current(context) != CUDA_SUCCESS) return;
   void* buffer = nullptr;
-  if (const CUresult result = driver_.host_alloc(&buffer, *bytes, 0); result != CUDA_SUCCESS) {
+  CUresult result = CUDA_SUCCESS;
+  {
+    DriverCallTimer timed(&host_path_, DriverWork::pin, *bytes);
+    if ((result = driver_.host_alloc(&buffer, *bytes, 0)) != CUDA_SUCCESS) timed.pinned_nothing();
+  }
+  if (result != CUDA_SUCCESS) {
     pin_ahead_ = false;  // the host is short of memory: do not ask again and again
     VGPUMEM_LOG_WARN("cannot pin {} of host memory ahead: error {}; offloads pin what they need on demand from now on",
                      format_bytes(*bytes), static_cast<int>(result));

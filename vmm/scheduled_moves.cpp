@@ -9,6 +9,19 @@
 #include <optional>
 
 namespace vgpumem::vmm {
+namespace {
+
+// Why an offload that got as far as trying could not go.
+Refusal offload_failure(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_ILLEGAL_STATE: return Refusal::elsewhere;   // it moved meanwhile
+    case CUDA_ERROR_NOT_READY: return Refusal::held_by_launch;
+    case CUDA_ERROR_OUT_OF_MEMORY: return Refusal::no_host_memory;
+    default: return Refusal::failed;
+  }
+}
+
+}  // namespace
 
 bool Pager::offload_unit(Unit* unit, bool inside_grace) {
   return offload_planned(unit, inside_grace, launch_thread().enqueued_bit);
@@ -23,14 +36,25 @@ bool Pager::offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueue
   // An operation this thread has just enqueued (the scheduler's triggers go
   // as the feed hears of one) is done with: the grace guards the next.
   const bool graced = grace_.protects(*unit, enqueued_bit);
-  if (unit->retired || unit->pins != 0 || unit->state.load() != Residency::resident || capture_open() ||
-      (graced && (!inside_grace || options_.check == CheckMode::torture))) {
-    scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
-    return false;
+  std::optional<Refusal> refusal;
+  if (unit->retired) {
+    refusal = Refusal::freed;
+  } else if (unit->pins != 0) {
+    refusal = Refusal::pinned;
+  } else if (unit->state.load() != Residency::resident) {
+    refusal = Refusal::elsewhere;
+  } else if (capture_open()) {
+    refusal = Refusal::capture_open;
+  } else if (graced && (!inside_grace || options_.check == CheckMode::torture)) {
+    refusal = Refusal::in_grace;
+  } else {
+    reap_saved_units(false);
+    if (const CUresult result = offload(device_state(unit->device), unit); result != CUDA_SUCCESS) {
+      refusal = offload_failure(result);
+    }
   }
-  DeviceState& state = device_state(unit->device);
-  reap_saved_units(false);
-  if (offload(state, unit) != CUDA_SUCCESS) {
+  if (refusal) {
+    host_path_.refused(*refusal);
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -42,6 +66,9 @@ bool Pager::offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueue
 bool Pager::prefetch_unit(Unit* unit) {
   std::lock_guard lock(mutex_);
   if (unit->retired || unit->state.load() != Residency::on_host || capture_open()) {
+    host_path_.refused(unit->retired                                 ? Refusal::freed
+                       : unit->state.load() != Residency::on_host ? Refusal::elsewhere
+                                                                  : Refusal::capture_open);
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -52,6 +79,7 @@ bool Pager::prefetch_unit(Unit* unit) {
   unit->launching.fetch_sub(1, std::memory_order_release);
   if (result != CUDA_SUCCESS) {
     if (result == CUDA_ERROR_OUT_OF_MEMORY) absorb_oom();  // the scheduler's to hear of, not the program's
+    host_path_.refused(result == CUDA_ERROR_OUT_OF_MEMORY ? Refusal::no_room : Refusal::failed);
     scheduled_refused_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -86,7 +114,11 @@ void Pager::move_ahead(std::span<Unit* const> offloads, std::span<Unit* const> p
     move.offload = offload;
     // A full ring (the mover far behind): made here, out of turn. Harmless:
     // a prefetch before the offloads queued ahead of it makes its own room.
-    if (mover == nullptr || !mover->post(move)) make_move(move);
+    if (mover == nullptr || !mover->post(move)) {
+      const std::uint64_t started = host_path_.now();
+      make_move(move);
+      host_path_.moved_inline(host_path_.now() - started);
+    }
   };
   for (Unit* unit : offloads) post_or_make(unit, true);
   for (Unit* unit : prefetches) {
@@ -129,7 +161,9 @@ void Pager::fetch_settled(const Mover::Move& move) {
 void Pager::wait_for_the_mover(Access& access, std::size_t from) {
   for (std::size_t i = from; i < access.size(); ++i) {
     Unit* unit = access.at(i);
-    if (unit->state.load(std::memory_order_acquire) != Residency::resident) {
+    if (unit->state.load(std::memory_order_acquire) != Residency::resident &&
+        unit->fetches_queued.load(std::memory_order_acquire) != 0) {
+      host_path_.waited_for_mover();
       for (std::uint32_t queued; (queued = unit->fetches_queued.load(std::memory_order_acquire)) != 0;) {
         unit->fetches_queued.wait(queued, std::memory_order_acquire);
       }

@@ -77,6 +77,18 @@ TEST(ReportCommand, SaysWhatTheRunDidWithTheTracesOwnNumbers) {
                            " made by vgpumem's mover thread"))
       << out;
   const nlohmann::json& device = summary["paging"]["devices"][0];
+  // Where paging's host work ran, on the simulated driver's clock.
+  const nlohmann::json& path = summary["paging"]["host_path"];
+  const nlohmann::json& fetches = path["fetches"];
+  EXPECT_TRUE(has(out, " planned ahead (" + std::to_string(fetches["planned"].get<std::uint64_t>()) + " planned, " +
+                           std::to_string(fetches["on_demand"].get<std::uint64_t>()) + " on demand"))
+      << out;
+  EXPECT_TRUE(has(out, "driver calls that map memory: " +
+                           std::to_string(path["program_threads"]["vmm_calls"].get<std::uint64_t>()) +
+                           " on the program's threads ("))
+      << out;
+  EXPECT_TRUE(has(out, "paging (")) << out;
+  EXPECT_TRUE(has(out, "times on the simulated driver's clock")) << out;
   EXPECT_TRUE(has(out, "device 0 physical memory: " + std::to_string(device["blocks"].get<std::uint64_t>()) +
                            " blocks holding "))
       << out;

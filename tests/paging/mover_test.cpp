@@ -63,10 +63,22 @@ TEST_F(MoverTest, ThePlansMovesMakeNoDriverCallOnTheThreadThatFiresThem) {
     // The last four are resident (the cap holds four); the first two went out.
     const std::array<vmm::Unit*, 2> out = {units[4], units[5]}, in = {units[0], units[1]};
     const vmm::MoveCounts before = pager_->moves_made();
+    const nlohmann::json path_before = pager_->summary()["host_path"];
     const DriverCalls calls_before = DriverCalls::of_this_thread();
     pager_->move_ahead(out, in, false);
     const DriverCalls calls_after = DriverCalls::of_this_thread();
     pager_->drain_moves();
+    // The trace's count by side agrees with the simulator's by thread.
+    const nlohmann::json path_after = pager_->summary()["host_path"];
+    const auto vmm_calls = [](const nlohmann::json& path, const char* side) {
+      return path[side]["vmm_calls"].get<std::uint64_t>();
+    };
+    EXPECT_EQ(vmm_calls(path_after, "program_threads") - vmm_calls(path_before, "program_threads"),
+              calls_after.vmm - calls_before.vmm)
+        << path_after.dump();
+    if (with_mover) {
+      EXPECT_GT(vmm_calls(path_after, "pager_threads"), vmm_calls(path_before, "pager_threads"));
+    }
     const vmm::MoveCounts after = pager_->moves_made();
     EXPECT_EQ(after.offloads - before.offloads, 2u);
     EXPECT_EQ(after.prefetches - before.prefetches, 2u);

@@ -344,6 +344,42 @@ TEST_F(ScheduledMovesTest, APrefetchRefusedForRoomIsNoOutOfMemoryOfTheProgram) {
   expect_held(buffers, kChunk);
 }
 
+// The trace's host path (paging.host_path) says why each move the plan
+// asked for was refused, and which fetches the program's thread made on
+// demand: planned_share is the plan's fetches among all.
+TEST_F(ScheduledMovesTest, TheTraceSaysWhyEachRefusedMoveWasRefusedAndWhichFetchesWereOnDemand) {
+  UnitCatcher catcher;
+  std::array<CUdeviceptr, 3> buffers{};
+  std::vector<vmm::Unit*> units;
+  ASSERT_NO_FATAL_FAILURE(first_of_three_on_host(catcher, buffers, &units));
+  const auto host_path = [&] { return pager_->summary()["host_path"]; };
+  const std::uint64_t on_demand_before = host_path()["fetches"]["on_demand"].get<std::uint64_t>();
+  EXPECT_FALSE(pager_->offload_unit(units[0], false)) << "on the host already";
+  EXPECT_FALSE(pager_->prefetch_unit(units[1])) << "resident already";
+  vmm::Access held;
+  ASSERT_NO_FATAL_FAILURE(hold_the_other_two(buffers, held));
+  EXPECT_FALSE(pager_->prefetch_unit(units[0])) << "no room: the other two are held";
+  EXPECT_FALSE(pager_->offload_unit(units[1], false)) << "held by a launch";
+  held.release();
+  nlohmann::json path = host_path();
+  EXPECT_EQ(path["refused"], nlohmann::json({{"elsewhere", 2}, {"no_room", 1}, {"held_by_launch", 1}})) << path.dump();
+  EXPECT_EQ(pager_->summary()["scheduled_refused"].get<int>(), 4) << "the reasons add up to the refusals";
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));  // planned; its room was made of units[1], the least recent
+  ASSERT_FALSE(pager_->facts(units[1]).resident);
+  EXPECT_TRUE(holds(buffers[1], kChunk, 1));  // on demand, on this thread
+  path = host_path();
+  EXPECT_EQ(path["fetches"]["planned"].get<std::uint64_t>(), 1u);
+  EXPECT_EQ(path["fetches"]["on_demand"].get<std::uint64_t>(), on_demand_before + 1);
+  EXPECT_DOUBLE_EQ(path["fetches"]["planned_share"].get<double>(), 1.0 / static_cast<double>(on_demand_before + 2));
+  const nlohmann::json program = path["program_threads"];
+  EXPECT_GT(program["vmm_calls"].get<std::uint64_t>(), 0u) << "this test's thread mapped the fetches on demand";
+  EXPECT_GT(program["paging_ns"].get<std::uint64_t>(), 0u);
+  EXPECT_TRUE(program["paging_ms_per_gib"].is_number()) << path.dump();
+  EXPECT_GT(path["moved_bytes"].get<std::uint64_t>(), 0u);
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kChunk);
+}
+
 // The program's out-of-memory answer is counted once, where it arose: a
 // pin for life that finds no room for its unit is one, not two.
 TEST_F(ScheduledMovesTest, APinForLifeRefusedForRoomCountsOneOutOfMemory) {
