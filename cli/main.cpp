@@ -11,6 +11,7 @@
 #include "cli/run_options.h"
 #include "cli/report.h"
 #include "cli/simulate.h"
+#include "cli/traced_run.h"
 #include "vgpumem_version.h"
 
 namespace {
@@ -75,9 +76,13 @@ int main(int argc, char** argv) {
       std::cerr << parsed.error << "\n";
       return 2;
     }
-    return vgpumem::cli::exec_program(
-        parsed.options->program,
-        vgpumem::cli::run_environment(*parsed.options, vgpumem::cli::current_environment()));
+    const auto environment = vgpumem::cli::run_environment(*parsed.options, vgpumem::cli::current_environment());
+    // A trace asked for is checked for when the program is done; otherwise
+    // the command becomes the program, its status the program's own.
+    if (const auto trace = environment.find("VGPUMEM_TRACE"); trace != environment.end() && !trace->second.empty()) {
+      return vgpumem::cli::run_traced(parsed.options->program, environment, trace->second);
+    }
+    return vgpumem::cli::exec_program(parsed.options->program, environment);
   }
   if (command == "doctor") return vgpumem::cli::run_doctor(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command == "demo") return vgpumem::cli::run_demo(std::vector<std::string>(args.begin() + 1, args.end()));

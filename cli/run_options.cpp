@@ -18,8 +18,24 @@ constexpr const char* kSizeForms =
     "a size in bytes with an optional unit K/M/G/T (powers of 1024, also KiB/MiB/GiB/TiB), e.g. 8GiB, "
     "or a percentage of device memory such as 50%";
 
+constexpr const char* kTraceForms = "a file path in an existing, writable directory (%p is replaced by the process id)";
+
 std::string invalid(const std::string& option, const std::string& value, const std::string& accepted) {
   return "vgpumem run: invalid " + option + " \"" + value + "\": expected " + accepted;
+}
+
+// As invalid(), saying first what exactly is wrong (empty: the forms say it).
+std::string invalid_because(const std::string& option, const std::string& value, const std::string& problem,
+                            const std::string& accepted) {
+  if (problem.empty()) return invalid(option, value, accepted);
+  return "vgpumem run: invalid " + option + " \"" + value + "\": " + problem + "; expected " + accepted;
+}
+
+// What the shim would refuse at load, said before the program starts. %p
+// stands for a pid not known yet; ours has as many digits as any.
+std::string trace_problem(const std::string& pattern) {
+  if (pattern.empty()) return "the path is empty";
+  return trace_destination_problem(expand_pid(pattern, static_cast<int>(::getpid())));
 }
 
 // "--name=value" or "--name value"; returns nullopt if `arg` is not --name.
@@ -65,7 +81,9 @@ ParseOutcome parse_run_options(const std::vector<std::string>& args) {
       options.device_limits[std::stoi(index)] = d->substr(eq + 1);
     } else if (auto t = option_value("--trace", args, i, &error)) {
       if (!error.empty()) return {std::nullopt, error};
-      if (t->empty()) return {std::nullopt, invalid("--trace", *t, "a file path (%p is replaced by the process id)")};
+      if (std::string problem = trace_problem(*t); !problem.empty()) {
+        return {std::nullopt, invalid_because("--trace", *t, problem, kTraceForms)};
+      }
       options.trace = *t;
     } else if (auto l = option_value("--log-level", args, i, &error)) {
       if (!error.empty()) return {std::nullopt, error};

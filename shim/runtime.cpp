@@ -273,11 +273,20 @@ void Runtime::write_trace() {
       path += std::to_string(::getpid());
     }
   }
+  const nlohmann::json extra = summary();
   std::string error;
-  if (!recorder_.write(path, summary(), &error)) {
-    VGPUMEM_LOG_ERROR("cannot write the trace to {}: {}", path, error);
-  } else {
+  if (recorder_.write(path, extra, &error)) {
     VGPUMEM_LOG_INFO("trace written to {}", path);
+    return;
+  }
+  // Its directory was checked at load; it went away or stopped taking files
+  // during the run. A long run's trace is worth keeping somewhere, said where.
+  const std::string fallback = fallback_trace_path(path, ::getpid(), std::getenv("TMPDIR"));
+  std::string fallback_error;
+  if (fallback != path && recorder_.write(fallback, extra, &fallback_error)) {
+    VGPUMEM_LOG_ERROR("cannot write the trace to {}: {}; wrote it to {} instead", path, error, fallback);
+  } else {
+    VGPUMEM_LOG_ERROR("cannot write the trace to {}: {}; nor to {}: {}", path, error, fallback, fallback_error);
   }
 }
 

@@ -3,6 +3,7 @@
 // simulated one, with a bad setting and inside a shell that preloads the shim.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -215,6 +216,20 @@ TEST(Doctor, FindsTheDriverVgpumemDriverNames) {
   EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
   EXPECT_NE(doctor.out.find("GPU 0         vgpusim simulated device 0"), std::string::npos) << doctor.out;
   EXPECT_NE(doctor.out.find("no cap"), std::string::npos) << doctor.out;
+}
+
+// A trace destination that cannot be written is refused before the program
+// starts, not found missing after a long run.
+TEST(Run, RefusesATraceItCouldNotWriteBeforeTheProgramStarts) {
+  for (const std::string& trace : {temp_path("no-such-dir/trace.json"), std::string(VGPUMEM_TEST_TMP_DIR)}) {
+    const ProcessResult run =
+        run_process({command(), "run", "--simulated", "--trace", trace, "--", program("plain_program")},
+                    doctor_environment());
+    EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+    EXPECT_EQ(run.out.find("main ran"), std::string::npos) << "the program started";
+    EXPECT_EQ(run.err.rfind("vgpumem run: invalid --trace \"" + trace + "\": ", 0), 0u) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
 }
 
 TEST(Doctor, ReportsABadSettingAsTheShimDoes) {

@@ -331,6 +331,27 @@ TEST(ConfigError, SaysWhyWhenTheFormsAloneDoNot) {
   EXPECT_NE(parse_error({{"VGPUMEM_TRACE", ""}}).message().find("empty"), std::string::npos);
 }
 
+// A trace that cannot be written is refused before the program runs, not
+// discovered at exit after a long run.
+TEST(TraceDestination, IsCheckedWhenTheConfigurationIsRead) {
+  const std::string missing = ::testing::TempDir() + "vgpumem-no-such-dir/trace.json";
+  const std::string message = parse_error({{"VGPUMEM_TRACE", missing}}).message();
+  EXPECT_EQ(message.rfind("vgpumem: invalid VGPUMEM_TRACE=\"" + missing + "\": ", 0), 0u) << message;
+  EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected a file path in an existing, writable directory"), std::string::npos) << message;
+
+  const std::string directory = parse_error({{"VGPUMEM_TRACE", ::testing::TempDir()}}).message();
+  EXPECT_NE(directory.find("is a directory"), std::string::npos) << directory;
+  EXPECT_EQ(parse_ok({{"VGPUMEM_TRACE", ::testing::TempDir() + "trace-%p.json"}}).trace_path,
+            ::testing::TempDir() + "trace-4242.json");
+}
+
+TEST(TraceDestination, FallsBackToTheTemporaryDirectoryWithThePid) {
+  EXPECT_EQ(fallback_trace_path("/gone/run/trace.json", 77, "/scratch"), "/scratch/trace.json.77");
+  EXPECT_EQ(fallback_trace_path("trace.json", 77, nullptr), "/tmp/trace.json.77");
+  EXPECT_EQ(fallback_trace_path("/gone/trace.json", 77, ""), "/tmp/trace.json.77");
+}
+
 TEST(ConfigError, UnknownVariableSuggestsTheNearestAndListsAll) {
   const ConfigError error = parse_error({{"VGPUMEM_LIMT", "8GiB"}});
   EXPECT_EQ(error.kind, ConfigError::Kind::unknown_variable);
