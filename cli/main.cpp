@@ -1,9 +1,14 @@
 // vgpumem — the front door: `vgpumem run … -- PROGRAM` preloads the shim into
 // a program with the configuration given as options; `vgpumem demo` runs the
 // demo on the simulated driver; `vgpumem doctor` checks the machine.
+#include <exception>
+#include <filesystem>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/bench.h"
 #include "cli/demo.h"
@@ -50,8 +55,45 @@ Everything else is configured by environment variables: see docs/configuration.m
 
 }  // namespace
 
+namespace {
+
+int dispatch(const std::vector<std::string>& args);
+
+// What escaped a command, said in one line: each command reports the errors
+// it expects where it knows the path; this is the net under them, so that
+// no input ends in std::terminate's abort and its core dump.
+int report_escaped_error(const std::string& command, const std::exception_ptr& escaped) {
+  const std::string name = "vgpumem " + command + ": ";
+  try {
+    std::rethrow_exception(escaped);
+  } catch (const std::filesystem::filesystem_error& error) {
+    std::cerr << name << error.path1().string() << ": " << error.code().message() << "\n";
+  } catch (const nlohmann::json::exception& error) {
+    std::cerr << name << "not the JSON vgpumem writes: " << error.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << name << "out of memory\n";
+  } catch (const std::exception& error) {
+    std::cerr << name << error.what() << "\n";
+  } catch (...) {
+    std::cerr << name << "failed (unknown error)\n";
+  }
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    return dispatch(args);
+  } catch (...) {
+    return report_escaped_error(args.empty() ? "" : args[0], std::current_exception());
+  }
+}
+
+namespace {
+
+int dispatch(const std::vector<std::string>& args) {
   if (args.empty()) {
     std::cerr << kUsage;
     return 2;
@@ -94,3 +136,5 @@ int main(int argc, char** argv) {
   std::cerr << "vgpumem: unknown command \"" << command << "\"\n" << kUsage;
   return 2;
 }
+
+}  // namespace

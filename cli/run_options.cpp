@@ -35,7 +35,7 @@ std::string invalid_because(const std::string& option, const std::string& value,
 // stands for a pid not known yet; ours has as many digits as any.
 std::string trace_problem(const std::string& pattern) {
   if (pattern.empty()) return "the path is empty";
-  return trace_destination_problem(expand_pid(pattern, static_cast<int>(::getpid())));
+  return file_destination_problem(expand_pid(pattern, static_cast<int>(::getpid())));
 }
 
 // "--name=value" or "--name value"; returns nullopt if `arg` is not --name.

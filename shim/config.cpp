@@ -408,7 +408,7 @@ constexpr Variable kVariables[] = {
      [](Config& c, std::string_view v, int pid) {
        if (Verdict problem = require_non_empty(v)) return problem;
        c.trace_path = expand_pid(v, pid);
-       if (std::string problem = trace_destination_problem(c.trace_path); !problem.empty()) return Verdict(problem);
+       if (std::string problem = file_destination_problem(c.trace_path); !problem.empty()) return Verdict(problem);
        c.trace_path_pattern = std::string(v);
        return kAccepted;
      }},
@@ -722,7 +722,7 @@ std::string_view to_string(vmm::CheckMode mode) {
   return "?";
 }
 
-std::string trace_destination_problem(const std::string& path) {
+std::string file_destination_problem(const std::string& path) {
   struct stat status {};
   if (::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode)) return "it is a directory; name a file in it";
   const std::string directory = directory_of(path);

@@ -135,7 +135,7 @@ std::string expand_pid(std::string_view path, int pid);
 // directory is missing, is not one, or takes no new file; or the path names
 // a directory. Empty when it can be written. Checked before the program runs,
 // so that a long run does not end without its trace.
-std::string trace_destination_problem(const std::string& path);
+std::string file_destination_problem(const std::string& path);
 // Where the trace goes when `path` cannot be written at exit: `tmpdir` (or
 // /tmp when it is null or empty), the same file name, then "." and the pid.
 std::string fallback_trace_path(std::string_view path, int pid, const char* tmpdir);
