@@ -118,7 +118,15 @@ int dispatch(const std::vector<std::string>& args) {
       std::cerr << parsed.error << "\n";
       return 2;
     }
-    const auto environment = vgpumem::cli::run_environment(*parsed.options, vgpumem::cli::current_environment());
+    const auto current = vgpumem::cli::current_environment();
+    const auto environment = vgpumem::cli::run_environment(*parsed.options, current);
+    if (const std::string problem = vgpumem::cli::absent_device_problem(environment); !problem.empty()) {
+      std::cerr << problem << "\n";
+      return 2;
+    }
+    if (const std::string note = vgpumem::cli::overridden_by_options(*parsed.options, current); !note.empty()) {
+      std::cerr << note << "\n";
+    }
     // A trace asked for is checked for when the program is done; otherwise
     // the command becomes the program, its status the program's own.
     if (const auto trace = environment.find("VGPUMEM_TRACE"); trace != environment.end() && !trace->second.empty()) {

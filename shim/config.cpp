@@ -200,6 +200,26 @@ Checked<double> check_percent(std::string_view text) {
   return Checked<double>{percent, {}};
 }
 
+// "50" or "0.5" as a cap is almost surely a share of the device written
+// without its "%": the suggestion, or empty.
+std::string percent_hint(std::string_view text) {
+  std::string_view rest = text;
+  const Checked<Decimal> number = take_decimal(rest);
+  if (!number.value || !rest.empty()) return {};
+  double value = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), value).ec != std::errc{}) return {};
+  const bool fraction = !number.value->fraction.empty();
+  if (fraction ? !(value > 0 && value <= 1) : !(value >= 1 && value <= 100)) return {};
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%g%%", fraction ? value * 100 : value);
+  return std::string("did you mean ") + percent + "?";
+}
+
+std::string with_hint(std::string problem, const std::string& hint) {
+  if (hint.empty()) return problem;
+  return problem.empty() ? hint : problem + "; " + hint;
+}
+
 Checked<MemoryLimit> check_memory_limit(std::string_view text) {
   if (!text.empty() && text.back() == '%' && !has_whitespace(text)) {
     const Checked<double> percent = check_percent(text);
@@ -207,7 +227,13 @@ Checked<MemoryLimit> check_memory_limit(std::string_view text) {
     return Checked<MemoryLimit>{MemoryLimit{MemoryLimit::Kind::percent, 0, *percent.value}, {}};
   }
   const Checked<std::uint64_t> bytes = check_nonzero_byte_size(text);
-  if (!bytes.value) return rejected<MemoryLimit>(bytes.problem);
+  if (!bytes.value) return rejected<MemoryLimit>(with_hint(bytes.problem, percent_hint(text)));
+  // Memory is mapped in whole chunks: a smaller cap refuses every allocation
+  // with a bare out-of-memory error, which is never what was meant.
+  if (*bytes.value < vmm::kChunkBytes) {
+    return rejected<MemoryLimit>(
+        with_hint("below 2 MiB, the allocation granularity, so every allocation would fail", percent_hint(text)));
+  }
   return Checked<MemoryLimit>{MemoryLimit{MemoryLimit::Kind::bytes, *bytes.value, 0}, {}};
 }
 
@@ -626,6 +652,12 @@ ConfigResult parse_process_config() {
 }
 
 std::optional<MemoryLimit> parse_memory_limit(std::string_view text) { return check_memory_limit(text).value; }
+
+std::optional<MemoryLimit> parse_memory_limit(std::string_view text, std::string* problem) {
+  Checked<MemoryLimit> limit = check_memory_limit(text);
+  if (!limit.value) *problem = std::move(limit.problem);
+  return limit.value;
+}
 
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) { return check_byte_size(text).value; }
 

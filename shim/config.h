@@ -115,6 +115,9 @@ ConfigResult parse_process_config();
 
 // Individual parsers, exposed for tests and for the vgpumem command.
 std::optional<MemoryLimit> parse_memory_limit(std::string_view text);
+// As above; when refused, `problem` says what exactly is wrong if the
+// accepted forms alone do not (e.g. "below 2 MiB ...; did you mean 50%?").
+std::optional<MemoryLimit> parse_memory_limit(std::string_view text, std::string* problem);
 std::optional<std::uint64_t> parse_byte_size(std::string_view text);  // no percent
 std::optional<LogLevel> parse_log_level(std::string_view text);
 std::string_view to_string(LogLevel level);

@@ -151,6 +151,23 @@ TEST(TraceAtExit, VgpumemRunFailsWhenTheTraceIsNotWhereItWasAsked) {
   EXPECT_EQ(failing.exit_code, 7) << failing.err;
 }
 
+// Settings the shim cannot apply as written are said once, not ignored.
+TEST(SettingsThatCannotApply, AreSaidOnce) {
+  auto env = shim_environment();
+  env["VGPUSIM_DEVICES"] = "1";
+  env["VGPUMEM_LIMIT_3"] = "1GiB";
+  env["CUDA_DEVICE_MEMORY_LIMIT"] = "4g";
+  const ProcessResult result = run_process({program("mlp_trainer"), "--steps", "2"}, env);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const std::vector<std::string> device = lines_starting_with(result.err, "[vgpumem ");
+  const auto count = [&](const std::string& part) {
+    return std::count_if(device.begin(), device.end(),
+                         [&](const std::string& line) { return line.find(part) != std::string::npos; });
+  };
+  EXPECT_EQ(count("VGPUMEM_LIMIT_3 names device 3, but this process sees 1 device"), 1) << result.err;
+  EXPECT_EQ(count("CUDA_DEVICE_MEMORY_LIMIT is HAMi's setting"), 1) << result.err;
+}
+
 TEST(BadConfigurationMessage, UnknownNameSuggestsTheKnownOne) {
   // Also guards load order: the table of known variables must be usable from
   // the load-time constructor, before any dynamic initialiser has run.

@@ -333,6 +333,25 @@ TEST(ConfigError, SaysWhyWhenTheFormsAloneDoNot) {
 
 // A trace that cannot be written is refused before the program runs, not
 // discovered at exit after a long run.
+// A cap below one 2 MiB chunk refuses every allocation: never what was
+// meant. A bare number is most likely a percentage without its sign.
+TEST(MemoryLimit, RefusesCapsBelowTheAllocationGranularitySuggestingAPercentage) {
+  const std::string fifty = parse_error({{"VGPUMEM_LIMIT", "50"}}).message();
+  EXPECT_NE(fifty.find("2 MiB"), std::string::npos) << fifty;
+  EXPECT_NE(fifty.find("did you mean 50%?"), std::string::npos) << fifty;
+  const std::string half = parse_error({{"VGPUMEM_LIMIT", "0.5"}}).message();
+  EXPECT_NE(half.find("did you mean 50%?"), std::string::npos) << half;
+  const std::string device = parse_error({{"VGPUMEM_LIMIT_1", "1K"}}).message();
+  EXPECT_EQ(device.rfind("vgpumem: invalid VGPUMEM_LIMIT_1=\"1K\": ", 0), 0u) << device;
+  EXPECT_NE(device.find("2 MiB"), std::string::npos) << device;
+  EXPECT_EQ(device.find("did you mean"), std::string::npos) << device;
+  std::string problem;
+  EXPECT_FALSE(parse_memory_limit("2097151", &problem));
+  EXPECT_NE(problem.find("2 MiB"), std::string::npos) << problem;
+  EXPECT_TRUE(parse_memory_limit("2MiB"));
+  EXPECT_TRUE(parse_memory_limit("0.5%"));
+}
+
 TEST(TraceDestination, IsCheckedWhenTheConfigurationIsRead) {
   const std::string missing = ::testing::TempDir() + "vgpumem-no-such-dir/trace.json";
   const std::string message = parse_error({{"VGPUMEM_TRACE", missing}}).message();
