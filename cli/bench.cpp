@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -232,7 +234,16 @@ int run_bench(const std::vector<std::string>& args) {
     }
     options.dir = pattern;
   }
-  std::filesystem::create_directories(options.dir);
+  if (const std::string problem = make_output_directory("bench", "--out", options.dir); !problem.empty()) {
+    std::cerr << problem << "\n";
+    return 2;
+  }
+  if (!options.markdown.empty()) {
+    if (const std::string problem = output_file_problem("bench", "--markdown", options.markdown); !problem.empty()) {
+      std::cerr << problem << "\n";
+      return 2;
+    }
+  }
   const std::string trainer = workload_program("layered_trainer");
   if (!std::filesystem::exists(trainer)) {
     std::cerr << "vgpumem bench: " << trainer << " is missing; it is built with the tests (VGPUMEM_BUILD_TESTS=ON)\n";
@@ -358,6 +369,11 @@ int run_bench(const std::vector<std::string>& args) {
     std::ofstream out(options.markdown);
     out << header << "\n";
     for (const Cell& cell : cells) out << row(cell) << "\n";
+    out.close();
+    if (!out) {
+      std::cerr << "vgpumem bench: cannot write the table to " << options.markdown << ": " << std::strerror(errno) << "\n";
+      ok = false;
+    }
   }
   std::cout << "\nfloor: the least step any schedule could take on the recorded step's operations and units at that "
                "cap (docs/benchmarks.md, \"The floor\"), per training step where the recorded period holds several "

@@ -63,7 +63,10 @@ int run_demo(const std::vector<std::string>& args) {
     }
     dir = pattern;
   }
-  std::filesystem::create_directories(dir);
+  if (const std::string problem = make_output_directory("demo", "--out", dir); !problem.empty()) {
+    std::cerr << problem << "\n";
+    return 2;
+  }
   for (const std::string& needed : {shim_path(), simulator_dir() + "/libcuda.so.1", demo_trainer()}) {
     if (!std::filesystem::exists(needed)) {
       std::cerr << "vgpumem demo: " << needed << " is missing; the demo needs the simulated driver and its "

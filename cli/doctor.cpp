@@ -110,6 +110,11 @@ void report_command(Findings& findings) {
 // Returns the configuration, or nullopt after reporting why it is invalid.
 std::optional<Config> report_configuration(Findings& findings) {
   std::cout << "\nconfiguration (VGPUMEM_* in this environment)\n";
+  if (const char* hami = std::getenv("CUDA_DEVICE_MEMORY_LIMIT")) {
+    findings.line("note", std::string("CUDA_DEVICE_MEMORY_LIMIT=") + hami +
+                              ": CUDA_DEVICE_MEMORY_LIMIT is HAMi's setting, which vgpumem does not read; "
+                              "vgpumem's cap is VGPUMEM_LIMIT");
+  }
   const ConfigResult parsed = parse_process_config();
   if (!parsed.config) {
     const std::string message = parsed.error ? parsed.error->message() : "invalid configuration";
@@ -131,15 +136,22 @@ std::optional<Config> report_configuration(Findings& findings) {
 }
 
 void report_driver(const Config* config, Findings& findings) {
-  const std::string driver_path = config != nullptr ? config->driver_path : "libcuda.so.1";
+  // With a bad setting elsewhere, the driver asked for is still the one to check.
+  const char* asked = std::getenv("VGPUMEM_DRIVER");
+  const std::string driver_path = config != nullptr                     ? config->driver_path
+                                  : asked != nullptr && *asked != '\0' ? asked
+                                                                        : "libcuda.so.1";
+  const bool simulated = driver_path == simulator_dir() + "/libcuda.so.1";
   std::cout << "\ndriver (VGPUMEM_DRIVER, default libcuda.so.1)\n";
   findings.line("asked for", driver_path);
   const DriverReport driver = probe_driver(driver_path);
   if (!driver.loaded) {
     findings.line("found", "no");
     findings.problem("no CUDA driver found: " + driver.error +
-                     ". Install the NVIDIA driver (it provides libcuda.so.1), or point VGPUMEM_DRIVER at it; "
-                     "`vgpumem doctor --simulated` checks the simulated driver instead");
+                     (simulated ? std::string(". The simulated driver is built with the tests (VGPUMEM_BUILD_TESTS=ON)")
+                                : std::string(". Install the NVIDIA driver (it provides libcuda.so.1), or point "
+                                              "VGPUMEM_DRIVER at it; `vgpumem doctor --simulated` checks the "
+                                              "simulated driver instead")));
     return;
   }
   findings.line("found", driver.loaded_from);

@@ -1,9 +1,14 @@
 // vgpumem — the front door: `vgpumem run … -- PROGRAM` preloads the shim into
 // a program with the configuration given as options; `vgpumem demo` runs the
 // demo on the simulated driver; `vgpumem doctor` checks the machine.
+#include <exception>
+#include <filesystem>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/bench.h"
 #include "cli/demo.h"
@@ -11,6 +16,7 @@
 #include "cli/run_options.h"
 #include "cli/report.h"
 #include "cli/simulate.h"
+#include "cli/traced_run.h"
 #include "vgpumem_version.h"
 
 namespace {
@@ -49,8 +55,45 @@ Everything else is configured by environment variables: see docs/configuration.m
 
 }  // namespace
 
+namespace {
+
+int dispatch(const std::vector<std::string>& args);
+
+// What escaped a command, said in one line: each command reports the errors
+// it expects where it knows the path; this is the net under them, so that
+// no input ends in std::terminate's abort and its core dump.
+int report_escaped_error(const std::string& command, const std::exception_ptr& escaped) {
+  const std::string name = "vgpumem " + command + ": ";
+  try {
+    std::rethrow_exception(escaped);
+  } catch (const std::filesystem::filesystem_error& error) {
+    std::cerr << name << error.path1().string() << ": " << error.code().message() << "\n";
+  } catch (const nlohmann::json::exception& error) {
+    std::cerr << name << "not the JSON vgpumem writes: " << error.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << name << "out of memory\n";
+  } catch (const std::exception& error) {
+    std::cerr << name << error.what() << "\n";
+  } catch (...) {
+    std::cerr << name << "failed (unknown error)\n";
+  }
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    return dispatch(args);
+  } catch (...) {
+    return report_escaped_error(args.empty() ? "" : args[0], std::current_exception());
+  }
+}
+
+namespace {
+
+int dispatch(const std::vector<std::string>& args) {
   if (args.empty()) {
     std::cerr << kUsage;
     return 2;
@@ -75,9 +118,21 @@ int main(int argc, char** argv) {
       std::cerr << parsed.error << "\n";
       return 2;
     }
-    return vgpumem::cli::exec_program(
-        parsed.options->program,
-        vgpumem::cli::run_environment(*parsed.options, vgpumem::cli::current_environment()));
+    const auto current = vgpumem::cli::current_environment();
+    const auto environment = vgpumem::cli::run_environment(*parsed.options, current);
+    if (const std::string problem = vgpumem::cli::absent_device_problem(environment); !problem.empty()) {
+      std::cerr << problem << "\n";
+      return 2;
+    }
+    if (const std::string note = vgpumem::cli::overridden_by_options(*parsed.options, current); !note.empty()) {
+      std::cerr << note << "\n";
+    }
+    // A trace asked for is checked for when the program is done; otherwise
+    // the command becomes the program, its status the program's own.
+    if (const auto trace = environment.find("VGPUMEM_TRACE"); trace != environment.end() && !trace->second.empty()) {
+      return vgpumem::cli::run_traced(parsed.options->program, environment, trace->second);
+    }
+    return vgpumem::cli::exec_program(parsed.options->program, environment);
   }
   if (command == "doctor") return vgpumem::cli::run_doctor(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command == "demo") return vgpumem::cli::run_demo(std::vector<std::string>(args.begin() + 1, args.end()));
@@ -89,3 +144,5 @@ int main(int argc, char** argv) {
   std::cerr << "vgpumem: unknown command \"" << command << "\"\n" << kUsage;
   return 2;
 }
+
+}  // namespace

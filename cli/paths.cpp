@@ -4,6 +4,9 @@
 
 #include <climits>
 #include <filesystem>
+#include <system_error>
+
+#include "shim/config.h"
 
 namespace vgpumem::cli {
 namespace {
@@ -52,6 +55,21 @@ std::string plot_script(const std::string& name) {
   return (fs::path(self_directory()) / VGPUMEM_DATADIR_FROM_BINDIR / "vgpumem" / name)
       .lexically_normal()
       .string();
+}
+
+std::string make_output_directory(const std::string& command, const std::string& option, const std::string& dir) {
+  const std::string invalid = "vgpumem " + command + ": invalid " + option + " \"" + dir + "\": ";
+  std::error_code error;
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error)) return invalid + "it is a file, not a directory";
+  fs::create_directories(dir, error);
+  if (error) return invalid + "cannot create the directory: " + error.message();
+  return {};
+}
+
+std::string output_file_problem(const std::string& command, const std::string& option, const std::string& path) {
+  const std::string problem = file_destination_problem(path);
+  if (problem.empty()) return {};
+  return "vgpumem " + command + ": invalid " + option + " \"" + path + "\": " + problem;
 }
 
 }  // namespace vgpumem::cli

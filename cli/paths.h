@@ -27,4 +27,13 @@ std::string demo_trainer();    // the demo's training program
 std::string workload_program(const std::string& name);  // a simulated workload (mlp_trainer, layered_trainer)
 std::string plot_script(const std::string& name);  // scripts/NAME (plot_timeline.py, plot_trace.py), as built or installed
 
+// Makes `dir` and its parents for a command's output (`vgpumem COMMAND
+// OPTION DIR`); empty, or one line saying why it cannot be, e.g.
+// `vgpumem demo: invalid --out "x": it is a file, not a directory`.
+std::string make_output_directory(const std::string& command, const std::string& option, const std::string& dir);
+// Empty when a file can be written at `path` before the command's work
+// starts, or one line saying why not (its directory missing, read-only, or
+// `path` a directory), so a long run does not end in a write that fails.
+std::string output_file_problem(const std::string& command, const std::string& option, const std::string& path);
+
 }  // namespace vgpumem::cli

@@ -71,6 +71,10 @@ std::optional<Options> parse(const std::vector<std::string>& args, std::string* 
     if (!take_trace_argument("report", key, kUsage, &options.trace, error)) return std::nullopt;
   }
   if (!trace_given("report", options.trace, kUsage, error)) return std::nullopt;
+  if (!options.png.empty()) {
+    *error = output_file_problem("report", "--png", options.png);
+    if (!error->empty()) return std::nullopt;
+  }
   return options;
 }
 

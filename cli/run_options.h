@@ -36,6 +36,16 @@ std::map<std::string, std::string> run_environment(const RunOptions& options,
 
 std::map<std::string, std::string> current_environment();
 
+// One line for standard error when the options replace settings the
+// environment holds (the options win: they are what was asked just now), or
+// empty. `--limit` replaces every VGPUMEM_LIMIT_<i> too.
+std::string overridden_by_options(const RunOptions& options, const std::map<std::string, std::string>& current);
+
+// One line when a VGPUMEM_LIMIT_<i> in `environment` names a device the
+// program would not see (asked of the driver it would load, in this
+// environment), or empty; empty too when no driver answers.
+std::string absent_device_problem(const std::map<std::string, std::string>& environment);
+
 // NULL-terminated char* arrays for exec/spawn, owning their strings.
 class CStringArray {
  public:

@@ -162,6 +162,8 @@ void print_late(const scheduler::IterationProfile& profile, const scheduler::Pla
   }
 }
 
+int simulate_trace(const Options& options, nlohmann::json& trace);
+
 }  // namespace
 
 int run_simulate(const std::vector<std::string>& args) {
@@ -177,14 +179,27 @@ int run_simulate(const std::vector<std::string>& args) {
   }
   std::optional<nlohmann::json> read = read_json_file("simulate", options->trace);
   if (!read) return 1;
-  nlohmann::json& trace = *read;
+  try {
+    return simulate_trace(*options, *read);
+  } catch (const nlohmann::json::exception& exception) {
+    // A value of the wrong type where the trace format has a number (an
+    // edited trace, another tool's file): said, never an abort.
+    std::cerr << "vgpumem simulate: " << options->trace << ": not a trace vgpumem wrote: " << exception.what() << "\n";
+    return 1;
+  }
+}
+
+namespace {
+
+// The trace read; what run_simulate prints, and its status.
+int simulate_trace(const Options& options, nlohmann::json& trace) {
   const nlohmann::json* schedule = nullptr;
   if (trace.contains("vgpumem") && trace["vgpumem"].contains("schedule")) schedule = &trace["vgpumem"]["schedule"];
   const nlohmann::json* profiled = schedule != nullptr && schedule->contains("profile") ? &(*schedule)["profile"]
                                    : trace.contains("ops")                               ? &trace
                                                                                          : nullptr;
   if (profiled == nullptr) {
-    std::cerr << "vgpumem simulate: \"" << options->trace
+    std::cerr << "vgpumem simulate: \"" << options.trace
               << "\" has no profiled step (vgpumem.schedule.profile): it comes from a run whose schedule never "
                  "locked, or that ran with VGPUMEM_POLICY other than auto, vdnn-all or vdnn-conv\n";
     return 1;
@@ -193,28 +208,28 @@ int run_simulate(const std::vector<std::string>& args) {
   nlohmann::json in_pieces;  // the profile cut into pieces, with --pieces
   try {
     profile = scheduler::profile_from_json(*profiled);
-    if (options->piece_bytes) {
-      in_pieces = scheduler::profile_in_pieces(*profiled, *options->piece_bytes);
+    if (options.piece_bytes) {
+      in_pieces = scheduler::profile_in_pieces(*profiled, *options.piece_bytes);
       profile = scheduler::profile_from_json(in_pieces);
       profiled = &in_pieces;
     }
   } catch (const std::exception& e) {
-    std::cerr << "vgpumem simulate: " << options->trace << ": " << e.what() << "\n";
+    std::cerr << "vgpumem simulate: " << options.trace << ": " << e.what() << "\n";
     return 1;
   }
 
-  if (options->grace) profile.offload_delay = *options->grace;
+  if (options.grace) profile.offload_delay = *options.grace;
   std::uint64_t budget = 0;
-  if (options->limit.empty()) {
+  if (options.limit.empty()) {
     if (schedule == nullptr || !schedule->contains("plan") || !(*schedule)["plan"].contains("budget")) {
-      std::cerr << "vgpumem simulate: \"" << options->trace << "\" does not say what its run's cap was: give --limit\n";
+      std::cerr << "vgpumem simulate: \"" << options.trace << "\" does not say what its run's cap was: give --limit\n";
       return 2;
     }
     budget = (*schedule)["plan"]["budget"].get<std::uint64_t>();
   } else {
-    const std::optional<MemoryLimit> limit = parse_memory_limit(options->limit);
+    const std::optional<MemoryLimit> limit = parse_memory_limit(options.limit);
     if (!limit || !limit->is_set()) {
-      std::cerr << "vgpumem simulate: --limit \"" << options->limit
+      std::cerr << "vgpumem simulate: --limit \"" << options.limit
                 << "\" is not a size (bytes, with K/M/G/T or KiB/MiB/GiB/TiB) or a percentage (50%)\n";
       return 2;
     }
@@ -222,8 +237,8 @@ int run_simulate(const std::vector<std::string>& args) {
   }
 
   scheduler::LinkModel link;
-  if (options->bandwidth) {
-    link.to_host_bytes_per_ns = link.to_device_bytes_per_ns = *options->bandwidth;
+  if (options.bandwidth) {
+    link.to_host_bytes_per_ns = link.to_device_bytes_per_ns = *options.bandwidth;
   } else if (schedule != nullptr && schedule->contains("plan")) {
     const nlohmann::json& plan = (*schedule)["plan"];
     link.to_host_bytes_per_ns = plan.value("link_to_host_gbps", link.to_host_bytes_per_ns);
@@ -233,21 +248,21 @@ int run_simulate(const std::vector<std::string>& args) {
   const double floor = scheduler::step_floor(profile, budget, link);
   const double least_any = scheduler::least_bytes_moved(profile, budget);  // the floor's: no grace
   const std::vector<std::string> names = operation_names(*profiled, profile.period());
-  if (!options->json) {
+  if (!options.json) {
     std::printf("step: %zu operations, %zu units, %s, %s of compute (uncapped)\n", profile.period(),
                 profile.units.size(), mib(profile.total_bytes).c_str(), ms(profile.step_ns).c_str());
     std::printf("cap %s (%.1f %% of the step's bytes), link %.2f GB/s out, %.2f GB/s in; floor %s\n\n",
                 mib(budget).c_str(), 100.0 * static_cast<double>(budget) / static_cast<double>(profile.total_bytes),
                 link.to_host_bytes_per_ns, link.to_device_bytes_per_ns, ms(floor).c_str());
-    if (options->piece_bytes) {
+    if (options.piece_bytes) {
       std::printf("units cut into pieces of %s (--pieces): what moving part of a unit would give; no run can take "
                   "these plans\n\n",
-                  mib(*options->piece_bytes).c_str());
+                  mib(*options.piece_bytes).c_str());
     }
     std::printf("%-10s %14s %12s %10s %12s %12s %12s %6s %5s\n", "policy", "step", "step/floor", "/uncapped",
                 "out/step", "in/step", "stall/step", "swaps", "fits");
   }
-  for (const std::string& policy : options->policies) {
+  for (const std::string& policy : options.policies) {
     scheduler::Plan plan = policy == "auto"       ? scheduler::plan_auto(profile, budget, link)
                            : policy == "vdnn-all" ? scheduler::plan_vdnn(profile, budget, link, false)
                                                   : scheduler::plan_vdnn(profile, budget, link, true);
@@ -256,13 +271,13 @@ int run_simulate(const std::vector<std::string>& args) {
     if (policy == "auto") plan = scheduler::fit_by_cutting_grace(profile, budget, link, {}, std::move(plan));
     const scheduler::IterationProfile planned = scheduler::profile_for(profile, plan);
     const std::size_t grace = planned.offload_delay;
-    const scheduler::PlanTiming timing = scheduler::simulate(planned, plan, link, options->late);
+    const scheduler::PlanTiming timing = scheduler::simulate(planned, plan, link, options.late);
     // What the launch grace alone costs: the least any schedule keeping
     // units as this plan does moves, over the slower direction's link.
     const std::optional<double> least_kept = scheduler::least_bytes_keeping(profile, budget, planned.offload_delay);
     const double slower_link = std::min(link.to_host_bytes_per_ns, link.to_device_bytes_per_ns);
     const double grace_floor = least_kept ? std::max(floor, *least_kept / slower_link) : 0.0;
-    if (options->json) {
+    if (options.json) {
       std::cout << nlohmann::json{{"policy", policy},
                                   {"budget", budget},
                                   {"step_ns", timing.step_ns},
@@ -278,7 +293,7 @@ int run_simulate(const std::vector<std::string>& args) {
                                   {"least_bytes", least_any},
                                   {"least_bytes_under_grace", least_kept ? nlohmann::json(*least_kept) : nullptr},
                                   {"floor_under_grace_ns", least_kept ? nlohmann::json(grace_floor) : nullptr},
-                                  {"piece_bytes", options->piece_bytes.value_or(0)}}
+                                  {"piece_bytes", options.piece_bytes.value_or(0)}}
                        .dump()
                 << "\n";
       continue;
@@ -301,8 +316,8 @@ int run_simulate(const std::vector<std::string>& args) {
                   mib(static_cast<std::uint64_t>(least_any)).c_str(), ms(grace_floor).c_str(), grace_floor / floor,
                   timing.step_ns / grace_floor);
     }
-    if (options->late) print_late(planned, plan, timing, names);
-    if (options->swaps) {
+    if (options.late) print_late(planned, plan, timing, names);
+    if (options.swaps) {
       for (const scheduler::PlannedSwap& swap : plan.swaps) {
         std::printf("    unit %4u %12s  out after op %4u  prefetch at op %4u  needed by op %4u\n", swap.unit,
                     mib(profile.units[swap.unit].bytes).c_str(), swap.offload_after, swap.prefetch_at,
@@ -310,11 +325,13 @@ int run_simulate(const std::vector<std::string>& args) {
       }
     }
   }
-  if (!options->json) {
+  if (!options.json) {
     std::printf(
         "\nA plan that does not fit leaves the rest to on-demand paging at run time, which this does not model.\n");
   }
   return 0;
 }
+
+}  // namespace
 
 }  // namespace vgpumem::cli

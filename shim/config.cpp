@@ -1,13 +1,17 @@
 #include "shim/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <set>
@@ -35,6 +39,8 @@ constexpr std::string_view kLimitForms =
     "or a percentage of device memory such as 50%";
 constexpr std::string_view kLogLevelForms = "one of trace, debug, info, warn, error, critical, off";
 constexpr std::string_view kPathForms = "a file path; %p is replaced by the process id, %% by %";
+constexpr std::string_view kTracePathForms =
+    "a file path in an existing, writable directory; %p is replaced by the process id, %% by %";
 constexpr std::string_view kCountForms = "a positive integer, e.g. 1000000";
 constexpr std::string_view kDriverForms = "a path or soname of the CUDA driver library, e.g. libcuda.so.1";
 constexpr std::string_view kPolicyForms = "one of off, lru, auto, vdnn-all, vdnn-conv";
@@ -194,6 +200,26 @@ Checked<double> check_percent(std::string_view text) {
   return Checked<double>{percent, {}};
 }
 
+// "50" or "0.5" as a cap is almost surely a share of the device written
+// without its "%": the suggestion, or empty.
+std::string percent_hint(std::string_view text) {
+  std::string_view rest = text;
+  const Checked<Decimal> number = take_decimal(rest);
+  if (!number.value || !rest.empty()) return {};
+  double value = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), value).ec != std::errc{}) return {};
+  const bool fraction = !number.value->fraction.empty();
+  if (fraction ? !(value > 0 && value <= 1) : !(value >= 1 && value <= 100)) return {};
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%g%%", fraction ? value * 100 : value);
+  return std::string("did you mean ") + percent + "?";
+}
+
+std::string with_hint(std::string problem, const std::string& hint) {
+  if (hint.empty()) return problem;
+  return problem.empty() ? hint : problem + "; " + hint;
+}
+
 Checked<MemoryLimit> check_memory_limit(std::string_view text) {
   if (!text.empty() && text.back() == '%' && !has_whitespace(text)) {
     const Checked<double> percent = check_percent(text);
@@ -201,7 +227,13 @@ Checked<MemoryLimit> check_memory_limit(std::string_view text) {
     return Checked<MemoryLimit>{MemoryLimit{MemoryLimit::Kind::percent, 0, *percent.value}, {}};
   }
   const Checked<std::uint64_t> bytes = check_nonzero_byte_size(text);
-  if (!bytes.value) return rejected<MemoryLimit>(bytes.problem);
+  if (!bytes.value) return rejected<MemoryLimit>(with_hint(bytes.problem, percent_hint(text)));
+  // Memory is mapped in whole chunks: a smaller cap refuses every allocation
+  // with a bare out-of-memory error, which is never what was meant.
+  if (*bytes.value < vmm::kChunkBytes) {
+    return rejected<MemoryLimit>(
+        with_hint("below 2 MiB, the allocation granularity, so every allocation would fail", percent_hint(text)));
+  }
   return Checked<MemoryLimit>{MemoryLimit{MemoryLimit::Kind::bytes, *bytes.value, 0}, {}};
 }
 
@@ -233,6 +265,34 @@ bool equals_ignoring_case(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
+}
+
+// ---------------------------------------------------------------------------
+// Trace destinations.
+
+std::string directory_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string file_name_of(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// Whether a new file can be made in `directory`; errno says why not. An
+// unnamed O_TMPFILE asks the file system itself, leaves nothing behind, and
+// holds for root too, where access() says yes to a read-only mount;
+// access() answers where the file system has no O_TMPFILE.
+bool can_create_file_in(const std::string& directory) {
+  const int fd = ::open(directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    return true;
+  }
+  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return false;
+  return ::access(directory.c_str(), W_OK | X_OK) == 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -370,10 +430,11 @@ constexpr Variable kVariables[] = {
        c.log_file = expand_pid(v, pid);
        return kAccepted;
      }},
-    {"VGPUMEM_TRACE", kPathForms,
+    {"VGPUMEM_TRACE", kTracePathForms,
      [](Config& c, std::string_view v, int pid) {
        if (Verdict problem = require_non_empty(v)) return problem;
        c.trace_path = expand_pid(v, pid);
+       if (std::string problem = file_destination_problem(c.trace_path); !problem.empty()) return Verdict(problem);
        c.trace_path_pattern = std::string(v);
        return kAccepted;
      }},
@@ -592,6 +653,12 @@ ConfigResult parse_process_config() {
 
 std::optional<MemoryLimit> parse_memory_limit(std::string_view text) { return check_memory_limit(text).value; }
 
+std::optional<MemoryLimit> parse_memory_limit(std::string_view text, std::string* problem) {
+  Checked<MemoryLimit> limit = check_memory_limit(text);
+  if (!limit.value) *problem = std::move(limit.problem);
+  return limit.value;
+}
+
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) { return check_byte_size(text).value; }
 
 std::optional<LogLevel> parse_log_level(std::string_view text) {
@@ -685,6 +752,27 @@ std::string_view to_string(vmm::CheckMode mode) {
     case vmm::CheckMode::torture: return "torture";
   }
   return "?";
+}
+
+std::string file_destination_problem(const std::string& path) {
+  struct stat status {};
+  if (::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode)) return "it is a directory; name a file in it";
+  const std::string directory = directory_of(path);
+  if (::stat(directory.c_str(), &status) != 0) {
+    return "its directory " + directory + (errno == ENOENT ? " does not exist (none is created)" : ": " + std::string(std::strerror(errno)));
+  }
+  if (!S_ISDIR(status.st_mode)) return directory + " is not a directory";
+  if (!can_create_file_in(directory)) return "cannot create a file in " + directory + ": " + std::strerror(errno);
+  return {};
+}
+
+std::string fallback_trace_path(std::string_view path, int pid, const char* tmpdir) {
+  std::string fallback = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  if (fallback.back() != '/') fallback += '/';
+  fallback += file_name_of(path);
+  fallback += '.';
+  fallback += std::to_string(pid);
+  return fallback;
 }
 
 std::string expand_pid(std::string_view path, int pid) {

@@ -115,6 +115,9 @@ ConfigResult parse_process_config();
 
 // Individual parsers, exposed for tests and for the vgpumem command.
 std::optional<MemoryLimit> parse_memory_limit(std::string_view text);
+// As above; when refused, `problem` says what exactly is wrong if the
+// accepted forms alone do not (e.g. "below 2 MiB ...; did you mean 50%?").
+std::optional<MemoryLimit> parse_memory_limit(std::string_view text, std::string* problem);
 std::optional<std::uint64_t> parse_byte_size(std::string_view text);  // no percent
 std::optional<LogLevel> parse_log_level(std::string_view text);
 std::string_view to_string(LogLevel level);
@@ -131,5 +134,13 @@ std::string_view to_string(vmm::CheckMode mode);
 // Every VGPUMEM_* variable the shim reads, VGPUMEM_LIMIT_<i> written so.
 const std::vector<std::string_view>& known_variables();
 std::string expand_pid(std::string_view path, int pid);
+// Why a trace could not be written to `path` (%p already expanded): its
+// directory is missing, is not one, or takes no new file; or the path names
+// a directory. Empty when it can be written. Checked before the program runs,
+// so that a long run does not end without its trace.
+std::string file_destination_problem(const std::string& path);
+// Where the trace goes when `path` cannot be written at exit: `tmpdir` (or
+// /tmp when it is null or empty), the same file name, then "." and the pid.
+std::string fallback_trace_path(std::string_view path, int pid, const char* tmpdir);
 
 }  // namespace vgpumem

@@ -52,6 +52,29 @@ bool pytorch_expandable_segments() {
   return text.find("expandable_segments:true") != std::string::npos;
 }
 
+// HAMi's cap variable set where vgpumem's may have been meant: ours is
+// another name, and HAMi's is not read.
+void hint_at_hami_variable() {
+  if (std::getenv("CUDA_DEVICE_MEMORY_LIMIT") == nullptr) return;
+  VGPUMEM_LOG_WARN("CUDA_DEVICE_MEMORY_LIMIT is HAMi's setting, which vgpumem does not read; vgpumem's cap is "
+                   "VGPUMEM_LIMIT (VGPUMEM_LIMIT_<i> for one device)");
+}
+
+// A per-device cap on an index the process does not see (CUDA_VISIBLE_DEVICES
+// renumbers the devices it leaves from 0) caps nothing: said, once.
+void say_caps_on_absent_devices(const Config& config) {
+  interpose::RealDriver* driver = interpose::RealDriver::get();
+  if (driver == nullptr || driver->support().cuDeviceGetCount == nullptr || config.limit_device.empty()) return;
+  int count = 0;
+  if (driver->support().cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
+  for (const auto& [device, limit] : config.limit_device) {
+    if (device < count) continue;
+    VGPUMEM_LOG_ERROR("VGPUMEM_LIMIT_{} names device {}, but this process sees {} device{} (indices count the "
+                      "devices CUDA_VISIBLE_DEVICES leaves, from 0): that cap applies to no device",
+                      device, device, count, count == 1 ? "" : "s");
+  }
+}
+
 }  // namespace
 
 trace::Recorder& process_recorder() {
@@ -82,6 +105,7 @@ Runtime& Runtime::get() {
     g_runtime.store(runtime, std::memory_order_release);
     std::atexit(&Runtime::at_exit);
     pthread_atfork(nullptr, nullptr, &Runtime::after_fork_in_child);
+    hint_at_hami_variable();
     if (config.any_limit()) {
       VGPUMEM_LOG_INFO("active: memory caps on (VGPUMEM_LIMIT{}), trace {}", config.limit_all.is_set() ? "" : "_<i>",
                        config.trace_path.empty() ? "off" : config.trace_path);
@@ -211,6 +235,9 @@ nlohmann::json Runtime::cupti_summary() const {
 }
 
 std::uint64_t Runtime::cap_for_device(int device) const {
+  // The first device seen: the driver is initialised, its device count known.
+  static std::once_flag checked;
+  std::call_once(checked, [this] { say_caps_on_absent_devices(config_); });
   const MemoryLimit& limit = config_.limit_for(device);
   if (!limit.is_set()) return vmm::kUncapped;
   if (limit.kind == MemoryLimit::Kind::bytes) return limit.bytes;
@@ -273,11 +300,20 @@ void Runtime::write_trace() {
       path += std::to_string(::getpid());
     }
   }
+  const nlohmann::json extra = summary();
   std::string error;
-  if (!recorder_.write(path, summary(), &error)) {
-    VGPUMEM_LOG_ERROR("cannot write the trace to {}: {}", path, error);
-  } else {
+  if (recorder_.write(path, extra, &error)) {
     VGPUMEM_LOG_INFO("trace written to {}", path);
+    return;
+  }
+  // Its directory was checked at load; it went away or stopped taking files
+  // during the run. A long run's trace is worth keeping somewhere, said where.
+  const std::string fallback = fallback_trace_path(path, ::getpid(), std::getenv("TMPDIR"));
+  std::string fallback_error;
+  if (fallback != path && recorder_.write(fallback, extra, &fallback_error)) {
+    VGPUMEM_LOG_ERROR("cannot write the trace to {}: {}; wrote it to {} instead", path, error, fallback);
+  } else {
+    VGPUMEM_LOG_ERROR("cannot write the trace to {}: {}; nor to {}: {}", path, error, fallback, fallback_error);
   }
 }
 

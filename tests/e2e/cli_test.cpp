@@ -3,6 +3,7 @@
 // simulated one, with a bad setting and inside a shell that preloads the shim.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -217,6 +218,70 @@ TEST(Doctor, FindsTheDriverVgpumemDriverNames) {
   EXPECT_NE(doctor.out.find("no cap"), std::string::npos) << doctor.out;
 }
 
+// A trace destination that cannot be written is refused before the program
+// starts, not found missing after a long run.
+TEST(Run, RefusesATraceItCouldNotWriteBeforeTheProgramStarts) {
+  for (const std::string& trace : {temp_path("no-such-dir/trace.json"), std::string(VGPUMEM_TEST_TMP_DIR)}) {
+    const ProcessResult run =
+        run_process({command(), "run", "--simulated", "--trace", trace, "--", program("plain_program")},
+                    doctor_environment());
+    EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+    EXPECT_EQ(run.out.find("main ran"), std::string::npos) << "the program started";
+    EXPECT_EQ(run.err.rfind("vgpumem run: invalid --trace \"" + trace + "\": ", 0), 0u) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+TEST(Run, RefusesACapBelowTheAllocationGranularity) {
+  const ProcessResult run =
+      run_process({command(), "run", "--simulated", "--limit", "50", "--", program("plain_program")}, doctor_environment());
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("vgpumem run: invalid --limit \"50\": "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("did you mean 50%?"), std::string::npos) << run.err;
+}
+
+// The device indices a process sees start at 0 after CUDA_VISIBLE_DEVICES:
+// a cap on a device beyond them would be silently ignored.
+TEST(Run, RefusesACapOnADeviceTheProgramDoesNotSee) {
+  auto env = doctor_environment();
+  env["VGPUSIM_DEVICES"] = "2";
+  for (const bool from_environment : {false, true}) {
+    std::vector<std::string> args{command(), "run", "--simulated"};
+    auto run_env = env;
+    if (from_environment) {
+      run_env["VGPUMEM_LIMIT_5"] = "1GiB";
+    } else {
+      args.insert(args.end(), {"--limit-device", "5=1GiB"});
+    }
+    args.insert(args.end(), {"--", program("plain_program")});
+    const ProcessResult run = run_process(args, run_env);
+    EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+    EXPECT_EQ(run.out.find("main ran"), std::string::npos);
+    EXPECT_NE(run.err.find("VGPUMEM_LIMIT_5"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("sees 2 devices"), std::string::npos) << run.err;
+  }
+}
+
+// What is on the command line is what the user meant just now: it wins over
+// the environment, and the command says so once.
+TEST(Run, ItsOptionsWinOverTheEnvironmentAndSaySo) {
+  auto env = doctor_environment();
+  env["VGPUMEM_LIMIT_0"] = "64MiB";
+  const std::string trace = temp_path("run-options-win.json");
+  const ProcessResult run = run_process({command(), "run", "--simulated=1GiB", "--limit", "512MiB", "--trace", trace,
+                                         "--", program("mlp_trainer"), "--steps", "1"},
+                                        env);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.err.find("vgpumem run: --limit 512MiB replaces VGPUMEM_LIMIT_0=64MiB from the environment"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  std::ifstream in(trace);
+  ASSERT_TRUE(in.good());
+  const nlohmann::json summary = nlohmann::json::parse(in).at("vgpumem");
+  EXPECT_EQ(summary.at("devices").at(0).at("cap").get<std::uint64_t>(), std::uint64_t{512} << 20) << summary.dump();
+}
+
 TEST(Doctor, ReportsABadSettingAsTheShimDoes) {
   auto env = doctor_environment();
   env["VGPUMEM_LIMIT"] = "8GB";
@@ -230,6 +295,15 @@ TEST(Doctor, ReportsABadSettingAsTheShimDoes) {
   const ProcessResult doctor = run_process({command(), "doctor", "--simulated"}, env);
   EXPECT_EQ(doctor.exit_code, 1) << doctor.out << doctor.err;
   EXPECT_NE(doctor.out.find("problem: " + message), std::string::npos) << message << "\n" << doctor.out;
+  // The bad setting is the one problem: the simulated driver asked for is still found.
+  EXPECT_NE(doctor.out.find("GPU 0         vgpusim simulated device 0"), std::string::npos) << doctor.out;
+  EXPECT_EQ(doctor.out.find("`vgpumem doctor --simulated` checks"), std::string::npos) << doctor.out;
+
+  // HAMi's variable is not ours: said, with ours.
+  env["VGPUMEM_LIMIT"] = std::nullopt;
+  env["CUDA_DEVICE_MEMORY_LIMIT"] = "4g";
+  const ProcessResult hami = run_process({command(), "doctor", "--simulated"}, env);
+  EXPECT_NE(hami.out.find("CUDA_DEVICE_MEMORY_LIMIT is HAMi's"), std::string::npos) << hami.out;
 }
 
 TEST(Doctor, SeesTheShimPreloadedInTheShell) {

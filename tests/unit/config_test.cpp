@@ -331,6 +331,46 @@ TEST(ConfigError, SaysWhyWhenTheFormsAloneDoNot) {
   EXPECT_NE(parse_error({{"VGPUMEM_TRACE", ""}}).message().find("empty"), std::string::npos);
 }
 
+// A trace that cannot be written is refused before the program runs, not
+// discovered at exit after a long run.
+// A cap below one 2 MiB chunk refuses every allocation: never what was
+// meant. A bare number is most likely a percentage without its sign.
+TEST(MemoryLimit, RefusesCapsBelowTheAllocationGranularitySuggestingAPercentage) {
+  const std::string fifty = parse_error({{"VGPUMEM_LIMIT", "50"}}).message();
+  EXPECT_NE(fifty.find("2 MiB"), std::string::npos) << fifty;
+  EXPECT_NE(fifty.find("did you mean 50%?"), std::string::npos) << fifty;
+  const std::string half = parse_error({{"VGPUMEM_LIMIT", "0.5"}}).message();
+  EXPECT_NE(half.find("did you mean 50%?"), std::string::npos) << half;
+  const std::string device = parse_error({{"VGPUMEM_LIMIT_1", "1K"}}).message();
+  EXPECT_EQ(device.rfind("vgpumem: invalid VGPUMEM_LIMIT_1=\"1K\": ", 0), 0u) << device;
+  EXPECT_NE(device.find("2 MiB"), std::string::npos) << device;
+  EXPECT_EQ(device.find("did you mean"), std::string::npos) << device;
+  std::string problem;
+  EXPECT_FALSE(parse_memory_limit("2097151", &problem));
+  EXPECT_NE(problem.find("2 MiB"), std::string::npos) << problem;
+  EXPECT_TRUE(parse_memory_limit("2MiB"));
+  EXPECT_TRUE(parse_memory_limit("0.5%"));
+}
+
+TEST(TraceDestination, IsCheckedWhenTheConfigurationIsRead) {
+  const std::string missing = ::testing::TempDir() + "vgpumem-no-such-dir/trace.json";
+  const std::string message = parse_error({{"VGPUMEM_TRACE", missing}}).message();
+  EXPECT_EQ(message.rfind("vgpumem: invalid VGPUMEM_TRACE=\"" + missing + "\": ", 0), 0u) << message;
+  EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected a file path in an existing, writable directory"), std::string::npos) << message;
+
+  const std::string directory = parse_error({{"VGPUMEM_TRACE", ::testing::TempDir()}}).message();
+  EXPECT_NE(directory.find("is a directory"), std::string::npos) << directory;
+  EXPECT_EQ(parse_ok({{"VGPUMEM_TRACE", ::testing::TempDir() + "trace-%p.json"}}).trace_path,
+            ::testing::TempDir() + "trace-4242.json");
+}
+
+TEST(TraceDestination, FallsBackToTheTemporaryDirectoryWithThePid) {
+  EXPECT_EQ(fallback_trace_path("/gone/run/trace.json", 77, "/scratch"), "/scratch/trace.json.77");
+  EXPECT_EQ(fallback_trace_path("trace.json", 77, nullptr), "/tmp/trace.json.77");
+  EXPECT_EQ(fallback_trace_path("/gone/trace.json", 77, ""), "/tmp/trace.json.77");
+}
+
 TEST(ConfigError, UnknownVariableSuggestsTheNearestAndListsAll) {
   const ConfigError error = parse_error({{"VGPUMEM_LIMT", "8GiB"}});
   EXPECT_EQ(error.kind, ConfigError::Kind::unknown_variable);
