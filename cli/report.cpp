@@ -217,6 +217,31 @@ void host_path_lines(std::ostream& out, const nlohmann::json& path) {
   }
 }
 
+// The steady state: the last whole iterations followed since the last lock
+// (schedule.recent_iterations), each with its own share of the pager's host
+// work; the whole run's counts hold the warm-up before any plan.
+void steady_state_line(std::ostream& out, const nlohmann::json& recent) {
+  if (!recent.is_array() || recent.empty() || !recent.back().contains("moved_bytes")) return;
+  double operations = 0, paging_ns = 0, moved = 0, on_demand = 0, planned = 0;
+  for (const nlohmann::json& iteration : recent) {
+    operations += number(iteration, "operations");
+    paging_ns += number(iteration, "program_paging_ns");
+    moved += number(iteration, "moved_bytes");
+    on_demand += number(iteration, "fetches_on_demand");
+    planned += number(iteration, "fetches_planned");
+  }
+  const double iterations = static_cast<double>(recent.size());
+  out << "  the last " << recent.size() << (recent.size() == 1 ? " repetition" : " repetitions")
+      << " of the step found (" << printed("%.0f", operations) << " operations): the program's threads paged "
+      << ms(paging_ns / iterations) << " each";
+  if (moved > 0) out << printed(" (%.2f ms per GiB moved)", paging_ns / 1e6 / (moved / (1024.0 * 1024 * 1024)));
+  if (planned + on_demand > 0) {
+    out << "; " << percent(planned, planned + on_demand) << " of fetches planned ahead";
+    if (planned == 0) out << " (everything came back on demand: the plan in force moves nothing back)";
+  }
+  out << "\n";
+}
+
 void paging_section(std::ostream& out, const nlohmann::json& summary) {
   const nlohmann::json& paging = member(summary, "paging");
   out << "\nPaging\n";
@@ -402,9 +427,10 @@ void schedule_section(std::ostream& out, const nlohmann::json& summary, std::siz
       << ")";
   if (strayed > 0) out << ", strayed from on " << strayed;
   if (const std::uint64_t refused = count(schedule, "scheduled_refused"); refused > 0) {
-    out << "; " << refused << " planned moves refused (the buffer was in use or already moving)";
+    out << "; " << refused << " planned moves refused (why: under Paging)";
   }
   out << "\n";
+  steady_state_line(out, member(schedule, "recent_iterations"));
   out << printed("  link as measured: %.1f GB/s to the host, %.1f GB/s back\n", number(plan, "link_to_host_gbps"),
                  number(plan, "link_to_device_gbps"));
 

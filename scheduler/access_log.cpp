@@ -26,7 +26,9 @@ class RecentIterations {
   static constexpr std::size_t kSize = AccessLog::kRecentIterations;
 
   void restart() { write([this] { count_.store(0, std::memory_order_release); }); }
-  void note(std::uint64_t serial, std::uint64_t operations, std::uint64_t followed, std::uint64_t strayed) {
+  // `paged`: the pager's host work during the iteration.
+  void note(std::uint64_t serial, std::uint64_t operations, std::uint64_t followed, std::uint64_t strayed,
+            const vmm::HostPathCounts& paged) {
     write([&] {
       const std::size_t at = next_.load(std::memory_order_relaxed);
       Entry& entry = ring_[at];
@@ -34,11 +36,18 @@ class RecentIterations {
       entry.operations.store(operations, std::memory_order_release);
       entry.followed.store(followed, std::memory_order_release);
       entry.strayed.store(strayed, std::memory_order_release);
+      entry.paging_ns.store(paged.program_paging_ns, std::memory_order_release);
+      entry.vmm_calls.store(paged.program_vmm_calls, std::memory_order_release);
+      entry.moved_bytes.store(paged.moved_bytes, std::memory_order_release);
+      entry.on_demand.store(paged.fetches_on_demand, std::memory_order_release);
+      entry.planned.store(paged.fetches_planned, std::memory_order_release);
       next_.store((at + 1) % kSize, std::memory_order_release);
       count_.store(std::min(count_.load(std::memory_order_relaxed) + 1, kSize), std::memory_order_release);
     });
   }
-  // Oldest first: [{"serial", "operations", "followed", "strayed"}, ...].
+  // Oldest first: [{"serial", "operations", "followed", "strayed",
+  // "program_paging_ns", "program_vmm_calls", "moved_bytes",
+  // "fetches_on_demand", "fetches_planned"}, ...].
   nlohmann::json read() const {
     nlohmann::json out = nlohmann::json::array();
     for (int attempt = 0; attempt < 1000; ++attempt) {
@@ -51,7 +60,12 @@ class RecentIterations {
         out.push_back({{"serial", it.serial.load(std::memory_order_acquire)},
                        {"operations", it.operations.load(std::memory_order_acquire)},
                        {"followed", it.followed.load(std::memory_order_acquire)},
-                       {"strayed", it.strayed.load(std::memory_order_acquire)}});
+                       {"strayed", it.strayed.load(std::memory_order_acquire)},
+                       {"program_paging_ns", it.paging_ns.load(std::memory_order_acquire)},
+                       {"program_vmm_calls", it.vmm_calls.load(std::memory_order_acquire)},
+                       {"moved_bytes", it.moved_bytes.load(std::memory_order_acquire)},
+                       {"fetches_on_demand", it.on_demand.load(std::memory_order_acquire)},
+                       {"fetches_planned", it.planned.load(std::memory_order_acquire)}});
       }
       if (version_.load(std::memory_order_relaxed) == before) break;
     }
@@ -61,6 +75,7 @@ class RecentIterations {
  private:
   struct Entry {
     std::atomic<std::uint64_t> serial{0}, operations{0}, followed{0}, strayed{0};
+    std::atomic<std::uint64_t> paging_ns{0}, vmm_calls{0}, moved_bytes{0}, on_demand{0}, planned{0};
   };
   template <typename Change>
   void write(Change change) {
@@ -91,6 +106,7 @@ struct AccessLog::StreamLog : FollowedStream {
   // The consumer's counts as the last boundary was noted (note_boundary),
   // and the last iteration whose end was.
   std::uint64_t followed_at_boundary = 0, strayed_at_boundary = 0, noted_serial = 0, noted_lock = 0;
+  vmm::HostPathCounts paged_at_boundary;  // the pager's counts then
 
   // Written by the holder, read by summary() from any thread.
   std::atomic<std::uint64_t> published{0}, dropped{0}, locks{0}, breaks{0};
@@ -329,11 +345,18 @@ void AccessLog::note_boundary(FollowedStream& followed) noexcept {
   const std::uint64_t serial = log.ended.load(std::memory_order_relaxed);
   const bool new_lock = log.lock_count != log.noted_lock;  // its iterations start afresh
   const bool ended = serial != log.noted_serial;          // else a lock, or a recording begun
+  const vmm::HostPathCounts paged_now = marks_ != nullptr ? marks_->host_path_counts() : vmm::HostPathCounts{};
   if (new_lock) {
     log.recent.restart();
   } else if (ended) {
-    log.recent.note(serial, log.period, followed_now - log.followed_at_boundary, strayed_now - log.strayed_at_boundary);
+    const vmm::HostPathCounts& was = log.paged_at_boundary;
+    log.recent.note(serial, log.period, followed_now - log.followed_at_boundary, strayed_now - log.strayed_at_boundary,
+                    {paged_now.program_paging_ns - was.program_paging_ns,
+                     paged_now.program_vmm_calls - was.program_vmm_calls, paged_now.moved_bytes - was.moved_bytes,
+                     paged_now.fetches_on_demand - was.fetches_on_demand,
+                     paged_now.fetches_planned - was.fetches_planned});
   }
+  log.paged_at_boundary = paged_now;
   log.noted_lock = log.lock_count;
   log.noted_serial = serial;
   log.followed_at_boundary = followed_now;

@@ -35,8 +35,7 @@ nlohmann::json HostPathStats::summary(const Totals& totals) const {
   // The program's threads' paging time: its launch path's slow path (which
   // holds every on-demand fetch, eviction and wait) and the plan's moves
   // made inline. A free's own unmap is not paging's, and not in it.
-  const std::uint64_t paging_ns =
-      slow_path_ns_.load(std::memory_order_relaxed) + inline_moves_ns_.load(std::memory_order_relaxed);
+  const std::uint64_t paging_ns = program_paging_ns();
   program["paging_ns"] = paging_ns;
   program["paging_ms_per_gib"] = per_gib(static_cast<double>(paging_ns) / 1e6, gib_moved);
   const std::uint64_t vmm_calls = calls(HostSide::program, DriverWork::vmm) + calls(HostSide::pager, DriverWork::vmm);

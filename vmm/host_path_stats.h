@@ -109,6 +109,10 @@ class HostPathStats {
     return refused_[static_cast<std::size_t>(why)].load(std::memory_order_relaxed);
   }
   std::uint64_t fetches_on_demand() const { return on_demand_.load(std::memory_order_relaxed); }
+  // The program's threads' paging time so far (slow path and moves made inline).
+  std::uint64_t program_paging_ns() const {
+    return slow_path_ns_.load(std::memory_order_relaxed) + inline_moves_ns_.load(std::memory_order_relaxed);
+  }
 
   // What the run's paging moved and made, from the pager's other counts.
   struct Totals {

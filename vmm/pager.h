@@ -273,6 +273,7 @@ class Pager final : public PagerControl {
 
   // What the scheduler drives (vmm/pager_control.h; vmm/scheduled_moves.cpp).
   bool offload_unit(Unit* unit, bool inside_grace) override;
+  HostPathCounts host_path_counts() const noexcept override;
   bool prefetch_unit(Unit* unit) override;
   // Posts the moves to the mover (made on the calling thread where there is
   // none, or its ring is full).

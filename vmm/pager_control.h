@@ -36,6 +36,16 @@ struct MoveCounts {
   std::uint64_t refused = 0;                   // not made: offload_unit or prefetch_unit said no
 };
 
+// Running totals of paging's host work (vmm/host_path_stats.h): the access
+// log notes them at each step's end, so that a step's own share is known
+// (the whole run's counts hold the warm-up before any plan).
+struct HostPathCounts {
+  std::uint64_t program_paging_ns = 0;  // the program's threads paging (slow path, moves made inline)
+  std::uint64_t program_vmm_calls = 0;  // VMM calls made on the program's threads
+  std::uint64_t moved_bytes = 0;        // offloaded + fetched
+  std::uint64_t fetches_on_demand = 0, fetches_planned = 0;
+};
+
 class PagerControl {
  public:
   virtual ~PagerControl() = default;
@@ -58,6 +68,10 @@ class PagerControl {
     return {offloads_made_.load(std::memory_order_relaxed), prefetches_made_.load(std::memory_order_relaxed),
             moves_refused_.load(std::memory_order_relaxed)};
   }
+
+  // Paging's host work so far; all zero where not counted (a stand-in
+  // pager). Atomic loads only: asked on the launch path, once a step.
+  virtual HostPathCounts host_path_counts() const noexcept { return {}; }
 
   // Starts copying `unit` to the host after all work the streams that used it
   // have enqueued so far; its chunks serve others once the copy is done (in

@@ -48,8 +48,11 @@ class StandInPager final : public vmm::PagerControl {
   bool prefetch_unit(vmm::Unit* unit) override {
     moves.push_back({false, unit, fed, false});
     now += move_ns;
+    ++counts.fetches_planned;
+    counts.moved_bytes += bytes.at(unit);
     return true;
   }
+  vmm::HostPathCounts host_path_counts() const noexcept override { return counts; }
   vmm::UnitFacts facts(const vmm::Unit* unit) const override {
     vmm::UnitFacts f;
     f.live = true;
@@ -84,6 +87,7 @@ class StandInPager final : public vmm::PagerControl {
   }
 
   std::map<const vmm::Unit*, std::uint64_t> bytes;
+  vmm::HostPathCounts counts;  // running totals, as a pager's (host_path_counts)
   std::uint64_t budget = 0;
   std::vector<Move> moves;
   std::size_t fed = 0;
@@ -340,6 +344,11 @@ TEST(Scheduler, AStepIssuedByTwoThreadsInTurnIsPlannedAndFollowedWhole) {
   for (std::size_t k = recent.size() - 3; k < recent.size(); ++k) {
     EXPECT_EQ(recent[k]["operations"], period);
     EXPECT_EQ(recent[k]["followed"], period) << "every operation of a step under the plan followed: " << recent.dump();
+    // Each step's own share of the pager's running counts: the same plan
+    // makes the same fetches every step.
+    EXPECT_GT(recent[k]["fetches_planned"].get<std::uint64_t>(), 0u) << recent.dump();
+    EXPECT_EQ(recent[k]["fetches_planned"], recent.back()["fetches_planned"]) << recent.dump();
+    EXPECT_EQ(recent[k]["moved_bytes"], recent.back()["moved_bytes"]) << recent.dump();
   }
 }
 
