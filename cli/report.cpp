@@ -219,9 +219,16 @@ void host_path_lines(std::ostream& out, const nlohmann::json& path) {
 
 // The steady state: the last whole iterations followed since the last lock
 // (schedule.recent_iterations), each with its own share of the pager's host
-// work; the whole run's counts hold the warm-up before any plan.
-void steady_state_line(std::ostream& out, const nlohmann::json& recent) {
-  if (!recent.is_array() || recent.empty() || !recent.back().contains("moved_bytes")) return;
+// work; the whole run's counts hold the warm-up before any plan. Those at
+// the end that the plan followed throughout are the steady state where
+// there are any (the first after a lock is recorded, not yet planned).
+void steady_state_line(std::ostream& out, const nlohmann::json& all) {
+  if (!all.is_array() || all.empty() || !all.back().contains("moved_bytes")) return;
+  std::size_t first = all.size();
+  while (first > 0 && number(all[first - 1], "followed") == number(all[first - 1], "operations")) --first;
+  const nlohmann::json recent = first < all.size() ? nlohmann::json(std::vector<nlohmann::json>(
+                                                         all.begin() + static_cast<std::ptrdiff_t>(first), all.end()))
+                                                   : all;
   double operations = 0, paging_ns = 0, moved = 0, on_demand = 0, planned = 0;
   for (const nlohmann::json& iteration : recent) {
     operations += number(iteration, "operations");
@@ -232,7 +239,8 @@ void steady_state_line(std::ostream& out, const nlohmann::json& recent) {
   }
   const double iterations = static_cast<double>(recent.size());
   out << "  the last " << recent.size() << (recent.size() == 1 ? " repetition" : " repetitions")
-      << " of the step found (" << printed("%.0f", operations) << " operations): the program's threads paged "
+      << " of the step found" << (first < all.size() ? ", followed throughout" : "") << " ("
+      << printed("%.0f", operations) << " operations): the program's threads paged "
       << ms(paging_ns / iterations) << " each";
   if (moved > 0) out << printed(" (%.2f ms per GiB moved)", paging_ns / 1e6 / (moved / (1024.0 * 1024 * 1024)));
   if (planned + on_demand > 0) {
