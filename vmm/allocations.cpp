@@ -157,7 +157,7 @@ CUresult Pager::ready_device(int device) {
 }
 
 CUresult Pager::allocate(int device, std::uint64_t bytes, CUdeviceptr* out) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (const CUresult result = ready_device(device); result != CUDA_SUCCESS) return result;
   DeviceState& state = device_state(device);
@@ -280,7 +280,7 @@ std::map<std::uint64_t, Pager::AllocationInfo>::iterator Pager::live_allocation(
 
 bool Pager::allocation_range(std::uint64_t address, std::uint64_t* start, std::uint64_t* bytes) const {
   if (index_.lookup(address) == nullptr) return false;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = allocations_.upper_bound(address);
   if (it == allocations_.begin()) return false;
   --it;
@@ -292,7 +292,7 @@ bool Pager::allocation_range(std::uint64_t address, std::uint64_t* start, std::u
 
 bool Pager::free(CUdeviceptr address, CUresult* result) {
   if (index_.lookup(address) == nullptr) return false;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   auto it = live_allocation(address);
   if (it == allocations_.end()) {
@@ -378,7 +378,7 @@ void Pager::return_to_slab(DeviceState& state, Unit* slab, std::uint64_t offset,
 
 bool Pager::free_async(CUdeviceptr address, CUstream stream, bool per_thread, CUresult* result) {
   if (index_.lookup(address) == nullptr) return false;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   auto it = live_allocation(address);
   if (it == allocations_.end()) {
@@ -411,7 +411,7 @@ bool Pager::free_async(CUdeviceptr address, CUstream stream, bool per_thread, CU
 }
 
 void Pager::reap_freed_allocations() {
-  auto reached = [&](const PendingFree& pending) {
+  auto reached = [&](const PendingFree& pending) REQUIRES(mutex_) {
     if (driver_.event_query(pending.done) != CUDA_SUCCESS) return false;
     driver_.event_destroy(pending.done);
     if (auto it = allocations_.find(pending.address); it != allocations_.end()) release_allocation(it);

@@ -38,7 +38,7 @@ CUresult Pager::pin_graph_range(std::uint64_t address, std::uint64_t bytes) {
 CUresult Pager::pin_graph_device(int device) {
   Access access;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (auto it = devices_.find(device); it != devices_.end()) {
       for (const auto& unit : it->second->units) {
         if (!unit->retired) access.add(unit.get());

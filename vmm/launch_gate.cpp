@@ -143,7 +143,7 @@ CUresult Pager::prepare_everything(int device, CUstream stream, bool per_thread,
   const std::size_t from = access.size();
   access.names_.named_everything = true;  // no table it writes can be lent: its units are stamped
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (auto it = devices_.find(device); it != devices_.end()) {
       for (const auto& unit : it->second->units) {
         if (!unit->retired) access.add(unit.get());
@@ -187,7 +187,7 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   if (slow) {
     const std::uint64_t started = monotonic_ns();
     const std::uint64_t started_on_clock = host_path_.simulated() ? host_path_.now() : started;
-    std::unique_lock lock(mutex_);
+    UniqueMutexLock lock(mutex_);
     phases_.add(PagerPhase::lock_wait, monotonic_ns() - started);
     RelaxedCaptureMode relaxed(driver_, capture_open());
     // Room other launches hold only until they are enqueued (their own

@@ -54,7 +54,7 @@ void Pager::end_library_call(LibraryCallScope& scope, bool completed) {
   if (open != &scope) return;  // never opened: another scope was
   open = nullptr;
   if (scope.kept_count == 0) return;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (std::size_t i = 0; i < scope.kept_count; ++i) {
     const LibraryCallScope::Kept& kept = scope.kept[i];
     if (!completed && !kept.unit->retired) restore_skipped(scope, kept);

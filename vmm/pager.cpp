@@ -33,7 +33,10 @@ Pager::Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observe
       grace_(options.grace_operations),
       lending_(options.grace == GraceKind::lend ? options.grace_operations : 0),
       host_path_(driver.host_time_ns),
-      host_(driver, options.host_limit, [this](int device) { drain_copy_stream(device_state(device)); }, &host_path_) {
+      host_(driver, options.host_limit, [this](int device) {
+        lock_is_held();
+        drain_copy_stream(device_state(device));
+      }, &host_path_) {
   if (options_.reclaimer && driver_.context_set_current != nullptr) {
     reclaimer_ = std::make_unique<Reclaimer>([this] { reclaim(); });
   }
@@ -97,21 +100,24 @@ CUresult Pager::make_resident_now(Unit* unit) {
 // and never offloaded again while it lives. Memory exported to another
 // process, or whose address was uploaded for a kernel to follow, is the same.
 CUresult Pager::pin_for_life(const std::uint64_t* words, std::size_t count, LifetimePin why) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, true);
   reap_saved_units(false);
   CUresult result = CUDA_SUCCESS;
   for (std::size_t i = 0; i < count && result == CUDA_SUCCESS; ++i) {
     Unit* unit = index_.lookup(words[i]);
     if (unit == nullptr || unit->retired) continue;
-    for_each_piece(unit, [&](Unit* piece) { return (result = pin_unit_for_life(piece, why)) == CUDA_SUCCESS; });
+    for_each_piece(unit, [&](Unit* piece) {
+      lock_is_held();
+      return (result = pin_unit_for_life(piece, why)) == CUDA_SUCCESS;
+    });
   }
   return result;
 }
 
 // Units an operation holds, on a capturing stream (pin_for_life's reason).
 CUresult Pager::pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, true);
   reap_saved_units(false);
   for (std::size_t i = 0; i < count; ++i) {
@@ -145,7 +151,7 @@ CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
 
 void Pager::unpin_for_life(std::uint64_t address, LifetimePin why) {
   const auto bit = static_cast<std::uint8_t>(why);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Unit* unit = index_.lookup(address);
   if (unit == nullptr || unit->retired) return;
   for_each_piece(unit, [&](Unit* piece) {
@@ -754,7 +760,7 @@ void Pager::reap_saved_units(bool wait) {
   // the scheduler's moves reap before each: asking every save in flight
   // made issuing a move cost a microsecond per save queued).
   std::uint64_t running = 0;  // a bit per device (below 64) with a save found running
-  auto done = [&](Unit* unit) {
+  auto done = [&](Unit* unit) REQUIRES(mutex_) {
     const std::uint64_t bit = unit->device >= 0 && unit->device < 64 ? std::uint64_t{1} << unit->device : 0;
     if (!wait && (running & bit) != 0) return false;
     ContextScope in(driver_, device_state(unit->device).context);  // its save is on that device's copy stream
@@ -1008,13 +1014,14 @@ bool Pager::revive(DeviceState& state, Unit* unit) {
 bool Pager::pin(std::uint64_t address, CUresult* result) {
   Unit* unit = index_.lookup(address);
   if (unit == nullptr) return false;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   // Whoever uses pinned memory is not seen: it must be there now, all of it.
   // Each piece is pinned as it comes, so the next cannot push it out.
   *result = CUDA_SUCCESS;
   std::size_t pinned = 0;
   for_each_piece(unit, [&](Unit* piece) {
+    lock_is_held();
     if ((*result = make_resident_now(piece)) != CUDA_SUCCESS) return false;
     ++piece->pins;
     ++pinned;
@@ -1034,7 +1041,7 @@ bool Pager::pin(std::uint64_t address, CUresult* result) {
 bool Pager::unpin(std::uint64_t address) {
   Unit* unit = index_.lookup(address);
   if (unit == nullptr) return false;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for_each_piece(unit, [](Unit* piece) {
     if (piece->pins > 0) --piece->pins;
     return true;
@@ -1043,7 +1050,7 @@ bool Pager::unpin(std::uint64_t address) {
 }
 
 bool Pager::make_room(int device, std::uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (devices_.count(device) == 0) return false;
   DeviceState& state = device_state(device);
@@ -1082,7 +1089,7 @@ void Pager::forget_stream_bits(std::uint64_t bits) {
 }
 
 void Pager::stream_created(CUstream stream, unsigned flags, bool listed) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (!listed) {
     program_streams_.lost_track();
     return;
@@ -1099,7 +1106,7 @@ void Pager::stream_created(CUstream stream, unsigned flags, bool listed) {
 }
 
 void Pager::stream_destroyed(CUstream stream) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   program_streams_.destroyed(stream);
   const std::uint64_t bit = streams_.find(stream);
@@ -1115,7 +1122,7 @@ void Pager::stream_destroyed(CUstream stream) {
 }
 
 void Pager::context_destroyed(CUcontext context) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   {
     ContextScope in(driver_, context);
@@ -1166,13 +1173,13 @@ void Pager::trace_resident(int device, DeviceState& state) {
 }
 
 std::uint64_t Pager::resident_bytes(int device) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = devices_.find(device);
   return it == devices_.end() ? 0 : it->second->resident_bytes;
 }
 
 std::uint64_t Pager::charged_in_use(int device) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const std::uint64_t counted = ledger_.usage(device).counted;
   auto it = devices_.find(device);
   const std::uint64_t idle = it == devices_.end() ? 0 : it->second->pool.free_bytes();
@@ -1180,7 +1187,7 @@ std::uint64_t Pager::charged_in_use(int device) const {
 }
 
 std::uint64_t Pager::idle_chunk_bytes(int device) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = devices_.find(device);
   return it == devices_.end() ? 0 : it->second->pool.free_bytes();
 }
@@ -1196,7 +1203,7 @@ nlohmann::json Pager::host_time_summary() const {
 }
 
 nlohmann::json Pager::summary() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& [device, state] : devices_) {
     devices.push_back({{"device", device},

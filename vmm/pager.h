@@ -31,6 +31,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/thread_safety.h"
+
 #include "vmm/access.h"
 #include "vmm/address_arena.h"
 #include "vmm/cap_ledger.h"
@@ -344,8 +346,8 @@ class Pager final : public PagerControl {
   }
   static constexpr std::size_t kMaxStallTimers = 4096;  // stalls timed at once; beyond, counted only
 
-  DeviceState& device_state(int device);
-  CUresult reserve_arena();
+  DeviceState& device_state(int device) REQUIRES(mutex_);
+  CUresult reserve_arena() REQUIRES(mutex_);
   bool fast_path(Unit* unit, std::uint64_t bit) const;
   std::uint64_t next_tick(LaunchThread& thread);
   // Whether `feed` asked for the next operation on the stream of `bit` to
@@ -366,7 +368,7 @@ class Pager final : public PagerControl {
   // `last_try`: an out-of-memory result is the program's (logged), not one
   // settle() waits out.
   CUresult make_held_resident(Access& access, std::size_t from, std::size_t lent_from, CUstream stream,
-                              std::uint64_t bit, const Operation& op, bool last_try);
+                              std::uint64_t bit, const Operation& op, bool last_try) REQUIRES(mutex_);
   CUresult refuse_unfit(Access& access, const Operation& op);
   static std::array<std::uint64_t, kMaxDevices> needed_per_device(Access& access);
   int device_over_cap(const std::array<std::uint64_t, kMaxDevices>& needed);
@@ -382,13 +384,13 @@ class Pager final : public PagerControl {
   }
   // `log`: say so when there is no room (not on a try that is waited out;
   // any other failure is said).
-  CUresult bring_in(Unit* unit, const Operation& op, bool log = true);
-  bool others_hold_units(Access& access);
+  CUresult bring_in(Unit* unit, const Operation& op, bool log = true) REQUIRES(mutex_);
+  bool others_hold_units(Access& access) REQUIRES(mutex_);
   // How long a slow path waits for room other launches hold before it
   // returns out of memory.
   static constexpr std::uint64_t kHeldRoomWaitNs = 50'000'000;
-  CUresult order_stream(Unit* unit, CUstream stream, std::uint64_t bit);
-  void offload_all_unheld();
+  CUresult order_stream(Unit* unit, CUstream stream, std::uint64_t bit) REQUIRES(mutex_);
+  void offload_all_unheld() REQUIRES(mutex_);
   std::string operation_name(const Operation& op) const;
   CUresult pin_units_for_life(Unit* const* units, std::size_t count, LifetimePin why);
   CUresult pin_held_for_life(Access& access, LifetimePin why);
@@ -398,7 +400,7 @@ class Pager final : public PagerControl {
   // any of them holds a pointer table.
   static bool add_whole(Unit* unit, Access& access);
   bool capturing(CUstream stream) const;
-  CUresult make_resident_now(Unit* unit);
+  CUresult make_resident_now(Unit* unit) REQUIRES(mutex_);
   CUcontext device_context(int device) const;
 
  public:
@@ -408,12 +410,12 @@ class Pager final : public PagerControl {
   bool stream_capturing(CUstream stream, bool per_thread) const;
 
  private:
-  CUresult fetch(Unit* unit, LibraryCallScope* overwrite = nullptr);
+  CUresult fetch(Unit* unit, LibraryCallScope* overwrite = nullptr) REQUIRES(mutex_);
   LibraryCallScope::Range skipped_on_fetch(const Unit* unit, LibraryCallScope* overwrite) const;
   // `chunk_saves`: for each of the unit's chunks, the save it must not
   // overwrite before (0: none), as take_chunks gave them.
   CUresult copy_in_except(DeviceState& state, Unit* unit, LibraryCallScope::Range skip,
-                          const std::vector<std::uint64_t>& chunk_saves);
+                          const std::vector<std::uint64_t>& chunk_saves) REQUIRES(mutex_);
   // Copies the unit's bytes out on the copy-out stream, in pieces, each but
   // the last numbered next among the device's saves and marked; `after_first`
   // (if any) is recorded after the first; `*copied` adds what was enqueued.
@@ -422,93 +424,93 @@ class Pager final : public PagerControl {
   // `read`: the number of the copy-in stream's read of the unit's host
   // buffer (CopyMarks; 0: none), for whoever takes the buffer after the call.
   void keep_skipped(LibraryCallScope& scope, Unit* unit, LibraryCallScope::Range skip, std::uint64_t read);
-  void restore_skipped(const LibraryCallScope& scope, const LibraryCallScope::Kept& kept);
+  void restore_skipped(const LibraryCallScope& scope, const LibraryCallScope::Kept& kept) REQUIRES(mutex_);
   // A unit wanted back while its save is still in flight, whose chunks no
   // one has reused: it takes them back and is resident again, with no copy
   // and no wait. False if it cannot. Called by fetch, in the device's context.
-  bool revive(DeviceState& state, Unit* unit);
+  bool revive(DeviceState& state, Unit* unit) REQUIRES(mutex_);
   // The end of a fetch or a revival: resident again, ready after `ready`;
   // its host buffer back to the store (unless `keep_host`), still read by
   // the copy-in stream's read number `read` (0: none).
-  void back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host = false, std::uint64_t read = 0);
+  void back_on_device(DeviceState& state, Unit* unit, CUevent ready, bool keep_host = false, std::uint64_t read = 0) REQUIRES(mutex_);
   // `after_save`, if given: the latest save (serial) a taken chunk may still
   // be read by, 0 if none; the caller orders its writes after it.
   // `chunk_saves`, if given: that serial for each chunk taken, in order.
   CUresult take_chunks(DeviceState& state, std::size_t count, const Unit* keep, std::vector<Chunk>* chunks,
-                       std::uint64_t* after_save = nullptr, std::vector<std::uint64_t>* chunk_saves = nullptr);
-  CUresult map_chunks(Unit* unit);
-  bool offload_victim(DeviceState& state, const Unit* keep);
+                       std::uint64_t* after_save = nullptr, std::vector<std::uint64_t>* chunk_saves = nullptr) REQUIRES(mutex_);
+  CUresult map_chunks(Unit* unit) REQUIRES(mutex_);
+  bool offload_victim(DeviceState& state, const Unit* keep) REQUIRES(mutex_);
   // Whether `unit` may go to make room now (offload_victim's candidates).
   bool may_go(const Unit& unit, const Unit* keep) const;
   // Offloads every unit on one block, so that it can be released
   // (make_room): among blocks whose every taken chunk is a unit's that may
   // go now, the one with the fewest units in their grace, then the fewest
   // bytes. False if no block qualifies or nothing could go.
-  bool offload_cheapest_block(DeviceState& state);
-  CUresult offload(DeviceState& state, Unit* unit);
-  CUresult order_after_users(DeviceState& state, Unit* unit);
-  bool order_after_legacy_streams(DeviceState& state, int device);
+  bool offload_cheapest_block(DeviceState& state) REQUIRES(mutex_);
+  CUresult offload(DeviceState& state, Unit* unit) REQUIRES(mutex_);
+  CUresult order_after_users(DeviceState& state, Unit* unit) REQUIRES(mutex_);
+  bool order_after_legacy_streams(DeviceState& state, int device) REQUIRES(mutex_);
   // Every context the device's work may have run in (pager.cpp).
   template <typename Visit>
-  void for_each_context_of(int device, Visit&& visit);
-  CUresult synchronize_device(int device);
-  CUresult wait_for_program_work(int device);
-  void forget_stream_bits(std::uint64_t bits);
-  void retire_device_context(DeviceState& state);
+  void for_each_context_of(int device, Visit&& visit) REQUIRES(mutex_);
+  CUresult synchronize_device(int device) REQUIRES(mutex_);
+  CUresult wait_for_program_work(int device) REQUIRES(mutex_);
+  void forget_stream_bits(std::uint64_t bits) REQUIRES(mutex_);
+  void retire_device_context(DeviceState& state) REQUIRES(mutex_);
   void drain_copy_stream(DeviceState& state);
-  void reap_saved_units(bool wait);
-  bool unmap_oldest_save(DeviceState& state);
-  void time_stall(CUstream stream, CUevent reached);
-  void reap_stall_timers();
-  void reap_freed_allocations();
-  void release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it);
+  void reap_saved_units(bool wait) REQUIRES(mutex_);
+  bool unmap_oldest_save(DeviceState& state) REQUIRES(mutex_);
+  void time_stall(CUstream stream, CUevent reached) REQUIRES(mutex_);
+  void reap_stall_timers() REQUIRES(mutex_);
+  void reap_freed_allocations() REQUIRES(mutex_);
+  void release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it) REQUIRES(mutex_);
   Unit* carve_from_slabs(DeviceState& state, std::uint64_t size, std::uint64_t* offset);
   void return_to_slab(DeviceState& state, Unit* slab, std::uint64_t offset, std::uint64_t size);
-  void finish_unmap(Unit* unit, bool wait);
-  void unmap_now(Unit* unit);
+  void finish_unmap(Unit* unit, bool wait) REQUIRES(mutex_);
+  void unmap_now(Unit* unit) REQUIRES(mutex_);
   CUresult record_on_copy_stream(DeviceState& state, CUevent* event);
   CUresult record_on_stream(CUstream stream, CUevent* event, unsigned flags = CU_EVENT_DISABLE_TIMING);
   void order_streams(DeviceState& state, CUstream waiter, CUstream before);
-  void order_after_save(DeviceState& state, std::uint64_t serial);
+  void order_after_save(DeviceState& state, std::uint64_t serial) REQUIRES(mutex_);
   // Advances saves_done past the pieces of saves found done.
   void note_saved_pieces(DeviceState& state);
   void order_after_fetch(DeviceState& state, std::uint64_t serial);
   // `largest_block`: Unit::largest_block (0: the pool's largest).
-  Unit* new_unit(int device, std::uint64_t bytes, bool slab, std::uint32_t largest_block = 0);
-  Unit* new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab, std::uint32_t largest_block = 0);
+  Unit* new_unit(int device, std::uint64_t bytes, bool slab, std::uint32_t largest_block = 0) REQUIRES(mutex_);
+  Unit* new_unit_at(int device, std::uint64_t address, std::uint64_t bytes, bool slab, std::uint32_t largest_block = 0) REQUIRES(mutex_);
   // An allocation of `bytes` (rounded to chunks) as pieces of
   // options_.piece_bytes, back to back: its first piece, or nullptr (and
   // nothing made) when not all of them can be resident at once.
-  Unit* new_pieces(int device, std::uint64_t rounded, std::uint64_t requested);
-  void release_pieces(Unit* first);
-  bool admits(int device, std::uint64_t bytes) const;
-  bool admit_or_refuse(int device, std::uint64_t bytes);  // admits(), or logs and counts the refusal
-  void release_unit(Unit* unit);
+  Unit* new_pieces(int device, std::uint64_t rounded, std::uint64_t requested) REQUIRES(mutex_);
+  void release_pieces(Unit* first) REQUIRES(mutex_);
+  bool admits(int device, std::uint64_t bytes) const REQUIRES(mutex_);
+  bool admit_or_refuse(int device, std::uint64_t bytes) REQUIRES(mutex_);  // admits(), or logs and counts the refusal
+  void release_unit(Unit* unit) REQUIRES(mutex_);
   // `device`: whose pool the chunks are of (it counts each block's mappings).
   CUresult map_runs(int device, std::uint64_t address, const Chunk* chunks, std::size_t count,
-                    std::vector<Mapping>* runs);
-  bool unmap_runs(int device, std::uint64_t address, std::vector<Mapping>* runs);
-  bool unmap_home(Unit* unit);
-  void repair_stale_mapping(DeviceState& state, Unit* unit);
-  CUresult map_aliases(Unit* unit);
-  bool unmap_aliases(Unit* unit);
-  CUresult map_alias(const Unit* unit, Alias& alias);
-  bool unmap_alias(const Unit* unit, Alias& alias);
-  CUresult ready_device(int device);
-  CUresult pin_unit_for_life(Unit* unit, LifetimePin why);
-  CUresult materialize(Unit* unit, const CUmemAllocationProp& prop, std::unique_lock<std::mutex>& lock);
-  ProgramHandle* program_handle(CUmemGenericAllocationHandle handle);
+                    std::vector<Mapping>* runs) REQUIRES(mutex_);
+  bool unmap_runs(int device, std::uint64_t address, std::vector<Mapping>* runs) REQUIRES(mutex_);
+  bool unmap_home(Unit* unit) REQUIRES(mutex_);
+  void repair_stale_mapping(DeviceState& state, Unit* unit) REQUIRES(mutex_);
+  CUresult map_aliases(Unit* unit) REQUIRES(mutex_);
+  bool unmap_aliases(Unit* unit) REQUIRES(mutex_);
+  CUresult map_alias(const Unit* unit, Alias& alias) REQUIRES(mutex_);
+  bool unmap_alias(const Unit* unit, Alias& alias) REQUIRES(mutex_);
+  CUresult ready_device(int device) REQUIRES(mutex_);
+  CUresult pin_unit_for_life(Unit* unit, LifetimePin why) REQUIRES(mutex_);
+  CUresult materialize(Unit* unit, const CUmemAllocationProp& prop, UniqueMutexLock& lock) NO_THREAD_SAFETY_ANALYSIS;
+  ProgramHandle* program_handle(CUmemGenericAllocationHandle handle) REQUIRES(mutex_);
   Unit* alias_ending_at(std::uint64_t address) const;
   Unit* alias_starting_at(std::uint64_t address) const;
-  bool foreign_ends_at(std::uint64_t address) const;
-  bool foreign_starts_at(std::uint64_t address) const;
-  CUresult pin_as_neighbour(Unit* unit);
-  void drop_neighbour_pins(Unit* unit, std::uint32_t count);
-  void unpin_neighbours(Unit* unit, const Alias& alias);
-  void forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes);
-  void release_handle_if_unused(CUmemGenericAllocationHandle handle);
+  bool foreign_ends_at(std::uint64_t address) const REQUIRES(mutex_);
+  bool foreign_starts_at(std::uint64_t address) const REQUIRES(mutex_);
+  CUresult pin_as_neighbour(Unit* unit) REQUIRES(mutex_);
+  void drop_neighbour_pins(Unit* unit, std::uint32_t count) REQUIRES(mutex_);
+  void unpin_neighbours(Unit* unit, const Alias& alias) REQUIRES(mutex_);
+  void forget_foreign_mappings(std::uint64_t start, std::uint64_t bytes) REQUIRES(mutex_);
+  void release_handle_if_unused(CUmemGenericAllocationHandle handle) REQUIRES(mutex_);
   static void return_chunks(DeviceState& state, std::vector<Chunk>* chunks, std::uint64_t save = 0);
-  std::map<std::uint64_t, AllocationInfo>::iterator live_allocation(CUdeviceptr address);
+  std::map<std::uint64_t, AllocationInfo>::iterator live_allocation(CUdeviceptr address) REQUIRES(mutex_);
   void set_ready(Unit* unit, CUevent event);
   void trace_resident(int device, DeviceState& state);
 
@@ -564,34 +566,39 @@ class Pager final : public PagerControl {
   std::atomic<std::uint64_t> lent_left_out_{0};  // operations whose lent units could not fit beside their own
   std::atomic<std::uint64_t> planned_grace_evictions_{0};  // scheduled offloads inside a grace (a plan that cut it)
 
-  mutable std::mutex mutex_;
-  bool arena_ready_ = false;
-  AddressArena arena_;
+  mutable Mutex mutex_;
+  // Says, for the thread safety analysis, that a callback runs with the
+  // lock held: one called back by a helper that takes any function
+  // (for_each_piece, a walk over a range), or by a part that is guarded by
+  // the lock (HostStore's drain), where an annotation cannot follow.
+  void lock_is_held() const ASSERT_CAPABILITY(mutex_) {}
+  bool arena_ready_ GUARDED_BY(mutex_) = false;
+  AddressArena arena_ GUARDED_BY(mutex_);
   // Its driver work by thread, fetches by origin, refusals (before the parts
   // that count into it).
   HostPathStats host_path_;
-  HostStore host_;
-  std::map<int, std::unique_ptr<DeviceState>> devices_;
-  std::map<std::uint64_t, AllocationInfo> allocations_;  // by address
-  std::vector<Unit*> saved_units_;                       // on host, range still mapped
-  std::map<CUmemGenericAllocationHandle, ProgramHandle> handles_;  // the program's virtual handles
-  std::uint64_t next_handle_ = 1;
-  std::map<std::uint64_t, std::uint64_t> foreign_mappings_;  // real handles mapped in covered reservations
-  std::uint64_t adjacent_pinned_ = 0;       // pins held for touching a neighbour (pin_as_neighbour)
-  std::uint64_t handles_materialized_ = 0;  // handles that became one real allocation (materialize)
+  HostStore host_ GUARDED_BY(mutex_);
+  std::map<int, std::unique_ptr<DeviceState>> devices_ GUARDED_BY(mutex_);
+  std::map<std::uint64_t, AllocationInfo> allocations_ GUARDED_BY(mutex_);  // by address
+  std::vector<Unit*> saved_units_ GUARDED_BY(mutex_);                       // on host, range still mapped
+  std::map<CUmemGenericAllocationHandle, ProgramHandle> handles_ GUARDED_BY(mutex_);  // the program's virtual handles
+  std::uint64_t next_handle_ GUARDED_BY(mutex_) = 1;
+  std::map<std::uint64_t, std::uint64_t> foreign_mappings_ GUARDED_BY(mutex_);  // real handles mapped in covered reservations
+  std::uint64_t adjacent_pinned_ GUARDED_BY(mutex_) = 0;       // pins held for touching a neighbour (pin_as_neighbour)
+  std::uint64_t handles_materialized_ GUARDED_BY(mutex_) = 0;  // handles that became one real allocation (materialize)
   struct PendingFree {
     std::uint64_t address;
     CUevent done;  // recorded on the freeing stream
   };
-  std::vector<PendingFree> pending_frees_;               // stream-ordered frees not yet reached
-  std::vector<std::uint64_t> frees_after_capture_;      // cuMemFree while a capture was open
-  std::uint64_t next_serial_ = 1;
-  std::vector<std::unique_ptr<GraphFree>> graph_free_notes_;  // kept while a graph may still reach them
+  std::vector<PendingFree> pending_frees_ GUARDED_BY(mutex_);               // stream-ordered frees not yet reached
+  std::vector<std::uint64_t> frees_after_capture_ GUARDED_BY(mutex_);      // cuMemFree while a capture was open
+  std::uint64_t next_serial_ GUARDED_BY(mutex_) = 1;
+  std::vector<std::unique_ptr<GraphFree>> graph_free_notes_ GUARDED_BY(mutex_);  // kept while a graph may still reach them
   std::mutex graph_frees_mutex_;  // never the pager's: a callback must not wait for a lock held across a sync
   std::vector<std::pair<std::uint64_t, std::uint64_t>> graph_frees_reached_;  // (address, serial)
-  std::uint64_t stored_bytes_ = 0;                       // all live units, resident or not
-  std::uint64_t allocations_in_pieces_ = 0;               // made in pieces so far (PagerOptions::piece_bytes)
-  std::uint64_t largest_unit_ = 0;
+  std::uint64_t stored_bytes_ GUARDED_BY(mutex_) = 0;                       // all live units, resident or not
+  std::uint64_t allocations_in_pieces_ GUARDED_BY(mutex_) = 0;               // made in pieces so far (PagerOptions::piece_bytes)
+  std::uint64_t largest_unit_ GUARDED_BY(mutex_) = 0;
 
   std::atomic<std::uint64_t> offloads_{0}, prefetches_{0}, bytes_offloaded_{0}, bytes_prefetched_{0};
   std::atomic<std::uint64_t> scheduled_offloads_{0}, scheduled_prefetches_{0}, scheduled_refused_{0};
@@ -622,7 +629,7 @@ class Pager final : public PagerControl {
     CUevent reached, passed;
   };
   void finish_stall(const StallTimer& timer, bool over);
-  std::vector<StallTimer> stall_timers_;        // under the lock; read by the reclaimer (time_stalls)
+  std::vector<StallTimer> stall_timers_ GUARDED_BY(mutex_);        // under the lock; read by the reclaimer (time_stalls)
   // Timers the reclaimer has taken out of stall_timers_ and not yet added to
   // stall_ns_: still being timed, so the summary counts them (a reader that
   // sees none being timed sees every finished stall's length).
@@ -632,7 +639,7 @@ class Pager final : public PagerControl {
   PagerPhases phases_;                          // and where the pager's host time goes
   std::atomic<std::uint64_t> reclaimer_unmaps_{0}, chunks_created_ahead_{0}, reclaimer_passes_{0};
   bool pin_ahead_ = true;  // the reclaimer's own: false after the host refused a buffer
-  bool whole_range_unmap_ = true;  // under the lock: one cuMemUnmap over a unit's chunks (unmap_chunks)
+  bool whole_range_unmap_ GUARDED_BY(mutex_) = true;  // under the lock: one cuMemUnmap over a unit's chunks (unmap_chunks)
 
   // The latest simulated time a thread woke the reclaimer at (host_clock_ns).
   std::atomic<std::uint64_t> reclaimer_woken_ns_{0};

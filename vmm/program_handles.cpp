@@ -50,7 +50,7 @@ Pager::ProgramHandle* Pager::program_handle(CUmemGenericAllocationHandle handle)
 
 CUresult Pager::create_handle(int device, std::uint64_t bytes, const CUmemAllocationProp& prop,
                               CUmemGenericAllocationHandle* out) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   if (const CUresult result = ready_device(device); result != CUDA_SUCCESS) return result;
   ContextScope in(driver_, device_state(device).context);
@@ -77,7 +77,7 @@ void Pager::release_handle_if_unused(CUmemGenericAllocationHandle handle) {
 }
 
 CUresult Pager::release_handle(CUmemGenericAllocationHandle handle) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   ProgramHandle* program = program_handle(handle);
   if (program == nullptr || program->references == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -88,7 +88,7 @@ CUresult Pager::release_handle(CUmemGenericAllocationHandle handle) {
 
 bool Pager::retain_handle(std::uint64_t address, CUmemGenericAllocationHandle* out) {
   if (!index_.in_extra_range(address) || index_.lookup(address) == nullptr) return false;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const Unit* unit = index_.lookup(address);
   ProgramHandle* program = unit == nullptr ? nullptr : program_handle(unit->program_handle);
   if (program == nullptr) return false;
@@ -98,7 +98,7 @@ bool Pager::retain_handle(std::uint64_t address, CUmemGenericAllocationHandle* o
 }
 
 CUresult Pager::handle_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* prop) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = handles_.find(handle);
   if (it == handles_.end() || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *prop = it->second.prop;
@@ -107,7 +107,7 @@ CUresult Pager::handle_properties(CUmemGenericAllocationHandle handle, CUmemAllo
 
 std::optional<unsigned long long> Pager::program_access(std::uint64_t address, const CUmemLocation& location) const {
   if (!index_.in_extra_range(address)) return std::nullopt;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const Unit* unit = index_.lookup(address);
   if (unit == nullptr) return std::nullopt;
   for (const Alias& alias : unit->aliases) {
@@ -122,7 +122,7 @@ std::optional<unsigned long long> Pager::program_access(std::uint64_t address, c
 }
 
 void Pager::program_reserved(std::uint64_t base, std::uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (!index_.cover_more(base, bytes)) {
     VGPUMEM_LOG_INFO("the reservation of {} at {:#x} is not paged (the index covers {} reservations of up to {}): "
                      "handles mapped there become real allocations, pinned resident",
@@ -132,7 +132,7 @@ void Pager::program_reserved(std::uint64_t base, std::uint64_t bytes) {
 }
 
 CUresult Pager::free_program_reservation(std::uint64_t base, std::uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // The driver refuses to free a reservation with mappings in it; an alias of
   // a unit on the host is not mapped there, so the pager checks for it.
   if (holds_any(base, bytes)) return CUDA_ERROR_INVALID_VALUE;
@@ -189,7 +189,7 @@ bool Pager::holds_any(std::uint64_t address, std::uint64_t bytes) const {
 
 CUresult Pager::map_handle(std::uint64_t address, std::uint64_t bytes, std::uint64_t offset,
                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
-  std::unique_lock lock(mutex_);
+  UniqueMutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   ProgramHandle* program = program_handle(handle);
   if (program == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -306,7 +306,7 @@ void Pager::unpin_neighbours(Unit* unit, const Alias& alias) {
 }
 
 void Pager::note_foreign_mapping(std::uint64_t address, std::uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   for (Unit* neighbour : {alias_ending_at(address), alias_starting_at(address + bytes)}) {
     if (neighbour != nullptr) pin_as_neighbour(neighbour);
@@ -364,7 +364,7 @@ CUresult walk_program_range(const GranuleIndex& index, std::uint64_t address, st
 }  // namespace
 
 CUresult Pager::unmap_program_range(std::uint64_t address, std::uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   // Checked whole first, so a partial unmap of one of the pager's mappings changes nothing.
   const auto nothing = [](auto, auto) { return CUDA_SUCCESS; };
@@ -375,6 +375,7 @@ CUresult Pager::unmap_program_range(std::uint64_t address, std::uint64_t bytes) 
   const CUresult result = walk_program_range(
       index_, address, bytes,
       [&](Unit* unit, std::size_t i) {
+        lock_is_held();
         // Like the driver's, this unmap does not wait for work still using the range.
         unmap_alias(unit, unit->aliases[i]);
         unpin_neighbours(unit, unit->aliases[i]);
@@ -384,6 +385,7 @@ CUresult Pager::unmap_program_range(std::uint64_t address, std::uint64_t bytes) 
         return CUDA_SUCCESS;
       },
       [&](std::uint64_t start, std::uint64_t length) {
+        lock_is_held();
         const CUresult unmapped_gap = driver_.unmap(start, length);
         if (unmapped_gap == CUDA_SUCCESS) forget_foreign_mappings(start, length);
         return unmapped_gap;
@@ -395,11 +397,12 @@ CUresult Pager::unmap_program_range(std::uint64_t address, std::uint64_t bytes) 
 CUresult Pager::set_program_access(std::uint64_t address, std::uint64_t bytes, const CUmemAccessDesc* desc,
                                    std::size_t count) {
   if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   return walk_program_range(
       index_, address, bytes,
       [&](Unit* unit, std::size_t i) {
+        lock_is_held();
         bool other_device = false;
         for (std::size_t d = 0; d < count; ++d) {
           const bool own = desc[d].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[d].location.id == unit->device;
@@ -421,7 +424,7 @@ CUresult Pager::set_program_access(std::uint64_t address, std::uint64_t bytes, c
 // ---- export ------------------------------------------------------------------------------
 
 CUresult Pager::real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAllocationHandle* out) {
-  std::unique_lock lock(mutex_);
+  UniqueMutexLock lock(mutex_);
   RelaxedCaptureMode relaxed(driver_, capture_open());
   ProgramHandle* program = program_handle(handle);
   if (program == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -440,7 +443,7 @@ CUresult Pager::real_handle(CUmemGenericAllocationHandle handle, CUmemGenericAll
 // every alias, and the bytes come back. It never moves again. Synchronous:
 // an export, or a mapping the pager cannot follow, is rare and not on any
 // launch path.
-CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop, std::unique_lock<std::mutex>& lock) {
+CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop, UniqueMutexLock& lock) {
   if (capture_open()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // it synchronises the context
   DeviceState& state = device_state(unit->device);
   if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) return result;

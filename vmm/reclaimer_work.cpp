@@ -43,7 +43,7 @@ void Pager::time_stalls() {
   std::vector<StallTimer> timers;
   CUcontext context = nullptr;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     timers.swap(stall_timers_);
     stalls_being_read_.fetch_add(timers.size(), std::memory_order_relaxed);  // under the lock, with the swap
     if (!devices_.empty()) context = devices_.begin()->second->context;
@@ -62,7 +62,7 @@ void Pager::time_stalls() {
 void Pager::unmap_finished_offloads() {
   std::vector<std::pair<CUcontext, CUevent>> marks;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (auto& [device, state] : devices_) {
       const bool saving = std::any_of(saved_units_.begin(), saved_units_.end(),
                                       [device = device](const Unit* unit) { return unit->device == device; });
@@ -82,7 +82,7 @@ void Pager::unmap_finished_offloads() {
     driver_.context_set_current(context);
     driver_.event_synchronize(mark);  // a blocking-sync event: the thread sleeps, it does not spin
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   PhaseTimer timer(phases_, PagerPhase::reclaimer_locked);
   const std::size_t before = saved_units_.size();
   reap_saved_units(false);
@@ -98,12 +98,12 @@ void Pager::unmap_finished_offloads() {
 void Pager::create_chunks_ahead() {
   std::vector<DeviceState*> states;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (auto& [device, state] : devices_) states.push_back(state.get());
   }
   for (DeviceState* state : states) {
     for (;;) {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (!state->spares_wanted || state->pool.free_chunks() >= options_.spare_chunks ||
           driver_.context_set_current(state->context) != CUDA_SUCCESS) {
         break;
@@ -130,7 +130,7 @@ void Pager::pin_host_ahead() {
   std::optional<std::uint64_t> bytes;
   CUcontext context = nullptr;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     bytes = host_.spare_wanted();
     if (!devices_.empty()) context = devices_.begin()->second->context;
   }
@@ -147,7 +147,7 @@ void Pager::pin_host_ahead() {
                      format_bytes(*bytes), static_cast<int>(result));
     return;
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   host_.add_spare(buffer, *bytes);
 }
 

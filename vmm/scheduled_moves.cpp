@@ -28,7 +28,7 @@ bool Pager::offload_unit(Unit* unit, bool inside_grace) {
 }
 
 bool Pager::offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueued_bit) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // A capture open anywhere: the offload would record events on streams that
   // may be capturing (order_after_users refuses those, not cheaply). Later.
   // Inside its grace only for a plan made with the grace cut, as on demand
@@ -64,7 +64,7 @@ bool Pager::offload_planned(Unit* unit, bool inside_grace, std::uint64_t enqueue
 }
 
 bool Pager::prefetch_unit(Unit* unit) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (unit->retired || unit->state.load() != Residency::on_host || capture_open()) {
     host_path_.refused(unit->retired                                 ? Refusal::freed
                        : unit->state.load() != Residency::on_host ? Refusal::elsewhere
@@ -189,7 +189,7 @@ HostPathCounts Pager::host_path_counts() const noexcept {
 }
 
 UnitFacts Pager::facts(const Unit* unit) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   UnitFacts facts;
   facts.live = !unit->retired && unit->live > 0;
   facts.device = unit->device;
@@ -200,7 +200,7 @@ UnitFacts Pager::facts(const Unit* unit) const {
 }
 
 std::uint64_t Pager::paging_budget(int device) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const std::uint64_t cap = ledger_.cap(device);
   if (cap == kUncapped) return cap;
   const std::uint64_t counted = ledger_.usage(device).counted;
@@ -227,7 +227,7 @@ CUevent Pager::mark(CUstream stream) {
 // The context the pager works in on `device` (null before its first use):
 // a thread of the scheduler's has none of its own.
 CUcontext Pager::device_context(int device) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = devices_.find(device);
   return it == devices_.end() ? nullptr : it->second->context;
 }
