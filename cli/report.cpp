@@ -94,9 +94,18 @@ double number(const nlohmann::json& object, const char* key, double otherwise = 
   if (!object.is_object() || !object.contains(key) || !object[key].is_number()) return otherwise;
   return object[key].get<double>();
 }
+// A count the trace may or may not have: an integer as written, a number
+// of another kind rounded down into range (a hostile or damaged file must
+// not make the conversion undefined), anything else 0.
 std::uint64_t count(const nlohmann::json& object, const char* key) {
-  const double value = number(object, key);
-  return value > 0 ? static_cast<std::uint64_t>(value) : 0;
+  if (!object.is_object() || !object.contains(key)) return 0;
+  const nlohmann::json& value = object[key];
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (!value.is_number()) return 0;
+  const double number = value.get<double>();
+  constexpr double kBeyond = 18446744073709551616.0;  // 2^64
+  if (!(number > 0)) return 0;  // negative, zero, NaN
+  return number >= kBeyond ? ~std::uint64_t{0} : static_cast<std::uint64_t>(number);
 }
 bool flag(const nlohmann::json& object, const char* key) {
   if (!object.is_object() || !object.contains(key)) return false;
