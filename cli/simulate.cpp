@@ -162,6 +162,148 @@ void print_late(const scheduler::IterationProfile& profile, const scheduler::Pla
   }
 }
 
+// What the prediction is made with, said with it: the planner's timeline
+// knows the recorded device times and the link, nothing of the host. The
+// simulated driver charges driver calls host time (VGPUSIM_COST_MODEL,
+// docs/simulated-driver.md "Host costs"), and a GPU charges more: neither is
+// in these numbers.
+constexpr const char* kCostModelLine =
+    "cost model: the planner's two-engine timeline (each operation's recorded device time, the link each way); it "
+    "charges no host time for driver calls (neither the simulated driver's calibrated nor its idle model)";
+constexpr const char* kCostModelKey = "planner timeline, no host costs";
+
+// One policy's plan for the step, and what the timeline made of it.
+struct PolicyRow {
+  std::string policy;
+  scheduler::Plan plan;
+  scheduler::IterationProfile planned;  // the step as the plan runs it (its grace)
+  scheduler::PlanTiming timing;
+  std::optional<double> least_kept;  // least bytes any schedule keeping units as this plan does moves
+  double grace_floor = 0;
+};
+
+PolicyRow plan_policy(const std::string& policy, const scheduler::IterationProfile& profile, std::uint64_t budget,
+                      const scheduler::LinkModel& link, double floor, const Options& options) {
+  PolicyRow row;
+  row.policy = policy;
+  row.plan = policy == "auto"       ? scheduler::plan_auto(profile, budget, link)
+             : policy == "vdnn-all" ? scheduler::plan_vdnn(profile, budget, link, false)
+                                    : scheduler::plan_vdnn(profile, budget, link, true);
+  // As the scheduler plans: where the launch grace leaves no room for a
+  // plan, auto cuts the grace as far as a plan needs.
+  if (policy == "auto") row.plan = scheduler::fit_by_cutting_grace(profile, budget, link, {}, std::move(row.plan));
+  row.planned = scheduler::profile_for(profile, row.plan);
+  row.timing = scheduler::simulate(row.planned, row.plan, link, options.late);
+  // What the launch grace alone costs: the least any schedule keeping
+  // units as this plan does moves, over the slower direction's link.
+  row.least_kept = scheduler::least_bytes_keeping(profile, budget, row.planned.offload_delay);
+  const double slower_link = std::min(link.to_host_bytes_per_ns, link.to_device_bytes_per_ns);
+  row.grace_floor = row.least_kept ? std::max(floor, *row.least_kept / slower_link) : 0.0;
+  return row;
+}
+
+// A number for a plan that fits; null for one that does not (no prediction).
+nlohmann::json if_fits(const PolicyRow& row, double value) {
+  return row.plan.fits ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+nlohmann::json row_json(const PolicyRow& row, const scheduler::IterationProfile& profile, std::uint64_t budget,
+                        double floor, double least_any, const Options& options) {
+  return nlohmann::json{{"policy", row.policy},
+                        {"budget", budget},
+                        {"step_ns", if_fits(row, row.timing.step_ns)},
+                        {"floor_ns", floor},
+                        {"uncapped_step_ns", profile.step_ns},
+                        {"stall_ns", if_fits(row, row.timing.stall_ns)},
+                        {"bytes_to_host", row.timing.bytes_to_host},
+                        {"bytes_to_device", row.timing.bytes_to_device},
+                        {"swaps", row.plan.swaps.size()},
+                        {"peak_after", row.plan.peak_after},
+                        {"fits", row.plan.fits},
+                        {"grace_operations", row.planned.offload_delay},
+                        {"least_bytes", least_any},
+                        {"least_bytes_under_grace", row.least_kept ? nlohmann::json(*row.least_kept) : nullptr},
+                        {"floor_under_grace_ns", row.least_kept ? nlohmann::json(row.grace_floor) : nullptr},
+                        {"piece_bytes", options.piece_bytes.value_or(0)},
+                        {"cost_model", kCostModelKey}};
+}
+
+void print_row(const PolicyRow& row, const scheduler::IterationProfile& profile, double floor, double least_any,
+               const std::vector<std::string>& names, const Options& options) {
+  const scheduler::PlanTiming& timing = row.timing;
+  if (row.plan.fits) {
+    std::printf("%-10s %14s %12.3f %10.3f %12s %12s %12s %6zu %5s\n", row.policy.c_str(), ms(timing.step_ns).c_str(),
+                timing.step_ns / floor, timing.step_ns / profile.step_ns, mib(timing.bytes_to_host).c_str(),
+                mib(timing.bytes_to_device).c_str(), ms(timing.stall_ns).c_str(), row.plan.swaps.size(), "yes");
+  } else {
+    // What it moves is the partial plan's; its time would leave out the
+    // on-demand paging that carries the rest, and come out below the floor.
+    std::printf("%-10s %14s %12s %10s %12s %12s %12s %6zu %5s\n", row.policy.c_str(), "-", "-", "-",
+                mib(timing.bytes_to_host).c_str(), mib(timing.bytes_to_device).c_str(), "-", row.plan.swaps.size(),
+                "no");
+  }
+  if (row.planned.offload_delay != profile.offload_delay) {
+    std::printf("    (no plan fits with a launch grace of %zu operations: this one cuts it to %zu)\n",
+                profile.offload_delay, row.planned.offload_delay);
+  }
+  if (!row.least_kept) {
+    std::printf("    no schedule keeping each unit %zu operations past its last use fits this cap\n",
+                row.planned.offload_delay);
+  } else if (row.grace_floor > floor * 1.0005) {
+    std::printf("    under this grace: any schedule moves at least %s each way (%s with none), %s a step (%.3f of the "
+                "floor",
+                mib(static_cast<std::uint64_t>(*row.least_kept)).c_str(),
+                mib(static_cast<std::uint64_t>(least_any)).c_str(), ms(row.grace_floor).c_str(),
+                row.grace_floor / floor);
+    if (row.plan.fits) std::printf("; this plan %.3f of that", timing.step_ns / row.grace_floor);
+    std::printf(")\n");
+  }
+  if (options.late) print_late(row.planned, row.plan, timing, names);
+  if (options.swaps) {
+    for (const scheduler::PlannedSwap& swap : row.plan.swaps) {
+      std::printf("    unit %4u %12s  out after op %4u  prefetch at op %4u  needed by op %4u\n", swap.unit,
+                  mib(profile.units[swap.unit].bytes).c_str(), swap.offload_after, swap.prefetch_at, swap.needed_by);
+    }
+  }
+}
+
+// Whether the step was recorded on a GPU: an access log as the GPU suite
+// keeps them, or a trace whose paging ran on the host's clock (the
+// simulated driver's traces say "simulated").
+bool recorded_on_gpu(const nlohmann::json& trace, const nlohmann::json* schedule) {
+  if (schedule == nullptr) return false;  // a bare profile says nothing of where it came from
+  if (!trace.contains("traceEvents")) return true;
+  const nlohmann::json& paging = trace["vgpumem"].value("paging", nlohmann::json::object());
+  return paging.is_object() && paging.contains("host_path") && paging["host_path"].value("clock", "") == "host";
+}
+
+// A step recorded on a GPU, said not to be what the model is calibrated
+// against: on the H200 the host path (the driver calls that map memory, on
+// the launch thread) made the step 10-19 times uncapped, where this model
+// charges none of it. The step the GPU measured, where the file carries it
+// (`measured`: docs/gpu-runs/), is set beside the prediction.
+void gpu_caveat(const nlohmann::json& trace, const nlohmann::json* schedule, const std::vector<PolicyRow>& rows,
+                const Options& options) {
+  if (!recorded_on_gpu(trace, schedule)) return;
+  std::printf("\nThis step was recorded on a GPU, and the model is not calibrated against that run: it charges no "
+              "host time, where on a GPU the driver calls that map memory on the program's thread can dominate the "
+              "step (docs/results.md).\n");
+  const nlohmann::json measured = trace.value("measured", nlohmann::json::object());
+  if (!measured.is_object() || !measured.contains("step_ms") || !measured["step_ms"].is_number()) return;
+  std::printf("measured on %s: a step of %.1f ms", measured.value("device", std::string("the GPU")).c_str(),
+              measured["step_ms"].get<double>());
+  if (measured.contains("uncapped_step_ms") && measured["uncapped_step_ms"].is_number()) {
+    std::printf(" (uncapped %.1f ms)", measured["uncapped_step_ms"].get<double>());
+  }
+  const auto auto_row = std::find_if(rows.begin(), rows.end(), [](const PolicyRow& row) { return row.policy == "auto"; });
+  if (options.limit.empty() && auto_row != rows.end() && auto_row->plan.fits) {
+    std::printf(", where this model predicts %s for auto at the same budget",
+                ms(auto_row->timing.step_ns).c_str());
+  }
+  std::printf("\n");
+  if (const std::string what = measured.value("what", std::string()); !what.empty()) std::printf("  (%s)\n", what.c_str());
+}
+
 int simulate_trace(const Options& options, nlohmann::json& trace);
 
 }  // namespace
@@ -251,6 +393,7 @@ int simulate_trace(const Options& options, nlohmann::json& trace) {
   if (!options.json) {
     std::printf("step: %zu operations, %zu units, %s, %s of compute (uncapped)\n", profile.period(),
                 profile.units.size(), mib(profile.total_bytes).c_str(), ms(profile.step_ns).c_str());
+    std::printf("%s\n", kCostModelLine);
     std::printf("cap %s (%.1f %% of the step's bytes), link %.2f GB/s out, %.2f GB/s in; floor %s\n\n",
                 mib(budget).c_str(), 100.0 * static_cast<double>(budget) / static_cast<double>(profile.total_bytes),
                 link.to_host_bytes_per_ns, link.to_device_bytes_per_ns, ms(floor).c_str());
@@ -262,72 +405,22 @@ int simulate_trace(const Options& options, nlohmann::json& trace) {
     std::printf("%-10s %14s %12s %10s %12s %12s %12s %6s %5s\n", "policy", "step", "step/floor", "/uncapped",
                 "out/step", "in/step", "stall/step", "swaps", "fits");
   }
-  for (const std::string& policy : options.policies) {
-    scheduler::Plan plan = policy == "auto"       ? scheduler::plan_auto(profile, budget, link)
-                           : policy == "vdnn-all" ? scheduler::plan_vdnn(profile, budget, link, false)
-                                                  : scheduler::plan_vdnn(profile, budget, link, true);
-    // As the scheduler plans: where the launch grace leaves no room for a
-    // plan, auto cuts the grace as far as a plan needs.
-    if (policy == "auto") plan = scheduler::fit_by_cutting_grace(profile, budget, link, {}, std::move(plan));
-    const scheduler::IterationProfile planned = scheduler::profile_for(profile, plan);
-    const std::size_t grace = planned.offload_delay;
-    const scheduler::PlanTiming timing = scheduler::simulate(planned, plan, link, options.late);
-    // What the launch grace alone costs: the least any schedule keeping
-    // units as this plan does moves, over the slower direction's link.
-    const std::optional<double> least_kept = scheduler::least_bytes_keeping(profile, budget, planned.offload_delay);
-    const double slower_link = std::min(link.to_host_bytes_per_ns, link.to_device_bytes_per_ns);
-    const double grace_floor = least_kept ? std::max(floor, *least_kept / slower_link) : 0.0;
+  std::vector<PolicyRow> rows;
+  for (const std::string& policy : options.policies) rows.push_back(plan_policy(policy, profile, budget, link, floor, options));
+  // Plans that fit first: a plan that does not fit is no prediction.
+  std::stable_partition(rows.begin(), rows.end(), [](const PolicyRow& row) { return row.plan.fits; });
+  for (const PolicyRow& row : rows) {
     if (options.json) {
-      std::cout << nlohmann::json{{"policy", policy},
-                                  {"budget", budget},
-                                  {"step_ns", timing.step_ns},
-                                  {"floor_ns", floor},
-                                  {"uncapped_step_ns", profile.step_ns},
-                                  {"stall_ns", timing.stall_ns},
-                                  {"bytes_to_host", timing.bytes_to_host},
-                                  {"bytes_to_device", timing.bytes_to_device},
-                                  {"swaps", plan.swaps.size()},
-                                  {"peak_after", plan.peak_after},
-                                  {"fits", plan.fits},
-                                  {"grace_operations", grace},
-                                  {"least_bytes", least_any},
-                                  {"least_bytes_under_grace", least_kept ? nlohmann::json(*least_kept) : nullptr},
-                                  {"floor_under_grace_ns", least_kept ? nlohmann::json(grace_floor) : nullptr},
-                                  {"piece_bytes", options.piece_bytes.value_or(0)}}
-                       .dump()
-                << "\n";
+      std::cout << row_json(row, profile, budget, floor, least_any, options).dump() << "\n";
       continue;
     }
-    std::printf("%-10s %14s %12.3f %10.3f %12s %12s %12s %6zu %5s\n", policy.c_str(), ms(timing.step_ns).c_str(),
-                timing.step_ns / floor, timing.step_ns / profile.step_ns, mib(timing.bytes_to_host).c_str(),
-                mib(timing.bytes_to_device).c_str(), ms(timing.stall_ns).c_str(), plan.swaps.size(),
-                plan.fits ? "yes" : "no");
-    if (planned.offload_delay != profile.offload_delay) {
-      std::printf("    (no plan fits with a launch grace of %zu operations: this one cuts it to %zu)\n",
-                  profile.offload_delay, grace);
-    }
-    if (!least_kept) {
-      std::printf("    no schedule keeping each unit %zu operations past its last use fits this cap\n",
-                  planned.offload_delay);
-    } else if (grace_floor > floor * 1.0005) {
-      std::printf("    under this grace: any schedule moves at least %s each way (%s with none), %s a step (%.3f of the "
-                  "floor; this plan %.3f of that)\n",
-                  mib(static_cast<std::uint64_t>(*least_kept)).c_str(),
-                  mib(static_cast<std::uint64_t>(least_any)).c_str(), ms(grace_floor).c_str(), grace_floor / floor,
-                  timing.step_ns / grace_floor);
-    }
-    if (options.late) print_late(planned, plan, timing, names);
-    if (options.swaps) {
-      for (const scheduler::PlannedSwap& swap : plan.swaps) {
-        std::printf("    unit %4u %12s  out after op %4u  prefetch at op %4u  needed by op %4u\n", swap.unit,
-                    mib(profile.units[swap.unit].bytes).c_str(), swap.offload_after, swap.prefetch_at,
-                    swap.needed_by);
-      }
-    }
+    print_row(row, profile, floor, least_any, names, options);
   }
   if (!options.json) {
     std::printf(
-        "\nA plan that does not fit leaves the rest to on-demand paging at run time, which this does not model.\n");
+        "\nA plan that does not fit leaves the rest to on-demand paging at run time, which this does not model: "
+        "its row has no time.\n");
+    gpu_caveat(trace, schedule, rows, options);
   }
   return 0;
 }

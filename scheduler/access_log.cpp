@@ -26,7 +26,8 @@ class RecentIterations {
   static constexpr std::size_t kSize = AccessLog::kRecentIterations;
 
   void restart() { write([this] { count_.store(0, std::memory_order_release); }); }
-  // `paged`: the pager's host work during the iteration.
+  // `paged`: the pager's host work during the iteration, and its length
+  // (`clock_ns`: the time between its start and its end).
   void note(std::uint64_t serial, std::uint64_t operations, std::uint64_t followed, std::uint64_t strayed,
             const vmm::HostPathCounts& paged) {
     write([&] {
@@ -41,13 +42,14 @@ class RecentIterations {
       entry.moved_bytes.store(paged.moved_bytes, std::memory_order_release);
       entry.on_demand.store(paged.fetches_on_demand, std::memory_order_release);
       entry.planned.store(paged.fetches_planned, std::memory_order_release);
+      entry.host_ns.store(paged.clock_ns, std::memory_order_release);
       next_.store((at + 1) % kSize, std::memory_order_release);
       count_.store(std::min(count_.load(std::memory_order_relaxed) + 1, kSize), std::memory_order_release);
     });
   }
   // Oldest first: [{"serial", "operations", "followed", "strayed",
   // "program_paging_ns", "program_vmm_calls", "moved_bytes",
-  // "fetches_on_demand", "fetches_planned"}, ...].
+  // "fetches_on_demand", "fetches_planned", "host_ns"}, ...].
   nlohmann::json read() const {
     nlohmann::json out = nlohmann::json::array();
     for (int attempt = 0; attempt < 1000; ++attempt) {
@@ -65,7 +67,8 @@ class RecentIterations {
                        {"program_vmm_calls", it.vmm_calls.load(std::memory_order_acquire)},
                        {"moved_bytes", it.moved_bytes.load(std::memory_order_acquire)},
                        {"fetches_on_demand", it.on_demand.load(std::memory_order_acquire)},
-                       {"fetches_planned", it.planned.load(std::memory_order_acquire)}});
+                       {"fetches_planned", it.planned.load(std::memory_order_acquire)},
+                       {"host_ns", it.host_ns.load(std::memory_order_acquire)}});
       }
       if (version_.load(std::memory_order_relaxed) == before) break;
     }
@@ -76,6 +79,7 @@ class RecentIterations {
   struct Entry {
     std::atomic<std::uint64_t> serial{0}, operations{0}, followed{0}, strayed{0};
     std::atomic<std::uint64_t> paging_ns{0}, vmm_calls{0}, moved_bytes{0}, on_demand{0}, planned{0};
+    std::atomic<std::uint64_t> host_ns{0};  // the iteration's time on the issuing thread (HostPathCounts::clock_ns)
   };
   template <typename Change>
   void write(Change change) {
@@ -113,6 +117,7 @@ struct AccessLog::StreamLog : FollowedStream {
   std::atomic<std::uint64_t> ended{0};  // whole iterations followed, kept or not: the last one's serial
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
   std::atomic<bool> locked{false};
+  std::atomic<std::uint64_t> operations_at_break{0};  // `operations` when the last break came
   std::atomic<std::uint64_t> timed_from{0};  // request_timing: time the iteration of this serial (0: none)
 
   std::mutex published_mutex;  // once per iteration, and readers
@@ -199,11 +204,26 @@ void AccessLog::changed_hands(FollowedStream& followed, const vmm::AccessRecord&
   // Operations of this stream went by unseen while another thread held the
   // log: what is being followed is not the stream's sequence.
   log.missed_noted = missed;
-  if (log.detector.observe(kUnseenOperation) == IterationDetector::Event::broken) {
-    log.breaks.fetch_add(1, std::memory_order_relaxed);
-    log.locked.store(false, std::memory_order_relaxed);
-  }
+  if (log.detector.observe(kUnseenOperation) == IterationDetector::Event::broken) note_break(log);
   drop_iteration(log);
+}
+
+void AccessLog::note_break(StreamLog& log) {
+  log.breaks.fetch_add(1, std::memory_order_relaxed);
+  log.locked.store(false, std::memory_order_relaxed);
+  log.operations_at_break.store(log.operations.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+// Whether the stream's last break was the run's end rather than a change
+// of step: every run ends off its step (its last operations free, copy
+// results back, synchronise), which breaks the period it held. A break the
+// stream never locked again after, with less than a step's operations
+// after it, is that end: telling a user their step broke for it is false.
+bool AccessLog::broke_at_end(const StreamLog& log) {
+  if (log.breaks.load(std::memory_order_relaxed) == 0 || log.locked.load(std::memory_order_relaxed)) return false;
+  const std::uint64_t after = log.operations.load(std::memory_order_relaxed) -
+                              log.operations_at_break.load(std::memory_order_relaxed);
+  return after < log.locked_period.load(std::memory_order_relaxed);
 }
 
 void AccessLog::drop_iteration(StreamLog& log) {
@@ -224,8 +244,7 @@ StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDe
     case IterationDetector::Event::broken:
       release_marks(record);
       drop_iteration(log);
-      log.breaks.fetch_add(1, std::memory_order_relaxed);
-      log.locked.store(false, std::memory_order_relaxed);
+      note_break(log);
       break;
     case IterationDetector::Event::locked:
       release_marks(record);
@@ -354,7 +373,10 @@ void AccessLog::note_boundary(FollowedStream& followed) noexcept {
                     {paged_now.program_paging_ns - was.program_paging_ns,
                      paged_now.program_vmm_calls - was.program_vmm_calls, paged_now.moved_bytes - was.moved_bytes,
                      paged_now.fetches_on_demand - was.fetches_on_demand,
-                     paged_now.fetches_planned - was.fetches_planned});
+                     paged_now.fetches_planned - was.fetches_planned,
+                     // (Threads' simulated clocks differ: an iteration ended on a thread behind
+                     // the one that began it is not timed, rather than timed negative.)
+                     paged_now.clock_ns > was.clock_ns ? paged_now.clock_ns - was.clock_ns : 0});
   }
   log.paged_at_boundary = paged_now;
   log.noted_lock = log.lock_count;
@@ -493,13 +515,14 @@ std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
 nlohmann::json AccessLog::summary() const {
   std::lock_guard lock(logs_mutex_);
   std::uint64_t operations = 0, handoffs = 0, locks = 0, breaks = 0, unseen = 0, followed = 0, recorded = 0,
-                dropped = 0;
+                dropped = 0, breaks_at_end = 0;
   for (const auto& log : logs_) {
     operations += log->operations.load(std::memory_order_relaxed);
     handoffs += log->handoffs.load(std::memory_order_relaxed);
     followed += log->ended.load(std::memory_order_relaxed);
     locks += log->locks.load(std::memory_order_relaxed);
     breaks += log->breaks.load(std::memory_order_relaxed);
+    if (broke_at_end(*log)) ++breaks_at_end;
     unseen += log->missed.load(std::memory_order_relaxed);
     recorded += log->published.load(std::memory_order_relaxed);
     dropped += log->dropped.load(std::memory_order_relaxed);
@@ -516,7 +539,8 @@ nlohmann::json AccessLog::summary() const {
           {"iterations_followed", followed},
           {"iterations_recorded", recorded},
           {"locks", locks},
-          {"breaks", breaks},
+          {"breaks", breaks - breaks_at_end},
+          {"breaks_at_end", breaks_at_end},
           {"unseen_operations", unseen},
           {"dropped_iterations", dropped},
           {"recent_iterations", std::move(recent)}};

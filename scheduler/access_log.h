@@ -253,7 +253,9 @@ class AccessLog final : public vmm::AccessFeed {
   //  issued by another thread than the one before on the same stream),
   //  "period", "iterations", "locked", "iterations_followed" (whole ones
   //  after a lock), "iterations_recorded" (of those, the ones kept and
-  //  published), "locks", "breaks", "unseen_operations",
+  //  published), "locks", "breaks" (not counting the run's end: a last
+  //  break with less than a step after it and no lock again, counted in
+  //  "breaks_at_end" instead), "unseen_operations",
   //  "dropped_iterations", "recent_iterations"} over every log; `period`
   // (in operations), `iterations` (whole ones seen alike) and `locked`
   // (whether that period still holds) are those of the log of
@@ -305,6 +307,8 @@ class AccessLog final : public vmm::AccessFeed {
   // The iteration being followed is not the stream's: dropped unkept.
   void drop_iteration(StreamLog& log);
   void note_boundary(FollowedStream& log) noexcept;
+  void note_break(StreamLog& log);
+  static bool broke_at_end(const StreamLog& log);
   static StreamPosition position_of(FollowedStream& log) {
     return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), log.recording && log.timing, false};
   }

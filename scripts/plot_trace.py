@@ -3,13 +3,17 @@
 
   plot_trace.py TRACE.json [--device N] [--out PNG] [--title TEXT]
 
-Three panels on one time axis (seconds since the trace's first event):
-  device memory  the bytes vgpumem counted on the device against the cap
-                 (the trace's "device N resident" counter), the cap as a line;
-  on the host    the bytes of paged buffers away on the host (the trace's
-                 "on host" spans, in and out);
+Panels on one time axis (seconds since the trace's first event):
+  device memory  a paged run's resident bytes on the device (the trace's
+                 "device N resident" counter); with nothing paged (a strict
+                 cap, VGPUMEM_POLICY=off, or no cap) the bytes counted (the
+                 "device N memory" counter), each allocation refused with
+                 CUDA's out-of-memory error marked; the cap as a line;
+  on the host    (paged runs) the bytes of paged buffers away on the host
+                 (the trace's "on host" spans, in and out);
   launches       kernel launches per bin of time: where the program ran and
                  where it waited.
+The heading names the file, the policy and the cap.
 Works on a trace from a GPU run as from the simulated driver: it reads only
 the trace (docs/trace-format.md). `vgpumem report TRACE --png FILE` runs it.
 
@@ -36,6 +40,9 @@ def import_pyplot():
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as pyplot
     return pyplot
+
+
+UNCAPPED = (1 << 64) - 1
 
 
 def bytes_unit(peak):
@@ -65,10 +72,14 @@ class Trace:
         self.start_us = min(e["ts"] for e in events)
         self.cap = None
         for d in data["vgpumem"].get("devices", []):
-            if d.get("device") == device:
+            if isinstance(d, dict) and d.get("device") == device:
                 self.cap = d.get("cap")
+        paging = data["vgpumem"].get("paging")
         counter = f"device {device} resident"
+        counted = f"device {device} memory"
         self.resident = []  # [(s, bytes)]
+        self.counted = []   # [(s, bytes)] charged to the cap, where nothing is paged
+        self.ooms = []      # [s] allocations refused with out-of-memory
         changes = []        # [(s, +/- bytes)] of buffers going to and coming from the host
         self.launches = []  # [s]
         for e in events:
@@ -78,22 +89,42 @@ class Trace:
                 self.resident.append((t, args.get("resident", 0)))
                 if self.cap is None:
                     self.cap = args.get("cap")
+            elif e.get("ph") == "C" and e.get("name") == counted:
+                self.counted.append((t, args.get("counted", 0)))
+                if self.cap is None:
+                    self.cap = args.get("cap")
+            elif e.get("cat") == "oom" and args.get("device", device) == device:
+                self.ooms.append(t)
             elif e.get("name") == "on host" and e.get("ph") in ("b", "e") and args.get("device", device) == device:
                 size = args.get("bytes", 0)
                 changes.append((t, size if e["ph"] == "b" else -size))
             elif e.get("cat") == "launch":
                 self.launches.append(t)
+        if self.cap is not None and self.cap >= UNCAPPED:
+            self.cap = None  # the counters' cap without one
+        self.paged = isinstance(paging, dict) or bool(self.resident or changes)
+        if isinstance(paging, dict):
+            self.policy = paging.get("policy", "?")
+        else:
+            self.policy = "?" if self.paged else ("off" if self.cap else None)
+        self.path = path
         self.resident.sort()
+        self.counted.sort()
         changes.sort()
         self.away = []
         level = 0
         for t, delta in changes:
             level = max(0, level + delta)
             self.away.append((t, level))
-        self.end_s = max([t for t, _ in self.resident] + [t for t, _ in self.away] + self.launches + [0.0])
+        self.end_s = max([t for t, _ in self.resident] + [t for t, _ in self.away] + [t for t, _ in self.counted] +
+                         self.launches + self.ooms + [0.0])
         self.dropped = data["vgpumem"].get("events_dropped", 0)
-        if not self.resident and not self.away:
-            fail(f"{path} has nothing for device {device}: no memory was counted on it (was a cap set?)")
+        if not self.resident and not self.away and not self.counted:
+            fail(f"{path} has nothing for device {device}: no memory was counted on it")
+
+    def memory(self):
+        """The device memory line: the paged bytes resident where paging ran, else the bytes counted."""
+        return self.resident if self.paged or not self.counted else self.counted
 
 
 def steps(points, end):
@@ -111,40 +142,66 @@ def steps(points, end):
     return xs, ys
 
 
+def heading(trace, path):
+    """The file, the policy and the cap, as the picture's heading says them."""
+    name = os.path.basename(path)
+    if trace.cap:
+        unit, size = bytes_unit(trace.cap)
+        cap = f"cap {trace.cap / size:.1f} {unit}"
+        policy = "off (a strict cap)" if trace.policy == "off" else trace.policy
+        return f"{name}: policy {policy}, {cap}"
+    return f"{name}: no cap" + (f", policy {trace.policy}" if trace.policy else "")
+
+
+def draw_memory(axes, trace, unit, size, peak):
+    points = trace.memory()
+    xs, ys = steps(points, trace.end_s)
+    label = "on the device (paged, resident)" if points is trace.resident else "on the device (counted)"
+    axes.fill_between(xs, [y / size for y in ys], step=None, color="#4c72b0", alpha=0.35, linewidth=0)
+    axes.plot(xs, [y / size for y in ys], color="#4c72b0", linewidth=1, label=label)
+    if trace.cap:
+        axes.axhline(trace.cap / size, color="#c44e52", linestyle="--", linewidth=1.2,
+                     label=f"cap {trace.cap / size:.1f} {unit}")
+    for i, t in enumerate(trace.ooms):
+        axes.axvline(t, color="#c44e52", linewidth=1.5, alpha=0.8,
+                     label="refused: out of memory" if i == 0 else None)
+    axes.set_ylabel(f"device memory ({unit})")
+    axes.set_ylim(0, peak / size * 1.12)
+    axes.legend(loc="upper right", fontsize=8)
+
+
 def draw(trace, out, title):
     pyplot = import_pyplot()
-    figure, (memory, away, launches) = pyplot.subplots(
-        3, 1, figsize=(11, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.2]})
-    peak = max([v for _, v in trace.resident] + [v for _, v in trace.away] + [trace.cap or 0, 1])
+    # The host panel only where something was paged.
+    ratios = [3, 2, 1.2] if trace.paged else [3, 1.2]
+    figure, panels = pyplot.subplots(len(ratios), 1, figsize=(11, 6.5 if trace.paged else 5), sharex=True,
+                                     gridspec_kw={"height_ratios": ratios})
+    memory, launches = panels[0], panels[-1]
+    peak = max([v for _, v in trace.memory()] + [v for _, v in trace.away] + [trace.cap or 0, 1])
     unit, size = bytes_unit(peak)
+    draw_memory(memory, trace, unit, size, peak)
 
-    xs, ys = steps(trace.resident, trace.end_s)
-    memory.fill_between(xs, [y / size for y in ys], step=None, color="#4c72b0", alpha=0.35, linewidth=0)
-    memory.plot(xs, [y / size for y in ys], color="#4c72b0", linewidth=1, label="on the device (counted)")
-    if trace.cap:
-        memory.axhline(trace.cap / size, color="#c44e52", linestyle="--", linewidth=1.2,
-                       label=f"cap {trace.cap / size:.1f} {unit}")
-    memory.set_ylabel(f"device memory ({unit})")
-    memory.set_ylim(0, peak / size * 1.12)
-    memory.legend(loc="upper right", fontsize=8)
-
-    xs, ys = steps(trace.away, trace.end_s)
-    away.fill_between(xs, [y / size for y in ys], color="#dd8452", alpha=0.4, linewidth=0)
-    away.plot(xs, [y / size for y in ys], color="#dd8452", linewidth=1)
-    away.set_ylabel(f"on the host ({unit})")
-    away.set_ylim(bottom=0)
+    if trace.paged:
+        away = panels[1]
+        xs, ys = steps(trace.away, trace.end_s)
+        away.fill_between(xs, [y / size for y in ys], color="#dd8452", alpha=0.4, linewidth=0)
+        away.plot(xs, [y / size for y in ys], color="#dd8452", linewidth=1)
+        away.set_ylabel(f"on the host ({unit})")
+        away.set_ylim(bottom=0)
 
     bins = max(1, min(150, len(trace.launches) // 20))
     if trace.launches:
         launches.hist(trace.launches, bins=bins, range=(0, max(trace.end_s, 1e-9)), color="#55a868")
     launches.set_ylabel("launches")
     launches.set_xlabel("seconds since the trace began (wall time)")
-    launches.set_xlim(0, max(trace.end_s, 1e-9))
+    launches.set_xlim(0, max(trace.end_s * 1.02, 1e-9))  # room for a mark at the very end (an OOM that ended the run)
 
-    heading = title or "vgpumem: device memory, bytes on the host and launches over the run"
+    text = title or heading(trace, trace.path)
+    if trace.ooms:
+        text += f"; {len(trace.ooms)} allocation{'s' if len(trace.ooms) != 1 else ''} refused"
     if trace.dropped:
-        heading += f"  ({trace.dropped} events dropped: the picture has gaps)"
-    figure.suptitle(heading, fontsize=11)
+        text += f"  ({trace.dropped} events dropped: the picture has gaps)"
+    figure.suptitle(text, fontsize=11)
     figure.tight_layout()
     figure.savefig(out, dpi=110)
     print(out)

@@ -44,6 +44,10 @@ struct HostPathCounts {
   std::uint64_t program_vmm_calls = 0;  // VMM calls made on the program's threads
   std::uint64_t moved_bytes = 0;        // offloaded + fetched
   std::uint64_t fetches_on_demand = 0, fetches_planned = 0;
+  // Now, on the clock paging's host time is told on (the simulated driver's
+  // clock of the calling thread where there is one, else the host's): two
+  // readings on one thread time what it did between them, a step say.
+  std::uint64_t clock_ns = 0;
 };
 
 class PagerControl {

@@ -185,7 +185,7 @@ void Pager::note_mover_arrivals(Access& access, std::size_t from) {
 HostPathCounts Pager::host_path_counts() const noexcept {
   return {host_path_.program_paging_ns(), host_path_.calls(HostSide::program, DriverWork::vmm),
           bytes_offloaded_.load(std::memory_order_relaxed) + bytes_prefetched_.load(std::memory_order_relaxed),
-          host_path_.fetches_on_demand(), scheduled_prefetches_.load(std::memory_order_relaxed)};
+          host_path_.fetches_on_demand(), scheduled_prefetches_.load(std::memory_order_relaxed), host_path_.now()};
 }
 
 UnitFacts Pager::facts(const Unit* unit) const {

@@ -5,6 +5,7 @@
 // cannot read, saying why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -217,6 +218,195 @@ TEST(ReportCommand, RefusesWhatItCannotReadSayingWhy) {
   EXPECT_TRUE(has(r.out, "no device memory was counted (no cap was set)")) << r.out;
   EXPECT_TRUE(has(r.out, "Paging\n  off: no allocation was paged")) << r.out;
   EXPECT_TRUE(has(r.out, "Training step\n  not looked for")) << r.out;
+}
+
+
+// A trace as the shim writes it for a run of `policy` under a 64 MiB cap
+// whose two-operation step was found and planned: the smallest a report has
+// every section for. `policy` "off": the strict cap, nothing paged.
+nlohmann::json small_trace(const std::string& policy) {
+  nlohmann::json summary = {
+      {"version", 1}, {"vgpumem_version", "0.1.0"}, {"pid", 42}, {"launches", 20}, {"ooms_returned", 0},
+      {"devices", {{{"device", 0}, {"cap", 64 << 20}, {"peak", 60 << 20}}}},
+      {"cupti", {{"use", "auto"}, {"state", "not started"}, {"profiler_started", false}, {"kernel_records", 0}}}};
+  if (policy == "off") return {{"traceEvents", nlohmann::json::array()}, {"vgpumem", summary}};
+  summary["paging"] = {{"policy", policy}, {"check", "fast"}, {"offloads", 4}, {"bytes_offloaded", 8 << 20}};
+  summary["schedule"] = {
+      {"locks", 1}, {"breaks", 0}, {"breaks_at_end", 1}, {"locked", false}, {"period", 2}, {"operations", 20},
+      {"iterations_followed", 8}, {"iterations_recorded", 1}, {"planner", policy}, {"plans", 1},
+      {"operations_followed", 16}, {"timing_source", "cupti"}, {"timing", {{"kernels_clocked", 2}}},
+      {"plan",
+       {{"fits", true}, {"swaps", 1}, {"budget", 64 << 20}, {"compute_ns", 4e6}, {"predicted_step_ns", 5e6},
+        {"floor_ns", 4.5e6}}},
+      {"recent_iterations",
+       {{{"serial", 7}, {"operations", 2}, {"moved_bytes", 4 << 20}, {"host_ns", 6e6}},
+        {{"serial", 8}, {"operations", 2}, {"moved_bytes", 4 << 20}, {"host_ns", 8e6}}}},
+      {"profile",
+       {{"format", 2}, {"period", 2}, {"step_ns", 4e6}, {"units", {2 << 20}},
+        {"ops", {{2e6, 3e6, 1, {0}, 0}, {2e6, 1e6, 1, {0}, 1}}},
+        // A template kernel as PyTorch's are, and a plain function.
+        {"names",
+         {"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS0_5ArrayIPcLi1EEEEEviT0_T1_",
+          "_ZN2at6native3sgdEPfS1_i"}}}}};
+  return {{"traceEvents", nlohmann::json::array()}, {"vgpumem", summary}};
+}
+
+std::string written(const std::string& name, const nlohmann::json& trace) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << trace.dump();
+  return path;
+}
+
+ProcessResult report_of(const std::string& path, std::vector<std::string> more = {}) {
+  std::vector<std::string> args{command(), "report", path};
+  args.insert(args.end(), more.begin(), more.end());
+  return run_process(args, simulator_environment());
+}
+
+// VGPUMEM_POLICY=off is the strict cap: nothing paged, an allocation past
+// the cap refused with CUDA's out-of-memory error. It is not paging on
+// demand, and the report must not call it that.
+TEST(ReportCommand, AStrictCapIsCalledOne) {
+  nlohmann::json trace = small_trace("off");
+  trace["vgpumem"]["ooms_returned"] = 1;
+  const ProcessResult r = report_of(written("report-strict.json", trace));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(has(r.out, "on demand only")) << r.out;
+  EXPECT_TRUE(has(r.out, "a strict cap")) << r.out;
+  EXPECT_TRUE(has(r.out, "out-of-memory")) << r.out;
+}
+
+// Kernel names as the driver gives them are mangled: the report demangles
+// them, each on one line however long its template.
+TEST(ReportCommand, NamesKernelsDemangledOnOneLine) {
+  const ProcessResult r = report_of(written("report-mangled.json", small_trace("auto")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(has(r.out, "_ZN")) << r.out;
+  EXPECT_TRUE(has(r.out, "  at::native::sgd(float*, float*, int)\n")) << r.out;
+  const std::size_t at = r.out.find("at::native::vectorized_elementwise_kernel<");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::size_t line_start = r.out.rfind('\n', at) + 1, line_end = r.out.find('\n', at);
+  EXPECT_LE(line_end - line_start, 120u) << r.out.substr(line_start, line_end - line_start);
+}
+
+// What CUPTI did, in words: its state, and how many kernel records were
+// not attributed to a launch (on the H200 every one was, and nothing said so).
+TEST(ReportCommand, SaysWhatCuptiDid) {
+  nlohmann::json trace = small_trace("auto");
+  trace["vgpumem"]["cupti"] = {{"use", "auto"}, {"state", "active"}, {"profiler_started", false},
+                               {"kernel_records", 500}, {"unattributed_records", 500}, {"dropped_records", 0}};
+  trace["vgpumem"]["schedule"]["timing_source"] = "events";
+  trace["vgpumem"]["schedule"]["timing"] = {{"kernels_clocked", 0}};
+  ProcessResult r = report_of(written("report-cupti-active.json", trace));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "CUPTI: active")) << r.out;
+  EXPECT_TRUE(has(r.out, "500 kernel records, all 500 unattributed")) << r.out;
+  EXPECT_TRUE(has(r.out, "timed with events instead")) << r.out;
+  const std::vector<std::pair<nlohmann::json, std::string>> states = {
+      {{{"use", "off"}, {"state", "off"}}, "CUPTI: off"},
+      {{{"use", "auto"}, {"state", "absent"}, {"absent_reason", "no libcupti.so"}}, "CUPTI: absent (no libcupti.so)"},
+      {{{"use", "auto"}, {"state", "taken"}}, "CUPTI: taken by another subscriber"},
+      {{{"use", "auto"}, {"state", "stepped aside"}, {"profiler_started", true}}, "CUPTI: stepped aside"}};
+  for (const auto& [cupti, said] : states) {
+    trace["vgpumem"]["cupti"] = cupti;
+    r = report_of(written("report-cupti-state.json", trace));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(has(r.out, said)) << cupti.dump() << "\n" << r.out;
+  }
+}
+
+// `--json`: what the text says, one JSON object on standard output.
+TEST(ReportCommand, JsonSaysWhatTheTextSays) {
+  const std::string path = written("report-json.json", small_trace("auto"));
+  const ProcessResult r = report_of(path, {"--json", "--uncapped-ms", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json report;
+  ASSERT_NO_THROW(report = nlohmann::json::parse(r.out)) << r.out;
+  EXPECT_EQ(report["file"], path);
+  EXPECT_EQ(report["kind"], "trace");
+  EXPECT_EQ(report["policy"], "auto");
+  EXPECT_EQ(report["devices"][0]["cap"], 64 << 20);
+  EXPECT_EQ(report["step"]["found"], true);
+  EXPECT_EQ(report["step"]["breaks"], 0);
+  EXPECT_DOUBLE_EQ(report["step"]["measured_step_ns"].get<double>(), 7e6);
+  EXPECT_DOUBLE_EQ(report["step"]["uncapped_step_ns"].get<double>(), 4e6);
+  EXPECT_EQ(report["step"]["uncapped_from"], "--uncapped-ms");
+  EXPECT_DOUBLE_EQ(report["step"]["step_over_uncapped"].get<double>(), 1.75);
+  EXPECT_EQ(report["cupti"]["state"], "not started");
+  EXPECT_EQ(report["waits"][0]["kernel"].get<std::string>().rfind("at::native::vectorized_elementwise_kernel<", 0), 0u)
+      << report["waits"].dump();
+  EXPECT_TRUE(report["advice"].is_array());
+}
+
+// The step measured against uncapped: the trace's own recent steps, against
+// the uncapped step given, else the step's stall-free compute, said as such.
+TEST(ReportCommand, SaysTheMeasuredStepAgainstUncapped) {
+  const std::string path = written("report-step.json", small_trace("auto"));
+  ProcessResult r = report_of(path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "measured step: 7.0 ms")) << r.out;
+  EXPECT_TRUE(has(r.out, "1.75 x the step's stall-free compute (4.0 ms")) << r.out;
+  r = report_of(path, {"--uncapped-ms", "3.5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "2.00 x uncapped (3.5 ms, given with --uncapped-ms)")) << r.out;
+  r = report_of(path, {"--uncapped-ms", "fast"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(has(r.err, "--uncapped-ms \"fast\" is not a positive number of milliseconds")) << r.err;
+}
+
+// The demo's run under auto (a 12-layer MLP at 60 % of its peak): a healthy
+// run. Its end is not a break, and nothing warns that the step broke; its
+// recent steps are timed, so the report says the measured step.
+TEST(ReportCommand, AHealthyRunIsNotWarnedOfABreak) {
+  const std::vector<std::string> args{program("mlp_trainer"), "--layers", "12", "--width", "1024", "--batch", "8",
+                                      "--steps", "16"};
+  const ProcessResult baseline = run_process(args, simulator_environment());
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.out << baseline.err;
+  const std::uint64_t cap = result_number(baseline.out, "peak_device_bytes_wanted") * 6 / 10;
+  const PagedRun run = run_paged("report-healthy", args, std::to_string(cap), {{"VGPUMEM_POLICY", "auto"}});
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.out << run.process.err;
+  const nlohmann::json& schedule = run.trace["vgpumem"]["schedule"];
+  ASSERT_GE(schedule["locks"].get<int>(), 1) << schedule.dump();
+  EXPECT_EQ(schedule["breaks"], 0) << schedule.dump();
+  EXPECT_EQ(schedule["breaks_at_end"], 1) << schedule.dump();
+  ASSERT_FALSE(schedule["recent_iterations"].empty());
+  EXPECT_GT(schedule["recent_iterations"].back()["host_ns"].get<double>(), 0) << schedule.dump();
+  const ProcessResult r = report_of(written("report-healthy.json", run.trace));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(has(r.out, "broke")) << r.out;
+  EXPECT_FALSE(has(r.out, "broken")) << r.out;
+  EXPECT_TRUE(has(r.out, "measured step: ")) << r.out;
+  EXPECT_TRUE(has(r.out, "CUPTI: active")) << r.out;
+}
+
+// The access logs the GPU suite committed (docs/gpu-runs/*access-log*.json)
+// are the scheduler's and pager's summary alone, no trace: the report says
+// what the file is and what it holds (the paging budget, the step, its
+// operations) instead of "vgpumem ?" and "no cap was set", and --png says in
+// one line why there is no picture (exit 2).
+TEST(ReportCommand, ReadsTheCommittedGpuAccessLogsAsSuch) {
+  const std::string log = std::string(VGPUMEM_TEST_SOURCE_DIR) +
+                          "/docs/gpu-runs/2026-11-27-h200-resnet50-auto50-access-log.json";
+  ProcessResult r = report_of(log);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(has(r.out, "vgpumem ?")) << r.out;
+  EXPECT_FALSE(has(r.out, "no cap was set")) << r.out;
+  EXPECT_TRUE(has(r.out, "an access log")) << r.out;
+  EXPECT_TRUE(has(r.out, "paging budget 1.78 GiB")) << r.out;
+  EXPECT_TRUE(has(r.out, "found: a step of 1776 operations")) << r.out;
+  EXPECT_TRUE(has(r.out, "28061 operations")) << r.out;
+  EXPECT_TRUE(has(r.out, "26854 kernel records, all 26854 unattributed")) << r.out;
+  // The step the H200 measured, carried beside the log (its "measured").
+  EXPECT_TRUE(has(r.out, "measured step: 351.1 ms (measured on NVIDIA H200")) << r.out;
+  EXPECT_TRUE(has(r.out, "9.74 x uncapped (36.1 ms, measured there too)")) << r.out;
+  r = report_of(log, {"--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kind"], "access log") << r.out;
+  const std::string png = temp_path("report-access-log.png");
+  r = report_of(log, {"--png", png});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "an access log has no events over time to draw")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace

@@ -140,5 +140,88 @@ TEST(SimulateCommand, RefusesWhatItCannotUseSayingWhy) {
   EXPECT_NE(r.out.find("units cut into pieces of 2.00 MiB (--pieces)"), std::string::npos) << r.out;
 }
 
+
+std::string committed_log(const std::string& workload) {
+  return std::string(VGPUMEM_TEST_SOURCE_DIR) + "/docs/gpu-runs/2026-11-27-h200-" + workload + "-auto50-access-log.json";
+}
+
+ProcessResult simulate(std::vector<std::string> args) {
+  args.insert(args.begin(), {command(), "simulate"});
+  return run_process(args, simulator_environment());
+}
+
+// The model it predicts with, said: the planner's two-engine timeline,
+// which charges no host time for driver calls (neither of the simulated
+// driver's cost models, VGPUSIM_COST_MODEL).
+TEST(SimulateCommand, SaysWhichCostModelItUsed) {
+  const std::string profile = temp_path("simulate-cost-model.json");
+  std::ofstream(profile) << R"({"format": 1, "units": [4194304, 4194304],
+                                "ops": [[1000, 0, 1, [0]], [1000, 0, 1, [1]], [1000, 0, 1, [0, 1]]]})";
+  ProcessResult r = simulate({profile, "--limit", "6MiB"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("cost model: the planner's two-engine timeline"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no host time for driver calls (neither the simulated driver's calibrated nor its idle model)"),
+            std::string::npos)
+      << r.out;
+  r = simulate({profile, "--limit", "6MiB", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cost_model"], "planner timeline, no host costs") << r.out;
+}
+
+// A plan that does not fit is no prediction: what it leaves out pages on
+// demand at run time, which the model does not run. Its row has no time
+// (a dash, never a step below the floor) and comes after those that fit.
+TEST(SimulateCommand, APlanThatDoesNotFitPrintsNoTime) {
+  const ProcessResult r = simulate({committed_log("resnet50"), "--limit", "33%", "--policy", "all"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  bool misfit_seen = false, fit_after_misfit = false;
+  std::size_t misfits = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string policy, step;
+    words >> policy >> step;
+    if (policy != "auto" && policy != "vdnn-all" && policy != "vdnn-conv") continue;
+    const bool fits = line.ends_with(" yes");
+    ASSERT_TRUE(fits || line.ends_with(" no")) << line;
+    if (!fits) {
+      ++misfits;
+      misfit_seen = true;
+      EXPECT_EQ(step, "-") << "a plan that does not fit has no time: " << line;
+    } else if (misfit_seen) {
+      fit_after_misfit = true;
+    }
+  }
+  EXPECT_GE(misfits, 1u) << r.out;
+  EXPECT_FALSE(fit_after_misfit) << "plans that fit first:\n" << r.out;
+  const ProcessResult json = simulate({committed_log("resnet50"), "--limit", "33%", "--policy", "all", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  std::istringstream rows(json.out);
+  for (std::string row; std::getline(rows, row);) {
+    const nlohmann::json plan = nlohmann::json::parse(row);
+    if (!plan["fits"].get<bool>()) EXPECT_TRUE(plan["step_ns"].is_null()) << row;
+  }
+}
+
+// A step recorded on a GPU: the model is not calibrated against that run.
+// The committed H200 logs carry the step the H200 measured, and simulate
+// sets it beside its prediction; a GPU log without one is said plainly.
+TEST(SimulateCommand, AGpuRecordingIsNotTakenForTheModel) {
+  ProcessResult r = simulate({committed_log("resnet50")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured on NVIDIA H200"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("351.1 ms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not calibrated against that run"), std::string::npos) << r.out;
+  nlohmann::json log;
+  std::ifstream(committed_log("resnet50")) >> log;
+  log.erase("measured");
+  const std::string bare = temp_path("simulate-gpu-log-without-step.json");
+  std::ofstream(bare) << log.dump();
+  r = simulate({bare});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("not calibrated against that run"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("measured on"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace vgpumem::test

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""scripts/plot_trace.py on a tiny synthetic vgpumem trace: the picture, its
-refusals (no file, not a trace, nothing for the device), and the error naming
-the Debian package when matplotlib is missing. Exits 77 (skipped, for ctest)
+"""scripts/plot_trace.py on tiny synthetic vgpumem traces: the picture of a
+paged run, of a strict cap (VGPUMEM_POLICY=off) with its out-of-memory answer
+and of an uncapped run (nothing paged: device memory from the "device N
+memory" counter), the headings naming the file, policy and cap, its refusals
+(no file, not a trace, nothing for the device), and the error naming the
+Debian package when matplotlib is missing. Exits 77 (skipped, for ctest)
 when no Python here has matplotlib.
 
   plot_trace_test.py PATH/TO/plot_trace.py
@@ -36,7 +39,54 @@ def trace():
         events.append({"ph": "i", "name": "cuLaunchKernel", "cat": "launch", "pid": 1, "tid": 1, "s": "t",
                        "ts": 1000.0 + i * 100, "args": {"function": "0x1", "stream": "0x0"}})
     return {"displayTimeUnit": "ns", "traceEvents": events,
-            "vgpumem": {"devices": [{"device": 0, "cap": 40 * MIB, "peak": 40 * MIB}], "events_dropped": 0}}
+            "vgpumem": {"devices": [{"device": 0, "cap": 40 * MIB, "peak": 40 * MIB}], "events_dropped": 0,
+                        "paging": {"policy": "auto"}}}
+
+
+UNCAPPED = (1 << 64) - 1  # the counter's cap without one
+
+
+def unpaged_trace(cap):
+    """Device 0 with nothing paged: memory counted up to 30 MiB, under a strict
+    cap of `cap` bytes (one allocation refused at 5 ms) or, cap None, uncapped."""
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "vgpumem"}}]
+    for ms, counted in ((0, 0), (1, 8 * MIB), (2, 20 * MIB), (4, 30 * MIB), (6, 10 * MIB)):
+        events.append({"ph": "C", "name": "device 0 memory", "cat": "memory", "pid": 1, "tid": 1,
+                       "ts": 1000.0 + ms * 1000, "args": {"cap": cap or UNCAPPED, "counted": counted}})
+    if cap:
+        events.append({"ph": "i", "s": "p", "name": "out of memory", "cat": "oom", "pid": 1, "tid": 1, "ts": 6000.0,
+                       "args": {"requested": 8 * MIB, "in_use": 30 * MIB, "cap": cap, "api": "cuMemAlloc_v2",
+                                "device": 0}})
+    for i in range(40):
+        events.append({"ph": "i", "name": "cuLaunchKernel", "cat": "launch", "pid": 1, "tid": 1, "s": "t",
+                       "ts": 1000.0 + i * 150, "args": {"function": "0x1", "stream": "0x0"}})
+    return {"displayTimeUnit": "ns", "traceEvents": events,
+            "vgpumem": {"devices": [{"device": 0, "cap": cap, "peak": 30 * MIB}], "ooms_returned": 1 if cap else 0,
+                        "events_dropped": 0}}
+
+
+def headings(work):
+    """The picture's heading names the file, the policy and the cap."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(SCRIPT)))
+    import plot_trace  # noqa: E402
+    for name, data, said in (("paged.json", trace(), "paged.json: policy auto, cap 40.0 MiB"),
+                             ("strict.json", unpaged_trace(32 * MIB), "strict.json: policy off (a strict cap), cap 32.0 MiB"),
+                             ("uncapped.json", unpaged_trace(None), "uncapped.json: no cap")):
+        path = os.path.join(work, name)
+        with open(path, "w") as f:
+            json.dump(data, f)
+        heading = plot_trace.heading(plot_trace.Trace(path, 0), path)
+        expect(heading.startswith(said), f"the heading of {name}: {heading!r}")
+
+
+def draws(python, work, name, data):
+    path = os.path.join(work, name + ".trace.json")
+    with open(path, "w") as f:
+        json.dump(data, f)
+    out = os.path.join(work, name + ".png")
+    result = run(python, path, "--out", out)
+    size = png_size(out) if os.path.exists(out) else None
+    expect(result.returncode == 0 and size and size[0] > 400 and size[1] > 300, f"{name} drawn: {size}", result)
 
 
 def checks(work):
@@ -70,6 +120,10 @@ def checks(work):
     size = png_size(out) if os.path.exists(out) else None
     expect(result.returncode == 0 and size and size[0] > 400 and size[1] > 300, f"the run drawn: {size}", result)
     expect(result.stdout.strip() == out, "prints the picture's path", result)
+    # Nothing paged: the strict cap with its refusal, and no cap at all.
+    draws(python, work, "strict", unpaged_trace(32 * MIB))
+    draws(python, work, "uncapped", unpaged_trace(None))
+    headings(work)
     print("plot_trace: all checks passed")
 
 

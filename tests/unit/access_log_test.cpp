@@ -107,12 +107,31 @@ TEST(AccessLog, RecordsEachWholeIterationOnceThePeriodLocks) {
   EXPECT_EQ(summary["operations"], 400);
 }
 
+// Every run ends off its step: its last operations (frees, a copy of the
+// results, a synchronisation) break the period it held. Less than a step of
+// them with no lock after is the run's end, not a break of the step.
+TEST(AccessLog, TheRunsEndIsNotABreak) {
+  AccessLog log;
+  Step train(10, 100, 1), teardown(10, 30, 3), evaluate(10, 200, 2);
+  for (int i = 0; i < 4; ++i) train.run(log);
+  teardown.run(log);
+  nlohmann::json summary = log.summary();
+  EXPECT_EQ(summary["locked"], false);
+  EXPECT_EQ(summary["breaks"], 0) << summary.dump();
+  EXPECT_EQ(summary["breaks_at_end"], 1) << summary.dump();
+  // More than a step of something else after it: the step broke.
+  evaluate.run(log);
+  summary = log.summary();
+  EXPECT_EQ(summary["breaks"], 1) << summary.dump();
+  EXPECT_EQ(summary["breaks_at_end"], 0) << summary.dump();
+}
+
 TEST(AccessLog, AnIterationThatBreaksIsDroppedAndTheNextLockRecordsAgain) {
   AccessLog log;
-  Step train(10, 100, 1), evaluate(10, 40, 2);
+  Step train(10, 100, 1), evaluate(10, 140, 2);
   for (int i = 0; i < 3; ++i) train.run(log);
   ASSERT_EQ(log.last_iteration()->serial, 1u);
-  train.run(log, 0, 50);  // half a step, then an evaluation pass
+  train.run(log, 0, 50);  // half a step, then an evaluation pass longer than a step
   evaluate.run(log);
   nlohmann::json summary = log.summary();
   EXPECT_EQ(summary["breaks"], 1);
