@@ -199,7 +199,9 @@ TEST(SimulateCommand, APlanThatDoesNotFitPrintsNoTime) {
   std::istringstream rows(json.out);
   for (std::string row; std::getline(rows, row);) {
     const nlohmann::json plan = nlohmann::json::parse(row);
-    if (!plan["fits"].get<bool>()) EXPECT_TRUE(plan["step_ns"].is_null()) << row;
+    if (!plan["fits"].get<bool>()) {
+      EXPECT_TRUE(plan["step_ns"].is_null()) << row;
+    }
   }
 }
 
