@@ -420,7 +420,7 @@ void Pager::reap_freed_allocations() {
   pending_frees_.erase(std::remove_if(pending_frees_.begin(), pending_frees_.end(), reached), pending_frees_.end());
   std::vector<std::pair<std::uint64_t, std::uint64_t>> graph_frees;
   {
-    std::lock_guard lock(graph_frees_mutex_);
+    MutexLock lock(graph_frees_mutex_);
     graph_frees.swap(graph_frees_reached_);
   }
   for (const auto& [address, serial] : graph_frees) {
@@ -444,7 +444,7 @@ void Pager::reap_freed_allocations() {
 void CUDA_CB Pager::graph_reached_free(void* note) {
   auto* free = static_cast<GraphFree*>(note);
   if (free->reached.exchange(true)) return;  // a later launch of the same graph
-  std::lock_guard lock(free->pager->graph_frees_mutex_);
+  MutexLock lock(free->pager->graph_frees_mutex_);
   free->pager->graph_frees_reached_.emplace_back(free->address, free->serial);
 }
 

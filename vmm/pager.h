@@ -594,8 +594,9 @@ class Pager final : public PagerControl {
   std::vector<std::uint64_t> frees_after_capture_ GUARDED_BY(mutex_);      // cuMemFree while a capture was open
   std::uint64_t next_serial_ GUARDED_BY(mutex_) = 1;
   std::vector<std::unique_ptr<GraphFree>> graph_free_notes_ GUARDED_BY(mutex_);  // kept while a graph may still reach them
-  std::mutex graph_frees_mutex_;  // never the pager's: a callback must not wait for a lock held across a sync
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> graph_frees_reached_;  // (address, serial)
+  Mutex graph_frees_mutex_;  // never the pager's: a callback must not wait for a lock held across a sync
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> graph_frees_reached_
+      GUARDED_BY(graph_frees_mutex_);  // (address, serial)
   std::uint64_t stored_bytes_ GUARDED_BY(mutex_) = 0;                       // all live units, resident or not
   std::uint64_t allocations_in_pieces_ GUARDED_BY(mutex_) = 0;               // made in pieces so far (PagerOptions::piece_bytes)
   std::uint64_t largest_unit_ GUARDED_BY(mutex_) = 0;
