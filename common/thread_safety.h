@@ -31,15 +31,37 @@
 
 namespace vgpumem {
 
+// Told when a Mutex is taken and let go, by the thread that holds it (a
+// simulated driver's clocks charge a wait for the lock: vmm/lock_calendar.h).
+class LockObserver {
+ public:
+  virtual ~LockObserver() = default;
+  virtual void acquired() = 0;   // just taken
+  virtual void releasing() = 0;  // about to be let go
+};
+
 // A std::mutex the analysis can follow.
 class CAPABILITY("mutex") Mutex {
  public:
-  void lock() ACQUIRE() { mutex_.lock(); }
-  void unlock() RELEASE() { mutex_.unlock(); }
-  bool try_lock() TRY_ACQUIRE(true) { return mutex_.try_lock(); }
+  void lock() ACQUIRE() {
+    mutex_.lock();
+    if (observer_ != nullptr) observer_->acquired();
+  }
+  void unlock() RELEASE() {
+    if (observer_ != nullptr) observer_->releasing();
+    mutex_.unlock();
+  }
+  bool try_lock() TRY_ACQUIRE(true) {
+    if (!mutex_.try_lock()) return false;
+    if (observer_ != nullptr) observer_->acquired();
+    return true;
+  }
+  // Set before any thread takes the lock; null: none.
+  void observe(LockObserver* observer) { observer_ = observer; }
 
  private:
   std::mutex mutex_;
+  LockObserver* observer_ = nullptr;
 };
 
 // Holds a Mutex for its scope.

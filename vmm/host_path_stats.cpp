@@ -51,6 +51,7 @@ nlohmann::json HostPathStats::summary(const Totals& totals) const {
           {"program_threads", program},
           {"pager_threads", side_summary(HostSide::pager, gib_moved)},
           {"vmm_calls_per_gib", per_gib(static_cast<double>(vmm_calls), gib_moved)},
+          {"lock_waited_ns", totals.lock_waited_ns},
           {"mover_busy_share",
            alive_ns > 0 ? static_cast<double>(totals.mover_busy_ns) / static_cast<double>(alive_ns) : 0.0},
           {"fetches",

@@ -119,6 +119,7 @@ class HostPathStats {
     std::uint64_t moved_bytes = 0;          // offloaded + fetched
     std::uint64_t planned_fetches = 0;      // the plan's prefetches made
     std::uint64_t mover_busy_ns = 0;        // wall time
+    std::uint64_t lock_waited_ns = 0;       // threads waiting for the pager's lock (on the stats' clock)
   };
   // `paging.host_path` in the trace (docs/trace-format.md).
   nlohmann::json summary(const Totals& totals) const;

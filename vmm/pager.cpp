@@ -37,6 +37,10 @@ Pager::Pager(const DriverOps& driver, CapLedger& ledger, MemoryObserver& observe
         lock_is_held();
         drain_copy_stream(device_state(device));
       }, &host_path_) {
+  if (driver_.host_time_ns != nullptr && driver_.host_handoff != nullptr) {
+    lock_calendar_ = std::make_unique<LockCalendar>(driver_.host_time_ns, driver_.host_handoff);
+    mutex_.observe(lock_calendar_.get());
+  }
   if (options_.reclaimer && driver_.context_set_current != nullptr) {
     reclaimer_ = std::make_unique<Reclaimer>([this] { reclaim(); });
   }
@@ -1274,7 +1278,9 @@ nlohmann::json Pager::summary() const {
                          {"host_buffers_pinned_ahead", host_.pinned_ahead()}}},
           {"mover", mover_summary()},
           {"host_path", host_path_.summary({bytes_offloaded_.load() + bytes_prefetched_.load(),
-                                            scheduled_prefetches_.load(), mover_ ? mover_->counts().busy_ns : 0})},
+                                            scheduled_prefetches_.load(), mover_ ? mover_->counts().busy_ns : 0,
+                                            lock_calendar_ ? lock_calendar_->waited_ns()
+                                                           : phases_.ns(PagerPhase::lock_wait)})},
           {"devices", devices}};
 }
 

@@ -42,6 +42,7 @@
 #include "vmm/granule_index.h"
 #include "vmm/launch_grace.h"
 #include "vmm/link_meter.h"
+#include "vmm/lock_calendar.h"
 #include "vmm/mark_pool.h"
 #include "vmm/host_path_stats.h"
 #include "vmm/host_store.h"
@@ -566,6 +567,10 @@ class Pager final : public PagerControl {
   std::atomic<std::uint64_t> lent_left_out_{0};  // operations whose lent units could not fit beside their own
   std::atomic<std::uint64_t> planned_grace_evictions_{0};  // scheduled offloads inside a grace (a plan that cut it)
 
+  // On a simulated driver, the holds of the lock on the threads' clocks, so
+  // that a wait for it costs simulated time (null on hardware, where a
+  // wait costs its own).
+  std::unique_ptr<LockCalendar> lock_calendar_;
   mutable Mutex mutex_;
   // Says, for the thread safety analysis, that a callback runs with the
   // lock held: one called back by a helper that takes any function

@@ -28,7 +28,7 @@ TEST(HostPathStats, DriverCallsCountOnTheSideOfTheThreadThatMadeThem) {
   EXPECT_EQ(stats.calls(HostSide::program, DriverWork::vmm), 1u);
   EXPECT_EQ(stats.calls(HostSide::pager, DriverWork::vmm), 2u);
   EXPECT_EQ(stats.call_ns(HostSide::pager, DriverWork::vmm), 6000u);
-  const nlohmann::json summary = stats.summary({2 * kGiB, 3, 0});
+  const nlohmann::json summary = stats.summary({2 * kGiB, 3, 0, 0});
   EXPECT_EQ(summary["pinned_bytes"].get<std::uint64_t>(), 64u << 20);
   EXPECT_EQ(summary["pin_ns"].get<std::uint64_t>(), 5000u);
   EXPECT_DOUBLE_EQ(summary["vmm_calls_per_gib"].get<double>(), 1.5);
@@ -50,7 +50,7 @@ TEST(HostPathStats, TheProgramsPagingTimeIsItsSlowPathAndTheMovesMadeInline) {
     DriverCallTimer call(&stats, DriverWork::vmm);
     g_simulated_ns += 87'600;  // the driver call, as the simulator charges it
   }
-  const nlohmann::json summary = stats.summary({2 * kGiB, 0, 0});
+  const nlohmann::json summary = stats.summary({2 * kGiB, 0, 0, 0});
   EXPECT_EQ(summary["clock"], "simulated");
   EXPECT_EQ(summary["program_threads"]["paging_ns"].get<std::uint64_t>(), 4'000'000u);
   EXPECT_DOUBLE_EQ(summary["program_threads"]["paging_ms_per_gib"].get<double>(), 2.0) << "4 ms over 2 GiB";
@@ -60,7 +60,7 @@ TEST(HostPathStats, TheProgramsPagingTimeIsItsSlowPathAndTheMovesMadeInline) {
 TEST(HostPathStats, RatesOfNothingMovedAreNullNotZero) {
   HostPathStats stats;
   stats.driver_call(DriverWork::vmm, 1000);
-  const nlohmann::json summary = stats.summary({0, 0, 0});
+  const nlohmann::json summary = stats.summary({0, 0, 0, 0});
   EXPECT_TRUE(summary["vmm_calls_per_gib"].is_null());
   EXPECT_TRUE(summary["program_threads"]["paging_ms_per_gib"].is_null());
   EXPECT_TRUE(summary["fetches"]["planned_share"].is_null()) << "no fetch at all";
@@ -70,7 +70,7 @@ TEST(HostPathStats, PlannedShareIsThePlansFetchesAmongAll) {
   HostPathStats stats;
   stats.fetched_on_demand();
   stats.waited_for_mover();
-  const nlohmann::json fetches = stats.summary({kGiB, 9, 0})["fetches"];
+  const nlohmann::json fetches = stats.summary({kGiB, 9, 0, 0})["fetches"];
   EXPECT_EQ(fetches["on_demand"].get<int>(), 1);
   EXPECT_EQ(fetches["waited_for_mover"].get<int>(), 1) << "late, but planned";
   EXPECT_DOUBLE_EQ(fetches["planned_share"].get<double>(), 0.9);
