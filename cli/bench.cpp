@@ -174,7 +174,25 @@ struct Cell {
   bool kernel_too_large = false;  // one kernel's operands exceed the cap: out of memory under any policy
   bool floor_from_profile = false;  // else the plain bound
   bool trial_running = false;  // the trial of ways had not ended: the last step is not the steady state
+  double planned_share = -1;    // of the steady state's fetches, those the plan made ahead; -1: none known
 };
+
+// The share of fetches the plan made ahead in the steady state: the trailing
+// iterations of the trace's schedule.recent_iterations that the plan
+// followed throughout (each carries its own fetch counts); -1 where there
+// are none, or none fetched.
+double steady_planned_share(const nlohmann::json& trace) {
+  if (!trace.is_object() || !trace.contains("schedule")) return -1;
+  const nlohmann::json& recent = trace["schedule"].value("recent_iterations", nlohmann::json::array());
+  double planned = 0, on_demand = 0;
+  for (std::size_t k = recent.size(); k-- > 0;) {
+    const nlohmann::json& it = recent[k];
+    if (!it.is_object() || it.value("followed", 0.0) != it.value("operations", -1.0)) break;
+    planned += it.value("fetches_planned", 0.0);
+    on_demand += it.value("fetches_on_demand", 0.0);
+  }
+  return planned + on_demand > 0 ? planned / (planned + on_demand) : -1;
+}
 
 // The floor of the step a run's trace recorded, under the budget it ran
 // with, on the bench's link, per training step: a recorded period may hold
@@ -204,7 +222,7 @@ std::string row(const Cell& c) {
   std::ostringstream line;
   if (c.kernel_too_large) {
     line << "| " << c.model << " | " << c.cap_percent << " % (" << format_bytes(c.cap) << ") | " << c.policy
-         << " | out of memory: one kernel's operands exceed the cap | | | | | | | (no run) |";
+         << " | out of memory: one kernel's operands exceed the cap | | | | | | | | (no run) |";
     return line.str();
   }
   line << "| " << c.model << " | " << c.cap_percent << " % (" << format_bytes(c.cap) << ") | " << c.policy << " | "
@@ -213,6 +231,7 @@ std::string row(const Cell& c) {
        << fixed(c.step_ns / std::max(c.floor_ns, 1.0), 2) << "** | " << fixed(c.step_ns / std::max(c.uncapped_ns, 1.0), 2)
        << " | " << format_bytes(static_cast<std::uint64_t>(c.out_bytes)) << " | "
        << format_bytes(static_cast<std::uint64_t>(c.in_bytes)) << " | " << fixed(c.beyond_ns / 1e6, 2) << " ms | "
+       << (c.planned_share < 0 ? std::string("-") : fixed(100 * c.planned_share, 0) + " %") << " | "
        << (c.identical && c.clean ? "yes" : "**NO**") << " |";
   return line.str();
 }
@@ -274,7 +293,8 @@ int run_bench(const std::vector<std::string>& args) {
   std::cout << "\n";
   const std::string header =
       "| workload | cap | policy | step | floor | step / floor | step / uncapped | out / step | in / step | "
-      "beyond compute | bit-identical |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
+      "beyond compute | fetches planned (steady) | bit-identical |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |";
   std::cout << header << "\n";
   std::vector<Cell> cells;
   bool ok = true;
@@ -342,6 +362,7 @@ int run_bench(const std::vector<std::string>& args) {
           cell.out_bytes = static_cast<double>(number(result_field(run.result, "copied_out")));
           cell.in_bytes = static_cast<double>(number(result_field(run.result, "copied_in")));
           cell.beyond_ns = cell.step_ns - static_cast<double>(number(result_field(run.result, "compute_ns")));
+          cell.planned_share = steady_planned_share(run.trace);
           cell.trial_running = run.trace.is_object() && run.trace.contains("schedule") &&
                                run.trace["schedule"].contains("trial") &&
                                !run.trace["schedule"]["trial"].value("done", true);

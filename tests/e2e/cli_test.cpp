@@ -119,6 +119,13 @@ TEST(Bench, TheFloorOfARecordedStepIsPerTrainingStepAndBoundsIt) {
   const double floor = std::stod(floor_text);
   EXPECT_GT(floor, 0) << line;
   EXPECT_LE(floor, step) << "a floor above the step it bounds: " << line;
+  // The steady state's share of fetches the plan made ahead, beside the
+  // step: a percentage, or a dash where no iteration was followed whole.
+  EXPECT_NE(bench.out.find("| fetches planned (steady) | bit-identical |"), std::string::npos) << bench.out;
+  const std::size_t last = line.rfind(" | ");
+  const std::size_t before = line.rfind("| ", last - 1);
+  const std::string planned = line.substr(before + 2, last - before - 2);
+  EXPECT_TRUE(planned == "-" || (planned.size() > 2 && planned.substr(planned.size() - 2) == " %")) << line;
 }
 
 // scripts/sim/paged_step.sh, the command behind the mover's numbers in
