@@ -260,6 +260,11 @@ std::string kernel_name(const std::string& name) { return one_line(demangled(nam
 struct StepTime {
   double measured_ns = 0;  // 0: the trace does not say
   std::size_t repetitions = 0;
+  bool steady = false;      // those repetitions were followed throughout
+  // Training steps in one repetition of the step found: 2 where placements
+  // alternate (a caching allocator), told by the stall-free compute of a
+  // repetition against the uncapped step given.
+  double steps_per_repetition = 1;
   std::string measured_on;  // the device, for a step the file carries
   double uncapped_ns = 0;
   std::string uncapped_from;  // "--uncapped-ms", "measured", "stall-free compute", or "" for none
@@ -278,11 +283,18 @@ bool carried_step(const nlohmann::json& file, std::optional<double> uncapped_ns,
   return true;
 }
 
-// The mean of the recent iterations' own lengths, where the trace has them.
+// The mean of the recent iterations' own lengths, where the trace has them:
+// of the trailing ones the plan followed throughout (the steady state; the
+// first after a lock is recorded, not yet planned), else of all.
 void recent_steps(const nlohmann::json& schedule, StepTime* step) {
   const nlohmann::json& recent = member(schedule, "recent_iterations");
+  if (!recent.is_array()) return;
+  std::size_t first = recent.size();
+  while (first > 0 && number(recent[first - 1], "followed") == number(recent[first - 1], "operations")) --first;
+  if (first == recent.size()) first = 0;
+  step->steady = first > 0 || (!recent.empty() && number(recent[0], "followed") == number(recent[0], "operations"));
   double sum = 0;
-  for (std::size_t i = 0; recent.is_array() && i < recent.size(); ++i) {
+  for (std::size_t i = first; i < recent.size(); ++i) {
     const double ns = number(recent[i], "host_ns");
     if (ns <= 0) continue;
     sum += ns;
@@ -300,6 +312,9 @@ StepTime step_time(const nlohmann::json& file, std::optional<double> uncapped_ns
   if (uncapped_ns) {
     step.uncapped_ns = *uncapped_ns;
     step.uncapped_from = "--uncapped-ms";
+    if (compute > 0 && *uncapped_ns > 0 && step.measured_on.empty()) {
+      step.steps_per_repetition = std::max(1.0, std::round(compute / *uncapped_ns));
+    }
   } else if (compute > 0) {
     step.uncapped_ns = compute;
     step.uncapped_from = "stall-free compute";
@@ -664,14 +679,19 @@ void step_time_line(std::ostream& out, const StepTime& step) {
   if (!step.measured_on.empty()) {
     out << " (measured on " << step.measured_on << ", carried in the file beside the summary)";
   } else {
-    out << " (the mean of the last " << step.repetitions << (step.repetitions == 1 ? " step" : " steps")
-        << ", on the issuing thread's clock)";
+    out << " a repetition of the step found (the mean of the last " << step.repetitions
+        << (step.steady ? " followed throughout" : "") << ", on the issuing thread's clock)";
   }
   if (step.uncapped_from == "measured") {
     out << printed(", %.2f x uncapped (", step.measured_ns / step.uncapped_ns) << ms(step.uncapped_ns)
         << ", measured there too)";
   } else if (step.uncapped_from == "--uncapped-ms") {
-    out << printed(", %.2f x uncapped (", step.measured_ns / step.uncapped_ns) << ms(step.uncapped_ns)
+    const double per_step = step.measured_ns / step.steps_per_repetition;
+    if (step.steps_per_repetition > 1) {
+      out << printed("; %.0f training steps a repetition, ", step.steps_per_repetition) << ms(per_step)
+          << " a step";
+    }
+    out << printed(", %.2f x uncapped (", per_step / step.uncapped_ns) << ms(step.uncapped_ns)
         << ", given with --uncapped-ms)";
   } else if (!step.uncapped_from.empty()) {
     out << printed(", %.2f x the step's stall-free compute (", step.measured_ns / step.uncapped_ns)
