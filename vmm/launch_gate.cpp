@@ -175,12 +175,23 @@ CUresult Pager::settle(Access& access, std::size_t from, CUstream stream, bool p
   const std::uint64_t stamp = grace_.count(bit);  // before any victim is chosen for it
   const std::size_t lent_from = access.size();
   if (access.names_.names_small() && lending_.window() != 0) lend(access, stamp);
-  bool slow = options_.check == CheckMode::torture;
-  for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
+  // Whether a unit needs the slow path: one resident but not yet waited for
+  // on this stream (a planned fetch's first use) has the stream wait here,
+  // without the pager's lock, where the mover or the reclaimer may hold it
+  // for the driver's calls (the H200's launch thread waited 57 ms a step
+  // for it).
+  const auto needs_slow_path = [&] {
+    if (options_.check == CheckMode::torture) return true;
+    for (std::size_t i = from; i < access.size(); ++i) {
+      Unit* unit = access.at(i);
+      if (!fast_path(unit, bit) && !order_unlocked(unit, named, bit)) return true;
+    }
+    return false;
+  };
+  bool slow = needs_slow_path();
   if (mover_ && slow) {
     wait_for_the_mover(access, from);
-    slow = options_.check == CheckMode::torture;
-    for (std::size_t i = from; i < access.size() && !slow; ++i) slow = !fast_path(access.at(i), bit);
+    slow = needs_slow_path();
   } else if (mover_ && driver_.host_handoff != nullptr) {
     note_mover_arrivals(access, from);  // a simulated driver's clock only
   }
@@ -390,23 +401,50 @@ CUresult Pager::order_stream(Unit* unit, CUstream stream, std::uint64_t bit) {
     set_ready(unit, nullptr);
     return CUDA_SUCCESS;
   }
+  if (const CUresult result = wait_for_arrival(stream, unit->ready); result != CUDA_SUCCESS) return result;
+  // The per-thread default stream is a different stream on every thread: it
+  // never counts as having waited.
+  if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
+  return CUDA_SUCCESS;
+}
+
+// Held, the unit stays resident and its `ready` is replaced by no fetch;
+// only set_ready(nullptr) may replace it, once its copy is done, and it
+// destroys the event only after every launch counted in `ready_readers`
+// has made its wait (both sides sequentially consistent: either the launch
+// reads the new event, or set_ready sees the launch counted).
+bool Pager::order_unlocked(Unit* unit, CUstream stream, std::uint64_t bit) {
+  if (unit->retired || unit->state.load(std::memory_order_seq_cst) != Residency::resident || capture_open()) {
+    return false;
+  }
+  unit->ready_readers.fetch_add(1, std::memory_order_seq_cst);
+  const CUevent ready = unit->ready.load(std::memory_order_seq_cst);
+  const bool waited = ready == nullptr || wait_for_arrival(stream, ready) == CUDA_SUCCESS;
+  unit->ready_readers.fetch_sub(1, std::memory_order_release);
+  if (!waited) return false;
+  if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
+  return true;
+}
+
+CUresult Pager::wait_for_arrival(CUstream stream, CUevent ready) {
   // The stream's time at the wait, for the stall's length (time_stall).
   CUevent reached = nullptr;
-  if (driver_.event_elapsed != nullptr && stall_timers_.size() < kMaxStallTimers &&
-      (driver_.event_create(&reached, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS ||
-       driver_.event_record(reached, stream) != CUDA_SUCCESS)) {
+  bool room = false;
+  if (driver_.event_elapsed != nullptr) {
+    MutexLock lock(stall_timers_mutex_);
+    room = stall_timers_.size() < kMaxStallTimers;
+  }
+  if (room && (driver_.event_create(&reached, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS ||
+               driver_.event_record(reached, stream) != CUDA_SUCCESS)) {
     if (reached != nullptr) driver_.event_destroy(reached);
     reached = nullptr;
   }
-  if (const CUresult result = driver_.stream_wait_event(stream, unit->ready, 0); result != CUDA_SUCCESS) {
+  if (const CUresult result = driver_.stream_wait_event(stream, ready, 0); result != CUDA_SUCCESS) {
     if (reached != nullptr) driver_.event_destroy(reached);
     return result;
   }
   stalls_.fetch_add(1, std::memory_order_relaxed);  // this work waits for the unit to arrive
   if (reached != nullptr) time_stall(stream, reached);
-  // The per-thread default stream is a different stream on every thread: it
-  // never counts as having waited.
-  if (bit != StreamRegistry::kUnnamedBit) unit->ready_for.fetch_or(bit);
   return CUDA_SUCCESS;
 }
 

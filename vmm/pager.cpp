@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <numeric>
+#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -170,7 +171,10 @@ void Pager::time_stall(CUstream stream, CUevent reached) {
   CUevent passed = nullptr;
   if (driver_.event_create(&passed, CU_EVENT_BLOCKING_SYNC) == CUDA_SUCCESS &&
       driver_.event_record(passed, stream) == CUDA_SUCCESS) {
-    stall_timers_.push_back(StallTimer{reached, passed});
+    {
+      MutexLock lock(stall_timers_mutex_);
+      stall_timers_.push_back(StallTimer{reached, passed});
+    }
     wake_reclaimer();  // reads it once the wait is over (time_stalls)
     return;
   }
@@ -197,13 +201,19 @@ void Pager::reap_stall_timers() {
     finish_stall(timer, true);
     return true;
   };
+  MutexLock lock(stall_timers_mutex_);
   stall_timers_.erase(std::remove_if(stall_timers_.begin(), stall_timers_.end(), over), stall_timers_.end());
 }
 
 void Pager::set_ready(Unit* unit, CUevent event) {
-  if (unit->ready != nullptr) driver_.event_destroy(unit->ready);
-  unit->ready = event;
+  const CUevent replaced = unit->ready.exchange(event);
   unit->ready_for.store(event == nullptr ? kAllStreams : 0);
+  if (replaced == nullptr) return;
+  // A launch ordering its stream after the old event without the lock
+  // (order_unlocked) read it before the exchange: it is destroyed once that
+  // launch has made its wait (a few microseconds).
+  while (unit->ready_readers.load() != 0) std::this_thread::yield();
+  driver_.event_destroy(replaced);
 }
 
 // ---- moving units ------------------------------------------------------------------------
@@ -474,7 +484,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
   // What streams must wait for before they use its bytes is kept for a
   // revive: the save waits for it, nothing else has to.
   if (unit->ready_at_save != nullptr) driver_.event_destroy(unit->ready_at_save);
-  unit->ready_at_save = std::exchange(unit->ready, nullptr);
+  unit->ready_at_save = unit->ready.exchange(nullptr);
   unit->ready_for_at_save = unit->ready_for.exchange(0);
   unit->used_by.store(0);
   state.resident_bytes -= unit->bytes;
@@ -1252,7 +1262,7 @@ nlohmann::json Pager::summary() const {
             {"planned_inside", planned_grace_evictions_.load()}}},
           {"stalled_operations", stalls_.load()},
           {"stall_ns", stall_ns_.load()},
-          {"stalls_being_timed", stall_timers_.size() + stalls_being_read_.load(std::memory_order_acquire)},
+          {"stalls_being_timed", stall_timers_being_timed()},
           {"capture_pinned_bytes", lifetime_pinned_bytes_[0].load()},
           {"ipc_pinned_bytes", lifetime_pinned_bytes_[1].load()},
           {"peer_shared_pinned_bytes", lifetime_pinned_bytes_[2].load()},

@@ -390,6 +390,14 @@ class Pager final : public PagerControl {
   // How long a slow path waits for room other launches hold before it
   // returns out of memory.
   static constexpr std::uint64_t kHeldRoomWaitNs = 50'000'000;
+  // A resident unit the operation holds, whose arrival its stream has not
+  // waited for (a planned fetch's first use): the stream is made to wait
+  // without the pager's lock. False where that cannot be (not resident, a
+  // capture open, the driver refused): the slow path orders it.
+  bool order_unlocked(Unit* unit, CUstream stream, std::uint64_t bit);
+  // The stream waits for `ready`, the wait timed while there is room for
+  // another timer; counted among the stalls.
+  CUresult wait_for_arrival(CUstream stream, CUevent ready);
   CUresult order_stream(Unit* unit, CUstream stream, std::uint64_t bit) REQUIRES(mutex_);
   void offload_all_unheld() REQUIRES(mutex_);
   std::string operation_name(const Operation& op) const;
@@ -461,8 +469,8 @@ class Pager final : public PagerControl {
   void drain_copy_stream(DeviceState& state);
   void reap_saved_units(bool wait) REQUIRES(mutex_);
   bool unmap_oldest_save(DeviceState& state) REQUIRES(mutex_);
-  void time_stall(CUstream stream, CUevent reached) REQUIRES(mutex_);
-  void reap_stall_timers() REQUIRES(mutex_);
+  void time_stall(CUstream stream, CUevent reached);
+  void reap_stall_timers();
   void reap_freed_allocations() REQUIRES(mutex_);
   void release_allocation(std::map<std::uint64_t, AllocationInfo>::iterator it) REQUIRES(mutex_);
   Unit* carve_from_slabs(DeviceState& state, std::uint64_t size, std::uint64_t* offset);
@@ -634,8 +642,18 @@ class Pager final : public PagerControl {
   struct StallTimer {
     CUevent reached, passed;
   };
+  // Stalls timed and not yet added to stall_ns_ (a reader that sees none
+  // sees every finished stall's length).
+  std::size_t stall_timers_being_timed() const {
+    MutexLock lock(stall_timers_mutex_);
+    return stall_timers_.size() + stalls_being_read_.load(std::memory_order_acquire);
+  }
   void finish_stall(const StallTimer& timer, bool over);
-  std::vector<StallTimer> stall_timers_ GUARDED_BY(mutex_);        // under the lock; read by the reclaimer (time_stalls)
+  // Read by the reclaimer (time_stalls). Their own lock, taken after the
+  // pager's where both are: a launch ordering its stream without the
+  // pager's lock (order_unlocked) times its wait too.
+  mutable Mutex stall_timers_mutex_;
+  std::vector<StallTimer> stall_timers_ GUARDED_BY(stall_timers_mutex_);
   // Timers the reclaimer has taken out of stall_timers_ and not yet added to
   // stall_ns_: still being timed, so the summary counts them (a reader that
   // sees none being timed sees every finished stall's length).

@@ -44,8 +44,11 @@ void Pager::time_stalls() {
   CUcontext context = nullptr;
   {
     MutexLock lock(mutex_);
-    timers.swap(stall_timers_);
-    stalls_being_read_.fetch_add(timers.size(), std::memory_order_relaxed);  // under the lock, with the swap
+    {
+      MutexLock timers_lock(stall_timers_mutex_);
+      timers.swap(stall_timers_);
+      stalls_being_read_.fetch_add(timers.size(), std::memory_order_relaxed);  // under the lock, with the swap
+    }
     if (!devices_.empty()) context = devices_.begin()->second->context;
   }
   if (timers.empty()) return;

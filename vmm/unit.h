@@ -105,7 +105,13 @@ struct Unit {
   // (Pager::revive).
   std::vector<Chunk> given_back;
   void* host = nullptr;
-  CUevent ready = nullptr;             // owned; null when nothing to wait for
+  // Owned; null when nothing to wait for. Written under the pager's lock;
+  // read there, or by a launch that holds the unit resident and orders its
+  // stream after the unit's arrival without the lock (Pager::order_unlocked),
+  // counted in `ready_readers` for as long as it uses the event, so that
+  // set_ready destroys a replaced event only once no such launch uses it.
+  std::atomic<CUevent> ready{nullptr};
+  std::atomic<std::uint32_t> ready_readers{0};
   CUevent saved = nullptr;             // owned; the offload's completion
   // Owned: the save a revival left running (Pager::revive), which still
   // reads the range; the range is not unmapped before it is done

@@ -380,6 +380,47 @@ TEST_F(ScheduledMovesTest, TheTraceSaysWhyEachRefusedMoveWasRefusedAndWhichFetch
   expect_held(buffers, kChunk);
 }
 
+// A planned fetch's first use: the unit is resident, and the program's
+// stream has not waited for its arrival. The launch makes the stream wait
+// without the pager's lock (the mover may hold it for the driver's calls),
+// and the use reads what arrived, not what was there before.
+TEST_F(ScheduledMovesTest, APlannedFetchsFirstUseWaitsForItsArrivalWithoutThePagersLock) {
+  constexpr std::uint64_t kBytes = 64 * kMiB;  // a copy in that outlasts the driver calls after it
+  make_pager(2 * kBytes, std::nullopt, without_grace);
+  UnitCatcher catcher;
+  pager_->set_access_feed(&catcher);
+  std::array<CUdeviceptr, 3> buffers{};
+  ASSERT_NO_FATAL_FAILURE(allocate_written(buffers, kBytes));
+  const std::vector<vmm::Unit*> units = units_of(*pager_, catcher, buffers, kBytes);
+  ASSERT_FALSE(pager_->facts(units[0]).resident);
+  ASSERT_TRUE(pager_->prefetch_unit(units[0]));
+  const std::uint64_t slow_before = pager_->summary()["slow_path_ns"].get<std::uint64_t>();
+  // A stream of the program's own that waits for nothing implicitly (the
+  // legacy stream would wait for every blocking stream).
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  // The use: a device-to-device copy (the compute engine's, at 1 TB/s: it
+  // ends long before 64 MiB cross the link) into memory of the program's
+  // own, read back afterwards.
+  CUdeviceptr copy = 0;
+  ASSERT_EQ(cuMemAlloc(&copy, kBytes), CUDA_SUCCESS);
+  std::vector<unsigned char> data(kBytes);
+  {
+    vmm::Access access;
+    ASSERT_EQ(pager_->prepare_range(buffers[0], kBytes, stream, false, access), CUDA_SUCCESS);
+    EXPECT_EQ(pager_->summary()["slow_path_ns"].get<std::uint64_t>(), slow_before) << "no slow path, no lock";
+    ASSERT_EQ(cuMemcpyDtoDAsync(copy, buffers[0], kBytes, stream), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(data.data(), copy, kBytes), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(copy), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+  EXPECT_TRUE(has_pattern(data.data(), kBytes, 0)) << "read before the fetch landed";
+  EXPECT_GT(pager_->summary()["stalled_operations"].get<std::uint64_t>(), 0u) << "the stream waited for it";
+  pager_->set_access_feed(nullptr);
+  expect_held(buffers, kBytes);
+}
+
 // The program's out-of-memory answer is counted once, where it arose: a
 // pin for life that finds no room for its unit is one, not two.
 TEST_F(ScheduledMovesTest, APinForLifeRefusedForRoomCountsOneOutOfMemory) {
