@@ -10,6 +10,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --plots  # python3-matplotlib, best effort: the picture
 echo "demo.sh: configuring build/"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-echo "demo.sh: building vgpumem and the simulated driver in build/ (the first time, about 10 minutes on 2 cores)"
+echo "demo.sh: building vgpumem and the simulated driver in build/ (the first time takes minutes: its progress below)"
 cmake --build build -j"$(nproc 2>/dev/null || echo 2)" --target vgpumem_shipped
 exec build/bin/vgpumem demo "$@"
