@@ -265,7 +265,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
   const std::string trainer = workload_program("layered_trainer");
   if (!std::filesystem::exists(trainer)) {
-    std::cerr << "vgpumem bench: " << trainer << " is missing; it is built with the tests (VGPUMEM_BUILD_TESTS=ON)\n";
+    std::cerr << "vgpumem bench: " << trainer << " is missing; " << missing_companion_advice() << "\n";
     return 1;
   }
   const double scaled_link = options.link_gbps / options.scale;

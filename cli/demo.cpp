@@ -69,8 +69,7 @@ int run_demo(const std::vector<std::string>& args) {
   }
   for (const std::string& needed : {shim_path(), simulator_dir() + "/libcuda.so.1", demo_trainer()}) {
     if (!std::filesystem::exists(needed)) {
-      std::cerr << "vgpumem demo: " << needed << " is missing; the demo needs the simulated driver and its "
-                   "trainer, built and installed with VGPUMEM_BUILD_TESTS=ON (the default)\n";
+      std::cerr << "vgpumem demo: " << needed << " is missing; " << missing_companion_advice() << "\n";
       return 1;
     }
   }

@@ -148,7 +148,7 @@ void report_driver(const Config* config, Findings& findings) {
   if (!driver.loaded) {
     findings.line("found", "no");
     findings.problem("no CUDA driver found: " + driver.error +
-                     (simulated ? std::string(". The simulated driver is built with the tests (VGPUMEM_BUILD_TESTS=ON)")
+                     (simulated ? ". The simulated driver is missing; " + missing_companion_advice()
                                 : std::string(". Install the NVIDIA driver (it provides libcuda.so.1), or point "
                                               "VGPUMEM_DRIVER at it; `vgpumem doctor --simulated` checks the "
                                               "simulated driver instead")));

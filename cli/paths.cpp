@@ -57,6 +57,13 @@ std::string plot_script(const std::string& name) {
       .string();
 }
 
+std::string missing_companion_advice() {
+  // Every companion ships with the command (target vgpumem_shipped,
+  // cmake/Install.cmake), with or without the tests.
+  if (in_build_tree()) return "build it with `cmake --build " + prefix().string() + " --target vgpumem_shipped`";
+  return "this install is incomplete: install vgpumem again (docs/install.md)";
+}
+
 std::string make_output_directory(const std::string& command, const std::string& option, const std::string& dir) {
   const std::string invalid = "vgpumem " + command + ": invalid " + option + " \"" + dir + "\": ";
   std::error_code error;

@@ -26,6 +26,10 @@ std::string simulator_dir();   // the directory of the simulated libcuda.so.1
 std::string demo_trainer();    // the demo's training program
 std::string workload_program(const std::string& name);  // a simulated workload (mlp_trainer, layered_trainer)
 std::string plot_script(const std::string& name);  // scripts/NAME (plot_timeline.py, plot_trace.py), as built or installed
+// What to do when one of the companions above is missing, for a message
+// that ends "... is missing; " + this: in a build tree the target that builds
+// them all, in an install that it is incomplete.
+std::string missing_companion_advice();
 
 // Makes `dir` and its parents for a command's output (`vgpumem COMMAND
 // OPTION DIR`); empty, or one line saying why it cannot be, e.g.

@@ -43,7 +43,8 @@ constexpr const char* kUsage =
     "  TRACE         a trace written with VGPUMEM_TRACE=FILE (or an access log: its summary alone)\n"
     "  --top         how many kernels to list where the program waited most (default 5)\n"
     "  --png         also draw the run: device memory against the cap, bytes on the host, launches\n"
-    "                (needs Python with matplotlib)\n"
+    "                (an access log: its recorded step's operations and the bytes they hold; needs\n"
+    "                Python with matplotlib)\n"
     "  --json        what the text says, as one JSON object\n"
     "  --uncapped-ms the step the program takes uncapped, in ms, to measure the step against\n";
 
@@ -934,15 +935,10 @@ nlohmann::json report_json(const std::string& path, const nlohmann::json& file, 
           {"advice", advice}};
 }
 
-// The picture, where one can be drawn: 0, or the command's status.
-int draw_picture(const Options& options, const nlohmann::json& file) {
-  if (is_access_log(file)) {
-    // Said in one line, and a usage error: the file cannot be drawn, whatever is installed.
-    std::cerr << "vgpumem report: no picture: \"" << options.trace
-              << "\" is an access log, and an access log has no events over time to draw (a trace written with "
-                 "VGPUMEM_TRACE=FILE has)\n";
-    return 2;
-  }
+// The picture, where one can be drawn: 0, or the command's status. The
+// script draws a trace's run over time, and an access log's recorded step
+// (it has no events over the run, but the step's operations in order).
+int draw_picture(const Options& options) {
   // The script's output is kept only when it failed.
   const std::string log =
       (std::filesystem::temp_directory_path() / ("vgpumem-report-plot-" + std::to_string(getpid()) + ".log")).string();
@@ -993,7 +989,7 @@ int run_report(const std::vector<std::string>& args) {
   } else {
     std::cout << report.text;
   }
-  return options->png.empty() ? 0 : draw_picture(*options, trace);
+  return options->png.empty() ? 0 : draw_picture(*options);
 }
 
 }  // namespace vgpumem::cli

@@ -25,6 +25,15 @@ bool find_all(void* handle, SymbolLookup lookup, CuptiLibrary* l) {
 
 }  // namespace
 
+std::string describe_result(const CuptiLibrary& library, CUptiResult result) {
+  std::string text = "error " + std::to_string(static_cast<int>(result));
+  const char* name = nullptr;
+  if (library.result_string != nullptr && library.result_string(result, &name) == CUPTI_SUCCESS && name != nullptr) {
+    text += std::string(" (") + name + ")";
+  }
+  return text;
+}
+
 std::vector<std::string> cupti_candidates(const std::string& override_path, bool search_default_names) {
   std::vector<std::string> candidates;
   if (!override_path.empty()) candidates.push_back(override_path);
@@ -49,6 +58,7 @@ bool load_cupti(const std::vector<std::string>& candidates, SymbolLookup lookup,
     CuptiLibrary found;
     found.handle = handle;
     if (find_all(handle, lookup, &found)) {
+      find(handle, lookup, "cuptiGetResultString", &found.result_string);
       *library = found;
       return true;
     }

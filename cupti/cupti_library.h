@@ -25,7 +25,12 @@ struct CuptiLibrary {
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*dropped_records)(CUcontext, uint32_t, size_t*) = nullptr;
   CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) = nullptr;
+  // Optional (only names errors in messages): null where the library lacks it.
+  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
 };
+
+// "error N (CUPTI_ERROR_NAME)", or "error N" where the library cannot name it.
+std::string describe_result(const CuptiLibrary& library, CUptiResult result);
 
 // The libraries tried, in order: `override_path` when not empty, then (if
 // `search_default_names`) libcupti.so.13, CUDA 13's soname, then libcupti.so.

@@ -56,11 +56,19 @@ TimerState KernelTimes::start() {
   const CUptiResult subscribed = g_holder.load() == nullptr
                                      ? cupti_.subscribe(&subscriber_, &KernelTimes::on_launch, this)
                                      : CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  if (subscribed != CUPTI_SUCCESS && subscribed != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    // The library loaded but refuses to work (no support for this driver or
+    // GPU, no profiling privileges, ...): no profiler holds it, so saying
+    // "taken" would send whoever reads the log looking for one.
+    absent_reason_ = "libcupti could not be used: cuptiSubscribe failed with " + describe_result(cupti_, subscribed);
+    VGPUMEM_LOG_INFO("CUPTI unavailable ({}): kernel durations come from timed events", absent_reason_);
+    state_.store(TimerState::absent, std::memory_order_release);
+    return TimerState::absent;
+  }
   if (subscribed != CUPTI_SUCCESS || !g_holder.compare_exchange_strong(nobody, this)) {
     if (subscribed == CUPTI_SUCCESS) cupti_.unsubscribe(subscriber_);
-    VGPUMEM_LOG_INFO("CUPTI is held by another subscriber (a profiler; error {}): kernel durations come from timed "
-                     "events",
-                     static_cast<int>(subscribed));
+    VGPUMEM_LOG_INFO("CUPTI is held by another subscriber (a profiler, or another vgpumem timer): kernel "
+                     "durations come from timed events");
     state_.store(TimerState::taken, std::memory_order_release);
     return TimerState::taken;
   }

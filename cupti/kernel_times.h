@@ -40,7 +40,7 @@ namespace vgpumem::cupti {
 enum class TimerState {
   not_started,
   active,         // subscribed; kernel records flow to us
-  absent,         // no usable libcupti
+  absent,         // no usable libcupti: none loads, or it refuses to subscribe (absent_reason())
   taken,          // another subscriber holds CUPTI (or another KernelTimes is active)
   stepped_aside,  // we held it and gave it back to the program's profiler
 };

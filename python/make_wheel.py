@@ -7,8 +7,9 @@ only: no setuptools, no network.
 
 The wheel's package is a small install prefix (vgpumem/bin/vgpumem,
 vgpumem/lib/libvgpumem.so, vgpumem/lib/vgpumem/ with the simulated driver and
-the demo's trainer, vgpumem/share/vgpumem/plot_timeline.py and plot_trace.py) plus the Python modules; the ``vgpumem`` script runs the
-packaged command. A wheel is a zip with a *.dist-info directory (METADATA,
+libraries and the trainers of ``vgpumem demo`` and ``vgpumem bench``,
+vgpumem/share/vgpumem/plot_timeline.py and plot_trace.py) plus the Python
+modules; the ``vgpumem`` script runs the packaged command. A wheel is a zip with a *.dist-info directory (METADATA,
 WHEEL, entry_points.txt and RECORD: every file's sha256 and size); see
 https://packaging.python.org/en/latest/specifications/binary-distribution-format/
 """

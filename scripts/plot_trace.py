@@ -2,6 +2,7 @@
 """Draws a vgpumem trace (VGPUMEM_TRACE) as a PNG: what the run did over its wall time.
 
   plot_trace.py TRACE.json [--device N] [--out PNG] [--title TEXT]
+  plot_trace.py ACCESS-LOG.json [--out PNG] [--title TEXT]
 
 Panels on one time axis (seconds since the trace's first event):
   device memory  a paged run's resident bytes on the device (the trace's
@@ -16,6 +17,19 @@ Panels on one time axis (seconds since the trace's first event):
 The heading names the file, the policy and the cap.
 Works on a trace from a GPU run as from the simulated driver: it reads only
 the trace (docs/trace-format.md). `vgpumem report TRACE --png FILE` runs it.
+
+An access log (the summary alone, as the GPU suite keeps them in
+docs/gpu-runs/) has no events over the run: it draws what the log holds,
+the one training step the scheduler recorded (its "schedule"'s "profile"),
+on that step's own time axis, each operation its wait for its data and then
+its run, one after the other as on the stream that issued them:
+  in the step    the bytes of the units between their first and last use in
+                 the step (what must be on the device at once if nothing
+                 moves within it), against all the step's units and the
+                 plan's budget;
+  touched        the bytes of the units each operation names;
+  operations     kernels and copies as they ran, and before each, in red,
+                 how long it waited for its data.
 
 Needs matplotlib (Debian: python3-matplotlib); everything else is the
 standard library.
@@ -52,17 +66,26 @@ def bytes_unit(peak):
     return "bytes", 1
 
 
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        fail(f"cannot read trace {path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        fail(f"trace {path} is not JSON: {e}")
+
+
+def is_access_log(data):
+    """The summary alone, no events (as `vgpumem report` tells one)."""
+    return isinstance(data, dict) and isinstance(data.get("vgpumem"), dict) and "traceEvents" not in data
+
+
 class Trace:
     """What the picture needs of one device's trace: memory, bytes away, launches."""
 
     def __init__(self, path, device):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except OSError as e:
-            fail(f"cannot read trace {path}: {e.strerror}")
-        except json.JSONDecodeError as e:
-            fail(f"trace {path} is not JSON: {e}")
+        data = read_json(path)
         if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list) or \
                 not isinstance(data.get("vgpumem"), dict):
             fail(f"{path} is not a vgpumem trace (traceEvents and a vgpumem summary, from VGPUMEM_TRACE=FILE)")
@@ -192,6 +215,9 @@ def draw(trace, out, title):
     bins = max(1, min(150, len(trace.launches) // 20))
     if trace.launches:
         launches.hist(trace.launches, bins=bins, range=(0, max(trace.end_s, 1e-9)), color="#55a868")
+    else:  # said, not left as an empty panel that reads like a drawing that failed
+        launches.text(0.5, 0.5, "no kernel launches in the trace", transform=launches.transAxes, ha="center",
+                      va="center", fontsize=9, color="#555555")
     launches.set_ylabel("launches")
     launches.set_xlabel("seconds since the trace began (wall time)")
     launches.set_xlim(0, max(trace.end_s * 1.02, 1e-9))  # room for a mark at the very end (an OOM that ended the run)
@@ -207,15 +233,129 @@ def draw(trace, out, title):
     print(out)
 
 
+KERNEL, TO_HOST = 1, 256  # an operation's flags in the profile (scheduler/profile_json.cpp)
+
+
+class AccessLog:
+    """What the picture needs of an access log: the recorded step's operations, in order."""
+
+    def __init__(self, path):
+        data = read_json(path)
+        summary = data.get("vgpumem", {}) if isinstance(data, dict) else {}
+        schedule = summary.get("schedule") if isinstance(summary.get("schedule"), dict) else {}
+        profile = schedule.get("profile")
+        if not is_access_log(data) or not isinstance(profile, dict) or not profile.get("ops"):
+            fail(f"{path} is an access log that recorded no step (no schedule profile): nothing to draw")
+        units = profile.get("units", [])
+        self.path = path
+        self.planner = schedule.get("planner")
+        plan = schedule.get("plan") if isinstance(schedule.get("plan"), dict) else {}
+        self.budget = plan.get("budget")
+        self.measured = data.get("measured") if isinstance(data.get("measured"), dict) else None
+        self.total_bytes = sum(units)
+        # Each operation: [duration ns, stall ns, flags, units touched, name?].
+        self.ops = []  # (start ms, wait ms, run ms, kind, bytes touched)
+        first, last = {}, {}
+        t = 0.0
+        for i, (duration, stall, flags, touched, *_) in enumerate(profile["ops"]):
+            kind = "kernel" if flags & KERNEL else ("copy to the host" if flags & TO_HOST else "copy to the device")
+            self.ops.append((t, stall / 1e6, duration / 1e6, kind, sum(units[u] for u in touched)))
+            for u in touched:
+                first.setdefault(u, i)
+                last[u] = i
+            t += (stall + duration) / 1e6
+        self.end_ms = t
+        self.wait_ms = sum(op[1] for op in self.ops)
+        self.run_ms = sum(op[2] for op in self.ops)
+        # A unit is live from the start of its first operation to the end of its last.
+        changes = []
+        for u, i in first.items():
+            changes.append((self.ops[i][0], units[u]))
+            j = last[u]
+            changes.append((self.ops[j][0] + self.ops[j][1] + self.ops[j][2], -units[u]))
+        changes.sort(key=lambda c: (c[0], c[1] > 0))  # at one instant, what ends before what begins
+        self.live = []
+        level = 0
+        for at, delta in changes:
+            level += delta
+            self.live.append((at, level))
+
+
+def access_log_heading(log, path):
+    """The file, what it holds, and the step a GPU measured where it carries one."""
+    text = (f"{os.path.basename(path)}: an access log's recorded step, {len(log.ops)} operations,\n"
+            f"{log.run_ms:.1f} ms running and {log.wait_ms:.1f} ms waiting for data")
+    if log.planner:
+        text += f"; planner {log.planner}"
+    if log.budget:
+        unit, size = next((u, s) for u, s in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("bytes", 1))
+                          if log.budget >= s)
+        text += f", budget {log.budget / size:.2f} {unit}"
+    if log.measured and log.measured.get("step_ms"):
+        text += f"\nmeasured step {log.measured['step_ms']:.1f} ms on {log.measured.get('device', 'the GPU')}"
+        if log.measured.get("uncapped_step_ms"):
+            text += f" (uncapped {log.measured['uncapped_step_ms']:.1f} ms)"
+    return text
+
+
+def draw_access_log(log, out, title):
+    pyplot = import_pyplot()
+    figure, (memory, touched, lanes) = pyplot.subplots(3, 1, figsize=(11, 6.5), sharex=True,
+                                                       gridspec_kw={"height_ratios": [3, 1.5, 1.2]})
+    peak = max([v for _, v in log.live] + [log.total_bytes, log.budget or 0, 1])
+    unit, size = bytes_unit(peak)
+    xs, ys = steps(log.live, log.end_ms)
+    memory.fill_between(xs, [y / size for y in ys], color="#4c72b0", alpha=0.35, linewidth=0)
+    memory.plot(xs, [y / size for y in ys], color="#4c72b0", linewidth=1,
+                label="units between their first and last use in the step")
+    memory.axhline(log.total_bytes / size, color="#8172b2", linestyle=":", linewidth=1.2,
+                   label=f"all the step's units, {log.total_bytes / size:.2f} {unit}")
+    if log.budget:
+        memory.axhline(log.budget / size, color="#c44e52", linestyle="--", linewidth=1.2,
+                       label=f"the plan's budget, {log.budget / size:.2f} {unit}")
+    memory.set_ylabel(f"in the step ({unit})")
+    memory.set_ylim(0, peak / size * 1.15)
+    memory.legend(loc="upper right", fontsize=8)
+
+    touched.vlines([op[0] + op[1] for op in log.ops], 0, [op[4] / size for op in log.ops], color="#55a868",
+                   linewidth=0.8)
+    touched.set_ylabel(f"touched ({unit})")
+    touched.set_ylim(bottom=0)
+
+    colors = {"kernel": "#4c72b0", "copy to the host": "#dd8452", "copy to the device": "#937860"}
+    for kind, color in colors.items():
+        spans = [(op[0] + op[1], op[2]) for op in log.ops if op[3] == kind]
+        if spans:
+            lanes.broken_barh(spans, (1.1, 0.8), color=color, linewidth=0, label=kind)
+    waits = [(op[0], op[1]) for op in log.ops if op[1] > 0]
+    if waits:
+        lanes.broken_barh(waits, (0.1, 0.8), color="#c44e52", linewidth=0, label="waiting for its data")
+    lanes.set_yticks([0.5, 1.5], ["waits", "runs"])
+    lanes.set_ylim(0, 2)
+    lanes.set_xlabel("the recorded step's time (ms): each operation's wait, then its run, in stream order")
+    lanes.set_xlim(0, max(log.end_ms, 1e-9))
+
+    figure.suptitle(title or access_log_heading(log, log.path), fontsize=10)
+    # The lanes' legend under the figure, where it hides no operation.
+    handles, labels = lanes.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0.04, 1, 1))
+    figure.savefig(out, dpi=110)
+    print(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace", help="a trace written with VGPUMEM_TRACE=FILE")
+    parser.add_argument("trace", help="a trace written with VGPUMEM_TRACE=FILE, or an access log")
     parser.add_argument("--device", type=int, default=0, help="the device to draw (default 0)")
     parser.add_argument("--out", help="the PNG to write (default: the trace's name with .png)")
     parser.add_argument("--title", help="a heading for the picture")
     args = parser.parse_args()
     out = args.out or os.path.splitext(args.trace)[0] + ".png"
-    draw(Trace(args.trace, args.device), out, args.title)
+    if is_access_log(read_json(args.trace)):
+        draw_access_log(AccessLog(args.trace), out, args.title)
+    else:
+        draw(Trace(args.trace, args.device), out, args.title)
 
 
 if __name__ == "__main__":

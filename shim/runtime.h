@@ -57,9 +57,10 @@ class Runtime {
     if (tracing_) recorder_.record_launch(interpose::hook_entry(id).symbol, function, stream);
   }
 
-  // The pager, when VGPUMEM_POLICY=lru (the default with a cap): created on
-  // first use, with the real driver loaded; nullptr when paging is off or the
-  // driver lacks a call it needs. Pages only devices that have a cap.
+  // The pager, when paging is on (VGPUMEM_POLICY=auto, the default with a cap,
+  // lru, vdnn-all or vdnn-conv): created on first use, with the real driver
+  // loaded; nullptr when paging is off or the driver lacks a call it needs.
+  // Pages only devices that have a cap.
   vmm::Pager* pager() {
     if (!paging_wanted_) return nullptr;
     if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) return pager;

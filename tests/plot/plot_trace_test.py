@@ -2,8 +2,10 @@
 """scripts/plot_trace.py on tiny synthetic vgpumem traces: the picture of a
 paged run, of a strict cap (VGPUMEM_POLICY=off) with its out-of-memory answer
 and of an uncapped run (nothing paged: device memory from the "device N
-memory" counter), the headings naming the file, policy and cap, its refusals
-(no file, not a trace, nothing for the device), and the error naming the
+memory" counter), an access log's recorded step (no events: its operations
+over the step's time and the bytes they hold), the headings naming the file,
+policy and cap, its refusals (no file, not a trace, nothing for the device,
+an access log with no recorded step), and the error naming the
 Debian package when matplotlib is missing. Exits 77 (skipped, for ctest)
 when no Python here has matplotlib.
 
@@ -65,6 +67,22 @@ def unpaged_trace(cap):
                         "events_dropped": 0}}
 
 
+def access_log(profiled=True):
+    """An access log (docs/gpu-runs/*access-log*.json): the summary alone, no
+    events; its recorded step of four operations over three units, a plan's
+    budget of 8 MiB, and the step a GPU measured beside it."""
+    profile = {"format": 2, "period": 4, "step_ns": 5300.0, "offload_delay": 1, "backward_begins": 2,
+               "units": [4 * MIB, 4 * MIB, 2 * MIB],
+               "names": ["gemm", "cuMemcpyDtoHAsync_v2", "relu"],
+               # [duration ns, stall ns, flags (1 kernel, 256 a copy to the host), units touched, name]
+               "ops": [[1000, 0, 1, [0], 0], [2000, 500, 1, [0, 1], 0], [1500, 0, 256, [1], 1], [800, 0, 1, [2, 0], 2]]}
+    schedule = {"planner": "auto", "period": 4, "operations": 40, "plan": {"budget": 8 * MIB, "swaps": 1}}
+    if profiled:
+        schedule["profile"] = profile
+    return {"measured": {"device": "NVIDIA H200", "step_ms": 0.01, "uncapped_step_ms": 0.005},
+            "vgpumem": {"schedule": schedule, "paging": {"policy": "auto"}, "launches": 40}}
+
+
 def headings(work):
     """The picture's heading names the file, the policy and the cap."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(SCRIPT)))
@@ -77,6 +95,12 @@ def headings(work):
             json.dump(data, f)
         heading = plot_trace.heading(plot_trace.Trace(path, 0), path)
         expect(heading.startswith(said), f"the heading of {name}: {heading!r}")
+    path = os.path.join(work, "gpu.access-log.json")
+    with open(path, "w") as f:
+        json.dump(access_log(), f)
+    heading = plot_trace.access_log_heading(plot_trace.AccessLog(path), path)
+    expect(heading.startswith("gpu.access-log.json: an access log's recorded step, 4 operations"),
+           f"the heading of an access log: {heading!r}")
 
 
 def draws(python, work, name, data):
@@ -110,6 +134,12 @@ def checks(work):
     result = run(sys.executable, path, "--device", "3")
     expect(result.returncode == 1 and "nothing for device 3" in result.stderr,
            "a device the trace has nothing for is refused", result)
+    unprofiled = os.path.join(work, "unprofiled.access-log.json")
+    with open(unprofiled, "w") as f:
+        json.dump(access_log(profiled=False), f)
+    result = run(sys.executable, unprofiled)
+    expect(result.returncode == 1 and "recorded no step" in result.stderr,
+           "an access log without a recorded step is refused, saying so", result)
 
     python = python_with("matplotlib")
     if python is None:
@@ -123,6 +153,7 @@ def checks(work):
     # Nothing paged: the strict cap with its refusal, and no cap at all.
     draws(python, work, "strict", unpaged_trace(32 * MIB))
     draws(python, work, "uncapped", unpaged_trace(None))
+    draws(python, work, "access-log", access_log())
     headings(work)
     print("plot_trace: all checks passed")
 

@@ -1,12 +1,15 @@
 // cupti::KernelTimes against the simulated CUPTI and driver: durations equal
 // the simulated clock's, an absent library and a CUPTI held by another
-// subscriber are reported as such (and nothing of ours is enabled), and after
+// subscriber are reported as such (and nothing of ours is enabled), a library
+// that refuses to subscribe is absent with its error, and after
 // step_aside() another party subscribes and gets all of its own records.
 #include <gtest/gtest.h>
 
 #include <cupti.h>
 
 #include <map>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "cupti/kernel_times.h"
@@ -106,6 +109,31 @@ TEST_F(KernelTimesTest, AnotherSubscriberFirstMeansTakenAndNothingOfOursEnabled)
   ASSERT_EQ(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
   EXPECT_TRUE(g_their_durations.empty()) << "kernel activity was enabled by someone";
   EXPECT_EQ(times.kernel_records(), 0u);
+  EXPECT_EQ(cuptiUnsubscribe(theirs), CUPTI_SUCCESS);
+}
+
+// A libcupti that loads but refuses cuptiSubscribe for its own reasons (a
+// driver it does not support, missing privileges): absent, with its error,
+// not "held by another subscriber" -- no profiler is involved.
+CUptiResult subscribe_without_privileges(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) {
+  return CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
+}
+void* lookup_refusing_subscribe(void* handle, const char* name) {
+  if (std::string_view(name) == "cuptiSubscribe") return reinterpret_cast<void*>(&subscribe_without_privileges);
+  return glibc_dlsym(handle, name);
+}
+
+TEST_F(KernelTimesTest, SubscribeFailingForItsOwnReasonIsAbsentWithTheError) {
+  KernelTimesOptions options = test_cupti_options();
+  options.lookup = &lookup_refusing_subscribe;
+  KernelTimes times(options);
+  EXPECT_EQ(times.start(), TimerState::absent);
+  const std::string& why = times.absent_reason();
+  EXPECT_NE(why.find("cuptiSubscribe"), std::string::npos) << why;
+  EXPECT_NE(why.find(std::to_string(static_cast<int>(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES))), std::string::npos) << why;
+  // Nothing of ours holds CUPTI: a profiler can still subscribe.
+  CUpti_SubscriberHandle theirs = nullptr;
+  EXPECT_EQ(cuptiSubscribe(&theirs, nullptr, nullptr), CUPTI_SUCCESS);
   EXPECT_EQ(cuptiUnsubscribe(theirs), CUPTI_SUCCESS);
 }
 
