@@ -202,7 +202,8 @@ double steady_planned_share(const nlohmann::json& trace) {
 bool recorded_floor(const nlohmann::json& trace, double link_gbps, double step_compute_ns, double* floor_ns) {
   if (!trace.is_object() || !trace.contains("schedule")) return false;
   const nlohmann::json& schedule = trace.at("schedule");
-  if (!schedule.contains("profile") || !schedule.contains("plan") || !schedule.at("plan").contains("budget")) {
+  if (!schedule.contains("profile") || !schedule.contains("plan") || !schedule.at("plan").contains("budget") ||
+      !schedule.at("plan").at("budget").is_number_unsigned()) {
     return false;
   }
   try {

@@ -363,7 +363,10 @@ int simulate_trace(const Options& options, nlohmann::json& trace) {
   if (options.grace) profile.offload_delay = *options.grace;
   std::uint64_t budget = 0;
   if (options.limit.empty()) {
-    if (schedule == nullptr || !schedule->contains("plan") || !(*schedule)["plan"].contains("budget")) {
+    // A whole number of bytes, as the shim writes it (a float out of range
+    // would make the conversion undefined: a damaged or hostile file).
+    if (schedule == nullptr || !schedule->contains("plan") || !(*schedule)["plan"].contains("budget") ||
+        !(*schedule)["plan"]["budget"].is_number_unsigned()) {
       std::cerr << "vgpumem simulate: \"" << options.trace << "\" does not say what its run's cap was: give --limit\n";
       return 2;
     }
