@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "cli/paths.h"
+#include "cli/steady_state.h"
 #include "cli/sim_runs.h"
 #include "common/format_bytes.h"
 #include "scheduler/profile_json.h"
@@ -185,11 +186,9 @@ double steady_planned_share(const nlohmann::json& trace) {
   if (!trace.is_object() || !trace.contains("schedule")) return -1;
   const nlohmann::json& recent = trace["schedule"].value("recent_iterations", nlohmann::json::array());
   double planned = 0, on_demand = 0;
-  for (std::size_t k = recent.size(); k-- > 0;) {
-    const nlohmann::json& it = recent[k];
-    if (!it.is_object() || it.value("followed", 0.0) != it.value("operations", -1.0)) break;
-    planned += it.value("fetches_planned", 0.0);
-    on_demand += it.value("fetches_on_demand", 0.0);
+  for (std::size_t k = first_followed_throughout(recent); k < recent.size(); ++k) {
+    planned += recent[k].value("fetches_planned", 0.0);
+    on_demand += recent[k].value("fetches_on_demand", 0.0);
   }
   return planned + on_demand > 0 ? planned / (planned + on_demand) : -1;
 }

@@ -30,6 +30,7 @@
 
 #include "cli/demo_plot.h"
 #include "cli/paths.h"
+#include "cli/steady_state.h"
 #include "cli/trace_argument.h"
 #include "common/format_bytes.h"
 #include "scheduler/profile_json.h"
@@ -290,10 +291,9 @@ bool carried_step(const nlohmann::json& file, std::optional<double> uncapped_ns,
 void recent_steps(const nlohmann::json& schedule, StepTime* step) {
   const nlohmann::json& recent = member(schedule, "recent_iterations");
   if (!recent.is_array()) return;
-  std::size_t first = recent.size();
-  while (first > 0 && number(recent[first - 1], "followed") == number(recent[first - 1], "operations")) --first;
-  if (first == recent.size()) first = 0;
-  step->steady = first > 0 || (!recent.empty() && number(recent[0], "followed") == number(recent[0], "operations"));
+  const std::size_t trailing = first_followed_throughout(recent);
+  step->steady = trailing < recent.size();
+  const std::size_t first = step->steady ? trailing : 0;
   double sum = 0;
   for (std::size_t i = first; i < recent.size(); ++i) {
     const double ns = number(recent[i], "host_ns");
@@ -484,8 +484,7 @@ void host_path_lines(std::ostream& out, const nlohmann::json& path) {
 // there are any (the first after a lock is recorded, not yet planned).
 void steady_state_line(std::ostream& out, const nlohmann::json& all) {
   if (!all.is_array() || all.empty() || !all.back().contains("moved_bytes")) return;
-  std::size_t first = all.size();
-  while (first > 0 && number(all[first - 1], "followed") == number(all[first - 1], "operations")) --first;
+  const std::size_t first = first_followed_throughout(all);
   const nlohmann::json recent = first < all.size() ? nlohmann::json(std::vector<nlohmann::json>(
                                                          all.begin() + static_cast<std::ptrdiff_t>(first), all.end()))
                                                    : all;

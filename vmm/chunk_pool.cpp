@@ -183,11 +183,8 @@ std::size_t ChunkPool::grow(std::size_t chunks, CUresult* error, bool* cap_full,
       continue;
     }
     CUmemGenericAllocationHandle handle = 0;
-    CUresult r = CUDA_SUCCESS;
-    {
-      DriverCallTimer timed(stats_, DriverWork::vmm);
-      r = driver_.create(&handle, size * kChunkBytes, &prop, 0);
-    }
+    const CUresult r =
+        counted_call(stats_, DriverWork::vmm, [&] { return driver_.create(&handle, size * kChunkBytes, &prop, 0); });
     if (r != CUDA_SUCCESS) {
       ledger_.refund(device_, size * kChunkBytes);
       if (size > 1) {
@@ -251,10 +248,7 @@ std::uint32_t ChunkPool::taken_chunks(std::uint32_t slot) const {
 
 void ChunkPool::release_block(std::uint32_t slot) {
   Block& block = slots_[slot];
-  {
-    DriverCallTimer timed(stats_, DriverWork::vmm);
-    driver_.release(block.handle);
-  }
+  counted_call(stats_, DriverWork::vmm, [&] { return driver_.release(block.handle); });
   ledger_.refund(device_, block.chunks * kChunkBytes);
   created_ -= block.chunks;
   free_ -= block.chunks;

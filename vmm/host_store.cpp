@@ -73,8 +73,7 @@ std::optional<std::uint64_t> HostStore::spare_wanted() const {
 
 void HostStore::add_spare(void* buffer, std::uint64_t bytes) {
   if (limit_ && pinned_ + bytes > *limit_) {
-    DriverCallTimer timed(stats_, DriverWork::pin);
-    driver_.host_free(buffer);
+    counted_call(stats_, DriverWork::pin, [&] { return driver_.host_free(buffer); });
     return;
   }
   pinned_ += bytes;
@@ -100,10 +99,7 @@ bool HostStore::release_one_free() {
   if (free_.empty()) return false;
   auto largest = std::prev(free_.end());
   drain(largest->second.read_by);  // never unpinned under a copy
-  {
-    DriverCallTimer timed(stats_, DriverWork::pin);
-    driver_.host_free(largest->second.buffer);
-  }
+  counted_call(stats_, DriverWork::pin, [&] { return driver_.host_free(largest->second.buffer); });
   pinned_size_.erase(largest->second.buffer);
   pinned_ -= largest->first;
   free_.erase(largest);
