@@ -84,8 +84,8 @@ def is_access_log(data):
 class Trace:
     """What the picture needs of one device's trace: memory, bytes away, launches."""
 
-    def __init__(self, path, device):
-        data = read_json(path)
+    def __init__(self, path, device, data=None):
+        data = read_json(path) if data is None else data  # `data`: the file read already
         if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list) or \
                 not isinstance(data.get("vgpumem"), dict):
             fail(f"{path} is not a vgpumem trace (traceEvents and a vgpumem summary, from VGPUMEM_TRACE=FILE)")
@@ -239,8 +239,8 @@ KERNEL, TO_HOST = 1, 256  # an operation's flags in the profile (scheduler/profi
 class AccessLog:
     """What the picture needs of an access log: the recorded step's operations, in order."""
 
-    def __init__(self, path):
-        data = read_json(path)
+    def __init__(self, path, data=None):
+        data = read_json(path) if data is None else data  # `data`: the file read already
         summary = data.get("vgpumem", {}) if isinstance(data, dict) else {}
         schedule = summary.get("schedule") if isinstance(summary.get("schedule"), dict) else {}
         profile = schedule.get("profile")
@@ -352,10 +352,11 @@ def main():
     parser.add_argument("--title", help="a heading for the picture")
     args = parser.parse_args()
     out = args.out or os.path.splitext(args.trace)[0] + ".png"
-    if is_access_log(read_json(args.trace)):
-        draw_access_log(AccessLog(args.trace), out, args.title)
+    data = read_json(args.trace)  # once: a trace may be tens of MB
+    if is_access_log(data):
+        draw_access_log(AccessLog(args.trace, data), out, args.title)
     else:
-        draw(Trace(args.trace, args.device), out, args.title)
+        draw(Trace(args.trace, args.device, data), out, args.title)
 
 
 if __name__ == "__main__":
