@@ -79,10 +79,11 @@ INSTANTIATE_TEST_SUITE_P(
 // shell removes once the shim has loaded the driver into it: the trace can
 // no longer go where it was asked. The trainer's log lands in `log`, emptied
 // first: the background job's redirection may come after the first look, and
-// an earlier run's log says the driver was loaded already.
+// an earlier run's log says the driver was loaded already. Batch 8: long
+// enough for the shell to look (300 steps), short under the sanitizers.
 std::vector<std::string> trainer_losing_its_trace_directory(const std::string& directory, const std::string& log) {
   const std::string script =
-      ": >\"$1\"; \"$0\" --steps 300 2>>\"$1\" & pid=$!; "
+      ": >\"$1\"; \"$0\" --batch 8 --steps 300 2>>\"$1\" & pid=$!; "
       "until grep -q 'loaded CUDA driver' \"$1\"; do sleep 0.01; done; "
       "rm -rf \"$2\"; wait $pid";
   return {"/bin/sh", "-c", script, program("mlp_trainer"), log, directory};
