@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -74,13 +77,27 @@ inline vmm::PagerOptions test_pager_options() {
   return options;
 }
 
-// The pattern the tests write: byte i of `seed`'s is i * 31 + seed.
+// The pattern the tests write: byte i of `seed`'s is i * 31 + seed. It
+// repeats every 256 bytes, so it is written and compared a period at a time
+// with memcpy and memcmp: ThreadSanitizer checks those as one range each,
+// where a loop of bytes cost it a call per byte (half the paging tests' time
+// under it).
+inline constexpr std::uint64_t kPatternPeriod = 256;
+inline std::array<unsigned char, kPatternPeriod> pattern_period(unsigned seed) {
+  std::array<unsigned char, kPatternPeriod> period{};
+  for (std::uint64_t i = 0; i < kPatternPeriod; ++i) period[i] = static_cast<unsigned char>(i * 31 + seed);
+  return period;
+}
 inline void fill_pattern(unsigned char* out, std::uint64_t bytes, unsigned seed) {
-  for (std::uint64_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>(i * 31 + seed);
+  const auto period = pattern_period(seed);
+  for (std::uint64_t at = 0; at < bytes; at += kPatternPeriod) {
+    std::memcpy(out + at, period.data(), std::min(kPatternPeriod, bytes - at));
+  }
 }
 inline bool has_pattern(const unsigned char* data, std::uint64_t bytes, unsigned seed) {
-  for (std::uint64_t i = 0; i < bytes; ++i) {
-    if (data[i] != static_cast<unsigned char>(i * 31 + seed)) return false;
+  const auto period = pattern_period(seed);
+  for (std::uint64_t at = 0; at < bytes; at += kPatternPeriod) {
+    if (std::memcmp(data + at, period.data(), std::min(kPatternPeriod, bytes - at)) != 0) return false;
   }
   return true;
 }
