@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "scheduler/profile_json.h"
 
 #include <algorithm>
@@ -115,6 +116,7 @@ void Scheduler::fire(const TriggerTable& table, const TriggerTable::Step& step) 
 // ---- planning -------------------------------------------------------------------------------
 
 void Scheduler::planning_loop() {
+  name_this_thread("vgpumem-planner");
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     wake_.wait_for(lock, options_.poll, [this] { return stopping_; });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/thread_name.h"
 #include "vmm/async_signals_blocked.h"
 #include "vmm/atomic_max.h"
 #include "vmm/host_path_stats.h"
@@ -66,6 +67,7 @@ bool Mover::take(Move* move, std::uint64_t* posted_at) {
 
 void Mover::run() {
   mark_pager_thread();
+  name_this_thread("vgpumem-mover");
   Move move;
   std::uint64_t posted_at = 0;
   while (!stopping_.load(std::memory_order_acquire)) {

@@ -1,5 +1,6 @@
 #include "vmm/reclaimer.h"
 
+#include "common/thread_name.h"
 #include "vmm/async_signals_blocked.h"
 #include "vmm/host_path_stats.h"
 
@@ -35,6 +36,7 @@ void Reclaimer::stop() {
 
 void Reclaimer::run() {
   mark_pager_thread();
+  name_this_thread("vgpumem-reclaim");
   std::unique_lock lock(mutex_);
   for (;;) {
     woken_.wait(lock, [this] { return pending_ || stopping_; });

@@ -125,6 +125,7 @@
 // prints "CUDA_ERROR <name> at <call>" and exits 3.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -1405,6 +1406,7 @@ class BackwardThread {
 
  private:
   void serve(CUcontext context) {
+    ::pthread_setname_np(::pthread_self(), "pt_autograd_0");  // as PyTorch names its autograd thread
     check(cuCtxSetCurrent(context), "cuCtxSetCurrent (backward thread)");
     for (;;) {
       std::size_t begin = 0, end = 0;

@@ -335,7 +335,7 @@ SIM_EXPORT void vgpusimThreadDriverCalls(unsigned long long* vmm_calls, unsigned
 SIM_EXPORT void vgpusimHostHandoff(unsigned long long ns) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
-  advance_host(sim, static_cast<double>(ns));
+  advance_host(sim, static_cast<double>(ns), HostSpan::handoff);
 }
 
 SIM_EXPORT void vgpusimCopiedBytes(unsigned long long* to_device, unsigned long long* to_host) {

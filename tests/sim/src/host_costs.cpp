@@ -127,7 +127,8 @@ void spend_locked(Simulator& sim, double ns) {
   const double before = host_now(sim);
   const double start = sim.driver_lock.book(before, ns);
   sim.driver_lock_waited_ns += start - before;
-  advance_host(sim, start + ns);
+  advance_host(sim, start, HostSpan::driver_lock);
+  advance_host(sim, start + ns, HostSpan::driver_call);
   t_calls.ns += start + ns - before;
 }
 
@@ -175,7 +176,7 @@ void spend_vmm_time(Simulator& sim, double ns) {
   ++t_calls.vmm;
   if (sim.cost_model == CostModel::idle) {
     t_calls.ns += ns;
-    advance_host(sim, host_now(sim) + ns);
+    advance_host(sim, host_now(sim) + ns, HostSpan::driver_call);
     return;
   }
   spend_locked(sim, ns);
@@ -204,7 +205,7 @@ void spend_pin_time(Simulator& sim, std::uint64_t bytes, bool registering) {
 
 void spend_issue_time(Simulator& sim, Issue call) {
   if (sim.cost_model == CostModel::idle) return;
-  advance_host(sim, host_now(sim) + issue_ns(call));
+  advance_host(sim, host_now(sim) + issue_ns(call), HostSpan::issue);
 }
 
 void scrub_released(Simulator& sim, int device, std::uint64_t bytes) {

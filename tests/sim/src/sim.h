@@ -264,12 +264,26 @@ struct Pending {
   double start_ns = 0, end_ns = 0;  // as scheduled at issue, for the timeline file
   double issued_ns = 0;             // the issuing thread's clock then (start_ns may be later: stream, engine)
   std::uint32_t stream_id = 0;      // the stream it was issued to, for the kernel observer
+  int issued_by = -1;               // the issuing thread's host lane, where the timeline file is kept
 };
 
-// What the engines did and how much device memory was charged, in simulated
-// time, for VGPUSIM_TIMELINE (timeline_file.cpp). Kept in memory, bounded,
-// and written at exit.
+// Why a host thread's clock moved: the driver's work it paid for, or what it
+// waited for. The timeline file's host lanes.
+enum class HostSpan : std::uint8_t {
+  issue,        // issuing work: a launch, a copy, an event record, a stream wait
+  driver_call,  // a VMM or pinning call's own cost
+  driver_lock,  // waiting for the driver's lock held by another thread's call
+  device_wait,  // a synchronisation waiting for work on the device; a full queue
+  poll,         // a query answered "not ready"
+  handoff,      // taking another thread's clock (vgpusimHostHandoff: a lock, a handed-over task)
+};
+
+// What the engines did, how much device memory was charged, and what each
+// host thread paid for or waited for, in simulated time, for
+// VGPUSIM_TIMELINE (timeline_file.cpp). Kept in memory, bounded, and written
+// at exit.
 struct TimelineFile {
+  enum class Kind : std::uint8_t { operation, memory, host };
   struct Entry {
     double start_ns = 0;
     double duration_ns = 0;
@@ -279,12 +293,16 @@ struct TimelineFile {
     const char* what = "";
     const char* name = nullptr;
     int device = 0;
-    Engine engine = Engine::none;  // none: a change of physical memory charged
+    int thread = -1;  // the host lane: an operation's issuing thread, a host span's thread
+    Kind kind = Kind::operation;
+    Engine engine = Engine::none;
+    HostSpan why = HostSpan::issue;  // a host span's
   };
   bool enabled = false;
   std::size_t max_events = 200000;
   std::uint64_t dropped = 0;
   std::vector<Entry> entries;
+  std::vector<std::string> thread_names;  // by host lane, as the thread was named when first seen
 };
 
 // VGPUSIM_COST_MODEL (host_costs.cpp): what the calibrated model charges
@@ -432,9 +450,10 @@ void destroy_stream(Simulator& sim, Stream* stream);
 // CUDA_SUCCESS or the capture's error.
 CUresult enqueue(Simulator& sim, Stream* stream, Operation operation);
 // The calling thread's clock (a thread starts at the latest time any thread
-// has reached), and moving it forward to `time_ns`.
+// has reached), and moving it forward to `time_ns` for a reason the timeline
+// file's host lanes show.
 double host_now(Simulator& sim);
-void advance_host(Simulator& sim, double time_ns);
+void advance_host(Simulator& sim, double time_ns, HostSpan why);
 // Runs everything scheduled at or before `time_ns` and moves the calling
 // thread's clock there. Returns the sticky error of `context` (if given) afterwards.
 CUresult wait_until(Simulator& sim, double time_ns, Context* context);
@@ -449,6 +468,10 @@ void observe_run(const Pending& work, int device);
 // ---- the timeline file (timeline_file.cpp); the caller holds sim.mutex ------
 // An operation of an engine ran, as scheduled on `device`.
 void record_operation(Simulator& sim, int device, const Pending& work);
+// The calling thread's host lane (numbered in the order threads are first seen).
+int host_lane(Simulator& sim);
+// The calling thread's clock moved from `from_ns` to `to_ns` because of `why`.
+void record_host_span(Simulator& sim, double from_ns, double to_ns, HostSpan why);
 // The bytes charged to or mapped on `device` changed (now, on the calling thread's clock).
 void record_memory(Simulator& sim, int device);
 // Writes the file (Chrome trace-event format) to `path`.

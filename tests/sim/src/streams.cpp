@@ -72,7 +72,7 @@ CUresult stream_query(CUstream handle, bool per_thread_api) {
   Stream* stream = stream_to_wait_on(l.sim, handle, per_thread_api, &context, &error);
   if (stream == nullptr) return error;
   if (stream->tail_ns > host_now(l.sim)) {
-    advance_host(l.sim, std::min(stream->tail_ns, host_now(l.sim) + kPollNs));
+    advance_host(l.sim, std::min(stream->tail_ns, host_now(l.sim) + kPollNs), HostSpan::poll);
     return CUDA_ERROR_NOT_READY;
   }
   return wait_until(l.sim, stream->tail_ns, context);
@@ -258,7 +258,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent handle) {
   Event* event = event_to_wait_for(l.sim, handle, &context, &error);
   if (event == nullptr) return error;
   if (event->time_ns > host_now(l.sim)) {
-    advance_host(l.sim, std::min(event->time_ns, host_now(l.sim) + kPollNs));
+    advance_host(l.sim, std::min(event->time_ns, host_now(l.sim) + kPollNs), HostSpan::poll);
     return CUDA_ERROR_NOT_READY;
   }
   return wait_until(l.sim, event->time_ns, context);

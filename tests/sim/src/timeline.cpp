@@ -161,7 +161,8 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   stream->tail_ns = end;
   sim.last_end_ns = std::max(sim.last_end_ns, end);
   const double acts_at = operation.effect_at_end ? end : start;
-  Pending work{stream->context, std::move(operation), start, end, issued, stream->id};
+  Pending work{stream->context, std::move(operation), start, end, issued, stream->id,
+               sim.timeline.enabled ? host_lane(sim) : -1};
   const auto key = std::make_pair(acts_at, sim.next_sequence++);
   if (sim.spare_pending.empty()) {
     sim.pending.emplace(key, std::move(work));
@@ -176,7 +177,7 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation) {
   while (sim.pending.size() > kMaxPending) {
     const double oldest = sim.pending.begin()->first.first;
     run_pending_until(sim, oldest);
-    advance_host(sim, oldest);
+    advance_host(sim, oldest, HostSpan::device_wait);
   }
   return CUDA_SUCCESS;
 }
@@ -191,15 +192,16 @@ double& thread_clock(const Simulator& sim) {
 
 double host_now(Simulator& sim) { return thread_clock(sim); }
 
-void advance_host(Simulator& sim, double time_ns) {
+void advance_host(Simulator& sim, double time_ns, HostSpan why) {
   double& clock = thread_clock(sim);
+  if (time_ns > clock && sim.timeline.enabled) record_host_span(sim, clock, time_ns, why);
   clock = std::max(clock, time_ns);
   sim.latest_host_ns = std::max(sim.latest_host_ns, clock);
 }
 
 CUresult wait_until(Simulator& sim, double time_ns, Context* context) {
   run_pending_until(sim, time_ns);
-  advance_host(sim, time_ns);
+  advance_host(sim, time_ns, HostSpan::device_wait);
   return context ? context->sticky : CUDA_SUCCESS;
 }
 

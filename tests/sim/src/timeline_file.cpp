@@ -1,5 +1,7 @@
-// VGPUSIM_TIMELINE: what each device's engines did and how much memory was
-// charged, in simulated time, as a Chrome trace-event file (Perfetto,
+// VGPUSIM_TIMELINE: what each device's engines did, how much memory was
+// charged, and what each host thread paid for or waited for (the driver's
+// work, its lock, the device), in simulated time, as a Chrome trace-event
+// file (Perfetto,
 // chrome://tracing, scripts/plot_timeline.py). The shim's own trace is in
 // wall time and cannot show what a schedule costs on the simulated device;
 // this file can, and two runs of one workload line up on its time axis.
@@ -7,6 +9,8 @@
 // Entries are kept in memory (a fixed-size record each, bounded by
 // VGPUSIM_TIMELINE_MAX_EVENTS, the rest counted) and formatted once, at exit,
 // so recording costs a run little.
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -25,6 +29,27 @@ const char* lane_name(Engine engine) {
     default: return "none";
   }
 }
+
+const char* span_name(HostSpan why) {
+  switch (why) {
+    case HostSpan::issue: return "issue";
+    case HostSpan::driver_call: return "driver call";
+    case HostSpan::driver_lock: return "driver lock";
+    case HostSpan::device_wait: return "device wait";
+    case HostSpan::poll: return "poll";
+    case HostSpan::handoff: return "handoff";
+  }
+  return "?";
+}
+
+// The calling thread's lane and its last host span (extended while the next
+// one follows it for the same reason: a run of launches is one span).
+struct ThreadLane {
+  int lane = -1;
+  std::size_t last_span = 0;
+  bool has_span = false;
+};
+thread_local ThreadLane t_lane;
 
 void append_escaped(std::string& out, const char* text) {
   for (const char* c = text; *c; ++c) {
@@ -66,6 +91,37 @@ std::string counter(int device, double at_ns, std::uint64_t physical, std::uint6
 
 }  // namespace
 
+int host_lane(Simulator& sim) {
+  if (t_lane.lane < 0) {
+    char name[64] = "";
+    ::pthread_getname_np(::pthread_self(), name, sizeof name);
+    t_lane.lane = static_cast<int>(sim.timeline.thread_names.size());
+    sim.timeline.thread_names.emplace_back(name);
+  }
+  return t_lane.lane;
+}
+
+void record_host_span(Simulator& sim, double from_ns, double to_ns, HostSpan why) {
+  std::vector<TimelineFile::Entry>& entries = sim.timeline.entries;
+  if (t_lane.has_span && t_lane.last_span < entries.size()) {
+    TimelineFile::Entry& last = entries[t_lane.last_span];
+    if (last.why == why && last.start_ns + last.duration_ns == from_ns) {
+      last.duration_ns = to_ns - last.start_ns;
+      return;
+    }
+  }
+  TimelineFile::Entry entry;
+  entry.kind = TimelineFile::Kind::host;
+  entry.start_ns = from_ns;
+  entry.duration_ns = to_ns - from_ns;
+  entry.thread = host_lane(sim);
+  entry.why = why;
+  const std::size_t at = entries.size();
+  add(sim, entry);
+  t_lane.has_span = entries.size() > at;
+  t_lane.last_span = at;
+}
+
 void record_operation(Simulator& sim, int device, const Pending& work) {
   TimelineFile::Entry entry;
   entry.start_ns = work.start_ns;
@@ -75,6 +131,7 @@ void record_operation(Simulator& sim, int device, const Pending& work) {
   entry.what = work.operation.what;
   entry.name = work.operation.name;
   entry.device = device;
+  entry.thread = work.issued_by;
   entry.engine = work.operation.engine;
   add(sim, entry);
 }
@@ -82,6 +139,7 @@ void record_operation(Simulator& sim, int device, const Pending& work) {
 void record_memory(Simulator& sim, int device) {
   TimelineFile::Entry entry;
   // Charges, refunds, maps and unmaps happen in API calls, on the calling thread's clock.
+  entry.kind = TimelineFile::Kind::memory;
   entry.start_ns = host_now(sim);
   entry.bytes = sim.devices.at(static_cast<std::size_t>(device)).physical_now;
   entry.mapped = sim.devices.at(static_cast<std::size_t>(device)).mapped_now;
@@ -114,9 +172,30 @@ void write_timeline(Simulator& sim, const char* path) {
     // Every device starts empty: the counter starts at 0 so a plot's first step is right.
     out += counter(static_cast<int>(d), 0, 0, 0, sim.devices[d].memory_bytes) + ",\n";
   }
+  // The host: one process after the devices, a lane per thread that issued
+  // work or paid for a driver call, numbered as first seen, named as the
+  // thread was named then.
+  const std::string host_pid = std::to_string(sim.devices.size());
+  if (!timeline.thread_names.empty()) {
+    out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + host_pid + ",\"args\":{\"name\":\"host\"}},\n";
+  }
+  for (std::size_t lane = 0; lane < timeline.thread_names.size(); ++lane) {
+    const std::string tid = std::to_string(lane + 1);
+    std::string name = "thread " + std::to_string(lane);
+    if (!timeline.thread_names[lane].empty()) name += " (" + timeline.thread_names[lane] + ")";
+    out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + host_pid + ",\"tid\":" + tid + ",\"args\":{\"name\":\"";
+    append_escaped(out, name.c_str());
+    out += "\"}},\n";
+  }
   for (const TimelineFile::Entry& e : timeline.entries) {
+    if (e.kind == TimelineFile::Kind::host) {
+      out += "{\"ph\":\"X\",\"name\":\"" + std::string(span_name(e.why)) + "\",\"cat\":\"host\",\"pid\":" + host_pid +
+             ",\"tid\":" + std::to_string(e.thread + 1) + ",\"ts\":" + micros(e.start_ns) + ",\"dur\":" +
+             micros(e.duration_ns) + "},\n";
+      continue;
+    }
     const std::uint64_t memory_bytes = sim.devices.at(static_cast<std::size_t>(e.device)).memory_bytes;
-    if (e.engine == Engine::none) {
+    if (e.kind == TimelineFile::Kind::memory) {
       out += counter(e.device, e.start_ns, e.bytes, e.mapped, memory_bytes) + ",\n";
       continue;
     }
@@ -126,7 +205,9 @@ void write_timeline(Simulator& sim, const char* path) {
            ",\"tid\":" + std::to_string(static_cast<int>(e.engine)) + ",\"ts\":" + micros(e.start_ns) +
            ",\"dur\":" + micros(e.duration_ns) + ",\"args\":{\"kind\":\"" + kind + "\"";
     if (e.bytes != 0) out += ",\"bytes\":" + std::to_string(e.bytes);
-    out += ",\"issued\":" + micros(e.issued_ns) + "}},\n";
+    out += ",\"issued\":" + micros(e.issued_ns);
+    if (e.thread >= 0) out += ",\"thread\":" + std::to_string(e.thread);
+    out += "}},\n";
   }
   // The last value again at the end of the run, so the counter spans it.
   for (std::size_t d = 0; d < sim.devices.size(); ++d) {

@@ -2,12 +2,16 @@
 // a child process, since the file is written at exit; the child notes the
 // simulated times it saw beside the file and the parent checks the file
 // against them.
+#include <pthread.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -180,8 +184,75 @@ TEST(TimelineFile, EachOperationCarriesWhenItWasIssued) {
   EXPECT_NEAR(uploads[0].at("ts").get<double>(), t0, 1e-3);
   EXPECT_NEAR(uploads[1].at("ts").get<double>(), t0 + 1000.0 + kCopySetupUs, 1e-3) << "behind the first";
   for (const json& x : events(timeline, "X")) {
+    if (x.at("cat") == "host") continue;  // the host lanes' spans: what a thread paid for, not an operation
     EXPECT_LE(x.at("args").at("issued").get<double>(), x.at("ts").get<double>() + 1e-3) << x.dump();
   }
+}
+
+// Host lanes: what each host thread paid for and waited for, on its own
+// lane named as the thread is, and which thread issued each operation. A
+// VMM call's own cost is a "driver call"; a second thread's call while the
+// first holds the driver's lock waits as "driver lock" first; a launch is
+// "issue"; a synchronisation on a 1 ms kernel is "device wait".
+TEST(TimelineFile, HostLanesShowWhatEachThreadPaidForAndWaitedFor) {
+  const std::string path = scratch("host-lanes.json");
+  ASSERT_EQ(run_child("host_lanes", {"VGPUSIM_TIMELINE=" + path}), 0);
+  const json timeline = read_json(path);
+  const json times = read_json(path + ".times");
+  std::remove(path.c_str());
+  std::remove((path + ".times").c_str());
+  ASSERT_TRUE(timeline.is_object());
+  const int host_pid = 1;  // after the one device
+  std::map<std::string, int> lane_of;
+  for (const json& m : events(timeline, "M")) {
+    if (m.at("pid") == host_pid && m.at("name") == "process_name") {
+      EXPECT_EQ(m.at("args").at("name"), "host");
+    }
+    if (m.at("pid") == host_pid && m.at("name") == "thread_name") {
+      const std::string name = m.at("args").at("name");
+      lane_of[name.substr(name.find('(') + 1, name.find(')') - name.find('(') - 1)] = m.at("tid").get<int>();
+    }
+  }
+  ASSERT_TRUE(lane_of.count("trainer") && lane_of.count("vmm-first") && lane_of.count("vmm-second"))
+      << timeline.dump(1);
+  // Each lane's spans by name, in microseconds.
+  std::map<int, std::map<std::string, std::vector<json>>> spans;
+  for (const json& x : events(timeline, "X")) {
+    if (x.at("pid") == host_pid) {
+      EXPECT_EQ(x.at("cat"), "host");
+      spans[x.at("tid").get<int>()][x.at("name")].push_back(x);
+    }
+  }
+  const double create_us = 70.8;  // a 2 MiB cuMemCreate, calibrated (docs/simulated-driver.md)
+  const auto& first = spans[lane_of["vmm-first"]];
+  ASSERT_EQ(first.count("driver call"), 1u) << timeline.dump(1);
+  EXPECT_NEAR(first.at("driver call").at(0).at("dur").get<double>(), create_us, 0.5);
+  EXPECT_EQ(first.count("driver lock"), 0u) << "the lock was free";
+  const auto& second = spans[lane_of["vmm-second"]];
+  ASSERT_EQ(second.count("driver lock"), 1u) << timeline.dump(1);
+  ASSERT_EQ(second.count("driver call"), 1u);
+  const json& waited = second.at("driver lock").at(0);
+  const json& called = second.at("driver call").at(0);
+  EXPECT_NEAR(waited.at("ts").get<double>(), times.at("second_before_ns").get<double>() / 1000.0, 1e-3);
+  EXPECT_NEAR(waited.at("ts").get<double>() + waited.at("dur").get<double>(),
+              first.at("driver call").at(0).at("ts").get<double>() + create_us, 0.5)
+      << "until the first thread's call ended";
+  EXPECT_NEAR(called.at("ts").get<double>(), waited.at("ts").get<double>() + waited.at("dur").get<double>(), 1e-3);
+  EXPECT_NEAR(called.at("dur").get<double>(), create_us, 0.5);
+  // The trainer: a launch issued, then a wait for its 1 ms kernel.
+  const auto& trainer = spans[lane_of["trainer"]];
+  ASSERT_TRUE(trainer.count("issue") && trainer.count("device wait")) << timeline.dump(1);
+  EXPECT_NEAR(trainer.at("issue").back().at("dur").get<double>(), 3.0, 1e-3) << "a launch costs 3 µs";
+  EXPECT_NEAR(trainer.at("device wait").back().at("dur").get<double>(), 1000.0, 1e-3)
+      << "the synchronisation waited for the kernel issued with it";
+  bool kernel_seen = false;
+  for (const json& x : events(timeline, "X")) {
+    if (x.at("name") == "timeline_file_1ms") {
+      kernel_seen = true;
+      EXPECT_EQ(x.at("args").at("thread").get<int>() + 1, lane_of["trainer"]) << "issued by the trainer's thread";
+    }
+  }
+  EXPECT_TRUE(kernel_seen);
 }
 
 TEST(TimelineFile, MalformedBoundStopsAtInit) {
@@ -268,6 +339,48 @@ int child_create_map_release() {
   return cuMemAddressFree(va, 64 * kMiB) == CUDA_SUCCESS ? 0 : 16;
 }
 
+// Two threads' 2 MiB cuMemCreate at the same simulated time, the second
+// asked once the first holds the driver's lock; then the main thread
+// ("trainer") launches a 1 ms kernel and waits for it.
+int child_host_lanes() {
+  CUcontext ctx = nullptr;
+  if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx)) return 10;
+  ::pthread_setname_np(::pthread_self(), "trainer");
+  CUfunction kernel = register_kernel("timeline_file_1ms", nothing, {}, 1'000'000);
+  const CUmemAllocationProp prop = device_memory();
+  std::mutex mutex;
+  std::condition_variable changed;
+  int stage = 0;  // 1: the second thread's clock is set; 2: the first's call is made
+  json times;
+  CUresult first_result = CUDA_ERROR_UNKNOWN, second_result = CUDA_ERROR_UNKNOWN;
+  CUmemGenericAllocationHandle first_handle = 0, second_handle = 0;
+  std::thread second([&] {
+    ::pthread_setname_np(::pthread_self(), "vmm-second");
+    std::unique_lock lock(mutex);
+    times["second_before_ns"] = vgpusimHostTimeNs();  // its clock starts here, before the first's call
+    stage = 1;
+    changed.notify_all();
+    changed.wait(lock, [&] { return stage == 2; });
+    second_result = cuMemCreate(&second_handle, 2 * kMiB, &prop, 0);
+  });
+  std::thread first([&] {
+    ::pthread_setname_np(::pthread_self(), "vmm-first");
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return stage == 1; });
+    first_result = cuMemCreate(&first_handle, 2 * kMiB, &prop, 0);
+    stage = 2;
+    changed.notify_all();
+  });
+  first.join();
+  second.join();
+  if (first_result || second_result) return 11;
+  CUstream stream = nullptr;
+  if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)) return 12;
+  if (launch(kernel, stream, {}) || cuStreamSynchronize(stream)) return 13;
+  write_times(times);
+  return cuMemRelease(first_handle) || cuMemRelease(second_handle) ? 14 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,6 +390,7 @@ int main(int argc, char** argv) {
     if (name == "overlap") return child_overlap();
     if (name == "create_map_release") return child_create_map_release();
     if (name == "queued") return child_queued();
+    if (name == "host_lanes") return child_host_lanes();
     if (name == "init") return cuInit(0) == CUDA_SUCCESS ? 0 : 1;
     return 99;
   }
