@@ -62,7 +62,7 @@ const vmm::DriverOps* paging_driver_ops() {
     bind(o.func_get_name, "cuFuncGetName");
     bind(o.kernel_get_name, "cuKernelGetName");
     bind(o.host_time_ns, "vgpusimHostTimeNs");  // the simulated driver's only
-    bind(o.host_handoff, "vgpusimHostHandoff");
+    bind(o.host_handoff, "vgpusimHostHandoffFor");
     return o;
   }();
   // Every call the pager makes must exist; otherwise paging stays off.

@@ -53,7 +53,9 @@ struct DriverOps {
   // without it, work handed over would be done in the simulated past, and
   // cost nothing.
   unsigned long long (*host_time_ns)() = nullptr;
-  void (*host_handoff)(unsigned long long) = nullptr;
+  // host_handoff(t, why): `why` names the wait on the simulator's timeline
+  // (a string literal).
+  void (*host_handoff)(unsigned long long, const char*) = nullptr;
 };
 
 }  // namespace vgpumem::vmm

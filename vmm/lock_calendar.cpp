@@ -17,7 +17,7 @@ void LockCalendar::acquired() {
     }
   }
   if (at != arrived) {
-    handoff_(at);
+    handoff_(at, "pager lock");
     waited_ns_.fetch_add(at - arrived, std::memory_order_relaxed);
   }
   taken_at_ = at;

@@ -32,7 +32,8 @@ class LockCalendar final : public LockObserver {
 
   // `now`: the calling thread's simulated clock; `handoff(t)`: moves it
   // forward to t (DriverOps::host_time_ns, host_handoff).
-  LockCalendar(unsigned long long (*now)(), void (*handoff)(unsigned long long)) : now_(now), handoff_(handoff) {}
+  LockCalendar(unsigned long long (*now)(), void (*handoff)(unsigned long long, const char*))
+      : now_(now), handoff_(handoff) {}
 
   void acquired() override;
   void releasing() override;
@@ -45,7 +46,7 @@ class LockCalendar final : public LockObserver {
     std::uint64_t from = 0, to = 0;
   };
   unsigned long long (*const now_)();
-  void (*const handoff_)(unsigned long long);
+  void (*const handoff_)(unsigned long long, const char*);
   std::array<Hold, kHolds> holds_{};
   std::size_t next_ = 0;
   std::uint64_t taken_at_ = 0;

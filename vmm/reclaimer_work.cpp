@@ -26,7 +26,9 @@ void Pager::wake_reclaimer() {
 // invalidate a capture the program has open (docs/gpu-facts.md §8.9).
 void Pager::reclaim() {
   // On a simulated driver, no earlier than the thread that woke it.
-  if (driver_.host_handoff != nullptr) driver_.host_handoff(reclaimer_woken_ns_.load(std::memory_order_relaxed));
+  if (driver_.host_handoff != nullptr) {
+    driver_.host_handoff(reclaimer_woken_ns_.load(std::memory_order_relaxed), "woken");
+  }
   RelaxedCaptureMode relaxed(driver_, true);
   unmap_finished_offloads();
   create_chunks_ahead();

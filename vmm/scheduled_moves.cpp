@@ -97,7 +97,7 @@ bool Pager::prefetch_unit(Unit* unit) {
 // capture may open between the check a move makes and its driver calls,
 // and must not be invalidated by them.
 void Pager::on_mover_thread(const Mover::Move& move) {
-  if (move.posted_ns != 0 && driver_.host_handoff != nullptr) driver_.host_handoff(move.posted_ns);
+  if (move.posted_ns != 0 && driver_.host_handoff != nullptr) driver_.host_handoff(move.posted_ns, "move posted");
   RelaxedCaptureMode relaxed(driver_, true);
   make_move(move);
 }
@@ -177,7 +177,7 @@ void Pager::note_mover_arrivals(Access& access, std::size_t from) {
     Unit* unit = access.at(i);
     if (unit->mover_arrival_ns.load(std::memory_order_relaxed) == 0) continue;
     if (const std::uint64_t arrived = unit->mover_arrival_ns.exchange(0, std::memory_order_relaxed)) {
-      driver_.host_handoff(arrived);
+      driver_.host_handoff(arrived, "mover's fetch");
     }
   }
 }

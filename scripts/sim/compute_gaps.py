@@ -79,8 +79,8 @@ def main():
                 tid = lane + 1 if lane is not None else None
                 why_host[tid] = why_host.get(tid, {})
                 covered = 0.0
-                for start, stop, why in spans.get(tid, []):
-                    overlap = min(stop, engine_free + host_part) - max(start, engine_free)
+                for span_start, span_stop, why in spans.get(tid, []):
+                    overlap = min(span_stop, engine_free + host_part) - max(span_start, engine_free)
                     if overlap > 0:
                         why_host[tid][why] = why_host[tid].get(why, 0.0) + overlap
                         covered += overlap

@@ -48,7 +48,7 @@ inline const vmm::DriverOps& simulated_driver_ops() {
     o.func_get_name = &cuFuncGetName;
     o.kernel_get_name = &cuKernelGetName;
     o.host_time_ns = &vgpusimHostTimeNs;
-    o.host_handoff = &vgpusimHostHandoff;
+    o.host_handoff = &vgpusimHostHandoffFor;
     return o;
   }();
   return ops;

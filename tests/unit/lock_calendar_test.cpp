@@ -12,7 +12,7 @@ namespace {
 unsigned long long g_clocks[2] = {0, 0};
 int g_current = 0;
 unsigned long long now() { return g_clocks[g_current]; }
-void handoff(unsigned long long t) {
+void handoff(unsigned long long t, const char*) {
   if (t > g_clocks[g_current]) g_clocks[g_current] = t;
 }
 

@@ -146,6 +146,11 @@ unsigned long long vgpusimHostTimeNs(void);
  * across with this, as a real thread would have waited. */
 void vgpusimHostHandoff(unsigned long long ns);
 
+/* vgpusimHostHandoff, with what was waited for: the timeline file's host lane
+ * names the wait `why` (a string that lives as long as the process: the
+ * shim's "pager lock", "mover's fetch", ...) instead of "handoff". */
+void vgpusimHostHandoffFor(unsigned long long ns, const char *why);
+
 /* The VMM calls (create, map, set-access, unmap, release, reserve, free) and
  * pinning calls (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister) the
  * calling thread has made so far, and the simulated time they took it in

@@ -338,6 +338,12 @@ SIM_EXPORT void vgpusimHostHandoff(unsigned long long ns) {
   advance_host(sim, static_cast<double>(ns), HostSpan::handoff);
 }
 
+SIM_EXPORT void vgpusimHostHandoffFor(unsigned long long ns, const char* why) {
+  Simulator& sim = Simulator::get();
+  std::lock_guard lock(sim.mutex);
+  advance_host(sim, static_cast<double>(ns), HostSpan::handoff, why);
+}
+
 SIM_EXPORT void vgpusimCopiedBytes(unsigned long long* to_device, unsigned long long* to_host) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);

@@ -123,12 +123,12 @@ thread_local ThreadDriverCalls t_calls;
 
 // Runs a driver call of `ns` under the driver's lock on the calling thread's
 // clock.
-void spend_locked(Simulator& sim, double ns) {
+void spend_locked(Simulator& sim, double ns, const char* call) {
   const double before = host_now(sim);
   const double start = sim.driver_lock.book(before, ns);
   sim.driver_lock_waited_ns += start - before;
   advance_host(sim, start, HostSpan::driver_lock);
-  advance_host(sim, start + ns, HostSpan::driver_call);
+  advance_host(sim, start + ns, HostSpan::driver_call, call);
   t_calls.ns += start + ns - before;
 }
 
@@ -172,14 +172,14 @@ double vmm_range_call_ns(const Simulator& sim, VmmCall call, std::uint64_t range
 
 const ThreadDriverCalls& thread_driver_calls() { return t_calls; }
 
-void spend_vmm_time(Simulator& sim, double ns) {
+void spend_vmm_time(Simulator& sim, double ns, const char* call) {
   ++t_calls.vmm;
   if (sim.cost_model == CostModel::idle) {
     t_calls.ns += ns;
-    advance_host(sim, host_now(sim) + ns, HostSpan::driver_call);
+    advance_host(sim, host_now(sim) + ns, HostSpan::driver_call, call);
     return;
   }
-  spend_locked(sim, ns);
+  spend_locked(sim, ns, call);
 }
 
 // Under the idle model, mapping while the device works can be set to cost
@@ -193,14 +193,15 @@ void spend_map_time(Simulator& sim, int device, std::uint64_t bytes) {
                                   [now](double free_at) { return free_at > now; });
     if (busy) cost = std::max(cost, sim.map_busy_ns);
   }
-  spend_vmm_time(sim, cost);
+  spend_vmm_time(sim, cost, "cuMemMap");
 }
 
 void spend_pin_time(Simulator& sim, std::uint64_t bytes, bool registering) {
   ++t_calls.pin;
   if (sim.cost_model == CostModel::idle) return;
   const double per_byte = registering ? kRegisterNsPerByte : kPinNsPerByte;
-  spend_locked(sim, kPinPerCallNs + per_byte * static_cast<double>(bytes));
+  spend_locked(sim, kPinPerCallNs + per_byte * static_cast<double>(bytes),
+               registering ? "cuMemHostRegister" : "cuMemHostAlloc");
 }
 
 void spend_issue_time(Simulator& sim, Issue call) {

@@ -453,7 +453,8 @@ CUresult enqueue(Simulator& sim, Stream* stream, Operation operation);
 // has reached), and moving it forward to `time_ns` for a reason the timeline
 // file's host lanes show.
 double host_now(Simulator& sim);
-void advance_host(Simulator& sim, double time_ns, HostSpan why);
+// `label` names a handoff (vgpusimHostHandoffFor); a static string.
+void advance_host(Simulator& sim, double time_ns, HostSpan why, const char* label = nullptr);
 // Runs everything scheduled at or before `time_ns` and moves the calling
 // thread's clock there. Returns the sticky error of `context` (if given) afterwards.
 CUresult wait_until(Simulator& sim, double time_ns, Context* context);
@@ -471,7 +472,7 @@ void record_operation(Simulator& sim, int device, const Pending& work);
 // The calling thread's host lane (numbered in the order threads are first seen).
 int host_lane(Simulator& sim);
 // The calling thread's clock moved from `from_ns` to `to_ns` because of `why`.
-void record_host_span(Simulator& sim, double from_ns, double to_ns, HostSpan why);
+void record_host_span(Simulator& sim, double from_ns, double to_ns, HostSpan why, const char* label);
 // The bytes charged to or mapped on `device` changed (now, on the calling thread's clock).
 void record_memory(Simulator& sim, int device);
 // Writes the file (Chrome trace-event format) to `path`.
@@ -490,7 +491,8 @@ double vmm_range_call_ns(const Simulator& sim, VmmCall call, std::uint64_t range
 double vmm_handle_ns(const Simulator& sim, VmmCall call, std::uint64_t handle_bytes);
 // The calling thread pays `ns` for a VMM call: under the calibrated model
 // after waiting for the driver's lock.
-void spend_vmm_time(Simulator& sim, double ns);
+// `call` names it on the timeline file's host lanes (cuMemCreate, ...).
+void spend_vmm_time(Simulator& sim, double ns, const char* call);
 // A cuMemMap of `bytes` on `device`: under the idle model the idle cost, or
 // VGPUSIM_MAP_BUSY_US (Simulator::map_busy_ns) where that is more and the
 // device has work queued or running.

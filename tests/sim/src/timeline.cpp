@@ -192,9 +192,9 @@ double& thread_clock(const Simulator& sim) {
 
 double host_now(Simulator& sim) { return thread_clock(sim); }
 
-void advance_host(Simulator& sim, double time_ns, HostSpan why) {
+void advance_host(Simulator& sim, double time_ns, HostSpan why, const char* label) {
   double& clock = thread_clock(sim);
-  if (time_ns > clock && sim.timeline.enabled) record_host_span(sim, clock, time_ns, why);
+  if (time_ns > clock && sim.timeline.enabled) record_host_span(sim, clock, time_ns, why, label);
   clock = std::max(clock, time_ns);
   sim.latest_host_ns = std::max(sim.latest_host_ns, clock);
 }

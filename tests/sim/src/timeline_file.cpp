@@ -101,11 +101,11 @@ int host_lane(Simulator& sim) {
   return t_lane.lane;
 }
 
-void record_host_span(Simulator& sim, double from_ns, double to_ns, HostSpan why) {
+void record_host_span(Simulator& sim, double from_ns, double to_ns, HostSpan why, const char* label) {
   std::vector<TimelineFile::Entry>& entries = sim.timeline.entries;
   if (t_lane.has_span && t_lane.last_span < entries.size()) {
     TimelineFile::Entry& last = entries[t_lane.last_span];
-    if (last.why == why && last.start_ns + last.duration_ns == from_ns) {
+    if (last.why == why && last.name == label && last.start_ns + last.duration_ns == from_ns) {
       last.duration_ns = to_ns - last.start_ns;
       return;
     }
@@ -116,6 +116,7 @@ void record_host_span(Simulator& sim, double from_ns, double to_ns, HostSpan why
   entry.duration_ns = to_ns - from_ns;
   entry.thread = host_lane(sim);
   entry.why = why;
+  entry.name = label;
   const std::size_t at = entries.size();
   add(sim, entry);
   t_lane.has_span = entries.size() > at;
@@ -189,7 +190,9 @@ void write_timeline(Simulator& sim, const char* path) {
   }
   for (const TimelineFile::Entry& e : timeline.entries) {
     if (e.kind == TimelineFile::Kind::host) {
-      out += "{\"ph\":\"X\",\"name\":\"" + std::string(span_name(e.why)) + "\",\"cat\":\"host\",\"pid\":" + host_pid +
+      std::string span;
+      append_escaped(span, e.name != nullptr ? e.name : span_name(e.why));
+      out += "{\"ph\":\"X\",\"name\":\"" + span + "\",\"cat\":\"host\",\"pid\":" + host_pid +
              ",\"tid\":" + std::to_string(e.thread + 1) + ",\"ts\":" + micros(e.start_ns) + ",\"dur\":" +
              micros(e.duration_ns) + "},\n";
       continue;

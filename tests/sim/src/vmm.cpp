@@ -64,7 +64,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t siz
   const std::uint64_t h = sim.next_handle++;
   sim.physical[h] = Physical{host ? -1 : prop->location.id, size, fd, 1, 0, host, prop->requestedHandleTypes};
   *handle = h;
-  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::create, size));
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::create, size), "cuMemCreate");
   return CUDA_SUCCESS;
 }
 
@@ -75,7 +75,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   auto it = sim.physical.find(handle);
   if (it == sim.physical.end() || it->second.handle_refs == 0) return CUDA_ERROR_INVALID_VALUE;
   --it->second.handle_refs;
-  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::release, it->second.size));
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::release, it->second.size), "cuMemRelease");
   release_physical_if_unused(sim, handle);  // memory goes when no handle and no mapping remain
   return CUDA_SUCCESS;
 }
@@ -98,7 +98,7 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t al
   region.kind = Region::Kind::reservation;
   sim.regions[base] = region;
   *ptr = base;
-  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::reserve, size));
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::reserve, size), "cuMemAddressReserve");
   return CUDA_SUCCESS;
 }
 
@@ -112,7 +112,7 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   sim.regions.erase(it);  // the address space itself stays reserved (never reused)
-  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::address_free, size));
+  spend_vmm_time(sim, vmm_call_ns(sim, VmmCall::address_free, size), "cuMemAddressFree");
   return CUDA_SUCCESS;
 }
 
@@ -183,7 +183,7 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     }
     at += m.size;
   }
-  spend_vmm_time(sim, cost);
+  spend_vmm_time(sim, cost, "cuMemSetAccess");
   return CUDA_SUCCESS;
 }
 
@@ -214,7 +214,7 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     }
     at += length;
   }
-  spend_vmm_time(sim, cost);
+  spend_vmm_time(sim, cost, "cuMemUnmap");
   return CUDA_SUCCESS;
 }
 

@@ -191,9 +191,10 @@ TEST(TimelineFile, EachOperationCarriesWhenItWasIssued) {
 
 // Host lanes: what each host thread paid for and waited for, on its own
 // lane named as the thread is, and which thread issued each operation. A
-// VMM call's own cost is a "driver call"; a second thread's call while the
+// VMM call's own cost is named by the call ("cuMemCreate"); a second thread's call while the
 // first holds the driver's lock waits as "driver lock" first; a launch is
-// "issue"; a synchronisation on a 1 ms kernel is "device wait".
+// "issue"; a synchronisation on a 1 ms kernel is "device wait"; a handoff
+// named by what it waited for (vgpusimHostHandoffFor) is named so.
 TEST(TimelineFile, HostLanesShowWhatEachThreadPaidForAndWaitedFor) {
   const std::string path = scratch("host-lanes.json");
   ASSERT_EQ(run_child("host_lanes", {"VGPUSIM_TIMELINE=" + path}), 0);
@@ -225,17 +226,17 @@ TEST(TimelineFile, HostLanesShowWhatEachThreadPaidForAndWaitedFor) {
   }
   const double create_us = 70.8;  // a 2 MiB cuMemCreate, calibrated (docs/simulated-driver.md)
   const auto& first = spans[lane_of["vmm-first"]];
-  ASSERT_EQ(first.count("driver call"), 1u) << timeline.dump(1);
-  EXPECT_NEAR(first.at("driver call").at(0).at("dur").get<double>(), create_us, 0.5);
+  ASSERT_EQ(first.count("cuMemCreate"), 1u) << timeline.dump(1);
+  EXPECT_NEAR(first.at("cuMemCreate").at(0).at("dur").get<double>(), create_us, 0.5);
   EXPECT_EQ(first.count("driver lock"), 0u) << "the lock was free";
   const auto& second = spans[lane_of["vmm-second"]];
   ASSERT_EQ(second.count("driver lock"), 1u) << timeline.dump(1);
-  ASSERT_EQ(second.count("driver call"), 1u);
+  ASSERT_EQ(second.count("cuMemCreate"), 1u);
   const json& waited = second.at("driver lock").at(0);
-  const json& called = second.at("driver call").at(0);
+  const json& called = second.at("cuMemCreate").at(0);
   EXPECT_NEAR(waited.at("ts").get<double>(), times.at("second_before_ns").get<double>() / 1000.0, 1e-3);
   EXPECT_NEAR(waited.at("ts").get<double>() + waited.at("dur").get<double>(),
-              first.at("driver call").at(0).at("ts").get<double>() + create_us, 0.5)
+              first.at("cuMemCreate").at(0).at("ts").get<double>() + create_us, 0.5)
       << "until the first thread's call ended";
   EXPECT_NEAR(called.at("ts").get<double>(), waited.at("ts").get<double>() + waited.at("dur").get<double>(), 1e-3);
   EXPECT_NEAR(called.at("dur").get<double>(), create_us, 0.5);
@@ -245,6 +246,9 @@ TEST(TimelineFile, HostLanesShowWhatEachThreadPaidForAndWaitedFor) {
   EXPECT_NEAR(trainer.at("issue").back().at("dur").get<double>(), 3.0, 1e-3) << "a launch costs 3 µs";
   EXPECT_NEAR(trainer.at("device wait").back().at("dur").get<double>(), 1000.0, 1e-3)
       << "the synchronisation waited for the kernel issued with it";
+  // A handoff that says what it waited for is named so.
+  ASSERT_EQ(trainer.count("another thread's lock"), 1u) << timeline.dump(1);
+  EXPECT_NEAR(trainer.at("another thread's lock").at(0).at("dur").get<double>(), 500.0, 1e-3);
   bool kernel_seen = false;
   for (const json& x : events(timeline, "X")) {
     if (x.at("name") == "timeline_file_1ms") {
@@ -377,6 +381,7 @@ int child_host_lanes() {
   CUstream stream = nullptr;
   if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)) return 12;
   if (launch(kernel, stream, {}) || cuStreamSynchronize(stream)) return 13;
+  vgpusimHostHandoffFor(vgpusimHostTimeNs() + 500'000, "another thread's lock");
   write_times(times);
   return cuMemRelease(first_handle) || cuMemRelease(second_handle) ? 14 : 0;
 }
