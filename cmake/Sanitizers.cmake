@@ -55,8 +55,9 @@ endif()
 # mapping is its illegal access) -- are compiled without ASan and UBSan. They
 # were 90 % of an end-to-end test's time under ASan (perf: mlp_trainer's
 # linear_backward and linear_forward) for checks that could find nothing; the
-# shim, the simulator and the programs' host code stay instrumented. ThreadSanitizer keeps them: the order of the kernels' and the
-# copies' accesses to the same bytes is what it checks.
+# shim, the simulator and the programs' host code stay instrumented.
+# ThreadSanitizer keeps them: the order of the kernels' and the copies'
+# accesses to the same bytes is what it checks.
 function(vgpumem_arithmetic_unsanitized)
   if(VGPUMEM_SANITIZE STREQUAL "address")
     set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS -fno-sanitize=address,undefined)

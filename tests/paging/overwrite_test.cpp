@@ -38,10 +38,7 @@ class OverwriteTest : public PagerTest {
     vmm::Access access;
     EXPECT_EQ(pager_->prepare_range(buffers_[buffer] + offset, bytes, nullptr, false, access), CUDA_SUCCESS);
     EXPECT_EQ(cuMemcpyDtoH(data.data(), buffers_[buffer] + offset, bytes), CUDA_SUCCESS);
-    for (std::uint64_t i = 0; i < bytes; ++i) {
-      if (data[i] != static_cast<unsigned char>((offset + i) * 31 + buffer)) return false;
-    }
-    return true;
+    return has_pattern(data.data(), bytes, buffer, offset);
   }
   void scribble(CUdeviceptr address, std::uint64_t bytes) {
     const std::vector<unsigned char> garbage(bytes, 0xee);

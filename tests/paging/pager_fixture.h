@@ -77,27 +77,31 @@ inline vmm::PagerOptions test_pager_options() {
   return options;
 }
 
-// The pattern the tests write: byte i of `seed`'s is i * 31 + seed. It
-// repeats every 256 bytes, so it is written and compared a period at a time
-// with memcpy and memcmp: ThreadSanitizer checks those as one range each,
-// where a loop of bytes cost it a call per byte (half the paging tests' time
-// under it).
+// The pattern the tests write: byte i of `seed`'s is i * 31 + seed; a part
+// that starts `offset` bytes into a buffer holds the buffer's bytes from
+// there. It repeats every 256 bytes, so it is written and compared a period
+// at a time with memcpy and memcmp: ThreadSanitizer checks those as one
+// range each, where a loop of bytes cost it a call per byte (half the
+// paging tests' time under it).
 inline constexpr std::uint64_t kPatternPeriod = 256;
-inline std::array<unsigned char, kPatternPeriod> pattern_period(unsigned seed) {
-  std::array<unsigned char, kPatternPeriod> period{};
-  for (std::uint64_t i = 0; i < kPatternPeriod; ++i) period[i] = static_cast<unsigned char>(i * 31 + seed);
-  return period;
+// Two periods: a period from any phase is one contiguous run of them.
+inline std::array<unsigned char, 2 * kPatternPeriod> pattern_periods(unsigned seed) {
+  std::array<unsigned char, 2 * kPatternPeriod> periods{};
+  for (std::uint64_t i = 0; i < periods.size(); ++i) periods[i] = static_cast<unsigned char>(i * 31 + seed);
+  return periods;
 }
-inline void fill_pattern(unsigned char* out, std::uint64_t bytes, unsigned seed) {
-  const auto period = pattern_period(seed);
+inline void fill_pattern(unsigned char* out, std::uint64_t bytes, unsigned seed, std::uint64_t offset = 0) {
+  const auto periods = pattern_periods(seed);
+  const unsigned char* from = periods.data() + offset % kPatternPeriod;
   for (std::uint64_t at = 0; at < bytes; at += kPatternPeriod) {
-    std::memcpy(out + at, period.data(), std::min(kPatternPeriod, bytes - at));
+    std::memcpy(out + at, from, std::min(kPatternPeriod, bytes - at));
   }
 }
-inline bool has_pattern(const unsigned char* data, std::uint64_t bytes, unsigned seed) {
-  const auto period = pattern_period(seed);
+inline bool has_pattern(const unsigned char* data, std::uint64_t bytes, unsigned seed, std::uint64_t offset = 0) {
+  const auto periods = pattern_periods(seed);
+  const unsigned char* from = periods.data() + offset % kPatternPeriod;
   for (std::uint64_t at = 0; at < bytes; at += kPatternPeriod) {
-    if (std::memcmp(data + at, period.data(), std::min(kPatternPeriod, bytes - at)) != 0) return false;
+    if (std::memcmp(data + at, from, std::min(kPatternPeriod, bytes - at)) != 0) return false;
   }
   return true;
 }

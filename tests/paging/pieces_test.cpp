@@ -40,10 +40,7 @@ class PiecesTest : public PagerTest {
   bool kernel_reads_pattern(CUdeviceptr address, std::uint64_t bytes, unsigned seed) {
     std::vector<unsigned char> data(bytes);
     if (cuMemcpyDtoH(data.data(), address, bytes) != CUDA_SUCCESS) return false;
-    for (std::uint64_t i = 0; i < bytes; ++i) {
-      if (data[i] != static_cast<unsigned char>(i * 31 + seed)) return false;
-    }
-    return true;
+    return has_pattern(data.data(), bytes, seed);
   }
   // The unit holding `address` (the first an exact one-byte copy names).
   vmm::Unit* unit_at(CUdeviceptr address) {
@@ -334,7 +331,7 @@ TEST_F(PiecesTest, PiecesMovedAtAnyMomentBetweenAsynchronousWritesLoseNothing) {
   }
   // Byte b of a piece at version v: the fixture's pattern, offset in the buffer.
   const auto fill = [](unsigned char* out, std::uint64_t offset, std::uint64_t bytes, unsigned v) {
-    for (std::uint64_t b = 0; b < bytes; ++b) out[b] = static_cast<unsigned char>((offset + b) * 31 + v);
+    fill_pattern(out, bytes, v, offset);
   };
   std::mt19937 random(2027);
   unsigned next_source = 0, writes = 0, moves = 0, checks = 0;

@@ -282,7 +282,7 @@ TEST_F(ProgramHandlesTest, AMappingAtAnOffsetIntoTheHandleSeesThoseBytes) {
   std::vector<CUdeviceptr> others(2);
   ASSERT_NO_FATAL_FAILURE(allocate_written(others, 4 * kMiB));  // pushes the handle out and back
   std::vector<unsigned char> through_whole(2 * kMiB), expected(2 * kMiB);
-  for (std::uint64_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<unsigned char>(i * 31 + 9);
+  fill_pattern(expected.data(), expected.size(), 9);
   {
     vmm::Access held;
     ASSERT_EQ(pager_->prepare_range(reservation_ + 4 * kMiB, 2 * kMiB, nullptr, false, held), CUDA_SUCCESS);

@@ -332,17 +332,13 @@ SIM_EXPORT void vgpusimThreadDriverCalls(unsigned long long* vmm_calls, unsigned
   if (ns != nullptr) *ns = static_cast<unsigned long long>(calls.ns);
 }
 
-SIM_EXPORT void vgpusimHostHandoff(unsigned long long ns) {
-  Simulator& sim = Simulator::get();
-  std::lock_guard lock(sim.mutex);
-  advance_host(sim, static_cast<double>(ns), HostSpan::handoff);
-}
-
 SIM_EXPORT void vgpusimHostHandoffFor(unsigned long long ns, const char* why) {
   Simulator& sim = Simulator::get();
   std::lock_guard lock(sim.mutex);
   advance_host(sim, static_cast<double>(ns), HostSpan::handoff, why);
 }
+
+SIM_EXPORT void vgpusimHostHandoff(unsigned long long ns) { vgpusimHostHandoffFor(ns, nullptr); }
 
 SIM_EXPORT void vgpusimCopiedBytes(unsigned long long* to_device, unsigned long long* to_host) {
   Simulator& sim = Simulator::get();

@@ -1,10 +1,10 @@
 // VGPUSIM_TIMELINE: what each device's engines did, how much memory was
 // charged, and what each host thread paid for or waited for (the driver's
 // work, its lock, the device), in simulated time, as a Chrome trace-event
-// file (Perfetto,
-// chrome://tracing, scripts/plot_timeline.py). The shim's own trace is in
-// wall time and cannot show what a schedule costs on the simulated device;
-// this file can, and two runs of one workload line up on its time axis.
+// file (Perfetto, chrome://tracing, scripts/plot_timeline.py). The shim's
+// own trace is in wall time and cannot show what a schedule costs on the
+// simulated device; this file can, and two runs of one workload line up on
+// its time axis.
 //
 // Entries are kept in memory (a fixed-size record each, bounded by
 // VGPUSIM_TIMELINE_MAX_EVENTS, the rest counted) and formatted once, at exit,
