@@ -141,6 +141,7 @@ const char* cause_name(scheduler::PlanTiming::Cause cause) {
     case scheduler::PlanTiming::Cause::trigger: return "fired too late for its own copy";
     case scheduler::PlanTiming::Cause::own_save: return "its own save had not finished";
     case scheduler::PlanTiming::Cause::room: return "waited for a save to free its room";
+    case scheduler::PlanTiming::Cause::driver: return "the driver work before its copy (mapping) was not done";
   }
   return "?";
 }
@@ -168,9 +169,10 @@ void print_late(const scheduler::IterationProfile& profile, const scheduler::Pla
 // docs/simulated-driver.md "Host costs"), and a GPU charges more: neither is
 // in these numbers.
 constexpr const char* kCostModelLine =
-    "cost model: the planner's two-engine timeline (each operation's recorded device time, the link each way); it "
-    "charges no host time for driver calls (neither the simulated driver's calibrated nor its idle model)";
-constexpr const char* kCostModelKey = "planner timeline, no host costs";
+    "cost model: the planner's two-engine timeline (each operation's recorded device time, the link each way) and "
+    "the driver's lane (the driver work per move the run measured, none where it measured none); no other host "
+    "time for driver calls (neither the simulated driver's calibrated nor its idle model)";
+constexpr const char* kCostModelKey = "planner timeline and driver lane, no other host costs";
 
 // One policy's plan for the step, and what the timeline made of it.
 struct PolicyRow {
@@ -389,6 +391,13 @@ int simulate_trace(const Options& options, nlohmann::json& trace) {
     link.to_host_bytes_per_ns = plan.value("link_to_host_gbps", link.to_host_bytes_per_ns);
     link.to_device_bytes_per_ns = plan.value("link_to_device_gbps", link.to_device_bytes_per_ns);
   }
+  // The driver work per move the run measured, as its plan was made with
+  // (LinkModel::fetch_driver_ns); none in a trace from before it was.
+  if (schedule != nullptr && schedule->contains("plan")) {
+    const nlohmann::json& plan = (*schedule)["plan"];
+    link.fetch_driver_ns = 1e3 * plan.value("fetch_driver_us", 0.0);
+    link.save_driver_ns = 1e3 * plan.value("save_driver_us", 0.0);
+  }
 
   const double floor = scheduler::step_floor(profile, budget, link);
   const double least_any = scheduler::least_bytes_moved(profile, budget);  // the floor's: no grace
@@ -397,9 +406,12 @@ int simulate_trace(const Options& options, nlohmann::json& trace) {
     std::printf("step: %zu operations, %zu units, %s, %s of compute (uncapped)\n", profile.period(),
                 profile.units.size(), mib(profile.total_bytes).c_str(), ms(profile.step_ns).c_str());
     std::printf("%s\n", kCostModelLine);
-    std::printf("cap %s (%.1f %% of the step's bytes), link %.2f GB/s out, %.2f GB/s in; floor %s\n\n",
+    std::printf("cap %s (%.1f %% of the step's bytes), link %.2f GB/s out, %.2f GB/s in; floor %s\n",
                 mib(budget).c_str(), 100.0 * static_cast<double>(budget) / static_cast<double>(profile.total_bytes),
                 link.to_host_bytes_per_ns, link.to_device_bytes_per_ns, ms(floor).c_str());
+    std::printf("driver work per move, as the run measured it: %.0f us before a fetch's copy, %.0f us after a "
+                "save\n\n",
+                link.fetch_driver_ns / 1e3, link.save_driver_ns / 1e3);
     if (options.piece_bytes) {
       std::printf("units cut into pieces of %s (--pieces): what moving part of a unit would give; no run can take "
                   "these plans\n\n",

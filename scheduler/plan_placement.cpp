@@ -76,11 +76,12 @@ void place_copies(const IterationProfile& profile, const LinkModel& link, const 
     const auto lead = leads.find({unit.unit, swap.needed_by});
     const double land_by =
         std::min(timeline::start(profile, need) - (lead == leads.end() ? 0.0 : lead->second), in_free_by);
-    const double in_ns = link.to_device_ns(unit.bytes);
+    const double in_ns = link.fetch_ns(unit.bytes);
     const std::size_t hold = std::clamp<std::size_t>(swap.not_before, first_absent, need - 1);
     const std::size_t k = std::max(hold, timeline::last_starting_by(profile, land_by - in_ns, first_absent, need - 1));
     swap.prefetch_at = static_cast<std::uint32_t>(k % period);
-    in_free_by = std::max(timeline::prefetch_start(profile, k), saved[s]);
+    // Its copy starts once its room is mapped (LinkModel::fetch_driver_ns).
+    in_free_by = std::max(timeline::prefetch_start(profile, k) + link.fetch_driver_ns, saved[s]);
   }
 }
 

@@ -33,6 +33,13 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
 
   FreedBytes pool(plan.budget == 0 ? std::numeric_limits<std::uint64_t>::max() : plan.budget, profile.total_bytes);
   double compute_free = 0, out_free = 0, in_free = 0, measured_from = 0;
+  // The driver's lane (LinkModel::fetch_driver_ns): one lock for every
+  // thread's VMM calls, so each fetch's mapping and each save's unmapping
+  // take it in turn. A save's unmapping is charged as the save is issued,
+  // not as it ends: the lane's work per step is what matters, and a save
+  // queued behind others would otherwise hold up mappings issued before it
+  // ends.
+  double driver_free = 0;
   for (std::size_t x = 0; x < horizon; ++x) {
     const std::size_t op = x % period;
     const bool measured = x >= (kRounds - 1) * period;
@@ -74,6 +81,7 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
           pool.give_back(static_cast<double>(piece), out_free);
         }
         saved[s * (kRounds + 1) + r] = out_free;
+        if (link.save_driver_ns > 0) driver_free = std::max(driver_free, after) + link.save_driver_ns;
         if (measured) timing.bytes_to_host += bytes;
       }
     };
@@ -99,16 +107,20 @@ PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const Lin
       if (r >= kRounds) continue;
       const std::uint64_t bytes = profile.units[plan.swaps[s].unit].bytes;
       const double own_save = saved[s * (kRounds + 1) + r];
+      // Its room made and mapped first, on the driver's lane.
+      const double mapped = link.fetch_driver_ns > 0 ? std::max(driver_free, start) + link.fetch_driver_ns : start;
+      driver_free = std::max(driver_free, mapped);
       // In pieces, as the pager fetches: each after the room it writes is
       // saved; the first also after the unit's own save (its host copy).
       for (std::uint64_t done = 0; done < bytes; done += vmm::kMovePieceBytes) {
         const std::uint64_t piece = std::min(vmm::kMovePieceBytes, bytes - done);
         const double room = pool.take(static_cast<double>(piece));
-        const double begins = std::max({in_free, start, own_save, room});
+        const double begins = std::max({in_free, mapped, own_save, room});
         if (explain && done == 0) {
           held_by[s * (kRounds + 1) + r] = begins == start       ? PlanTiming::Cause::trigger
                                            : begins == own_save  ? PlanTiming::Cause::own_save
                                            : begins == room      ? PlanTiming::Cause::room
+                                           : begins == mapped    ? PlanTiming::Cause::driver
                                                                  : PlanTiming::Cause::link;
         }
         in_free = begins + link.to_device_ns(piece);

@@ -224,6 +224,9 @@ bool Scheduler::plan_now() {
   LinkModel link = options_.link;
   if (const double out = pager_.link_bytes_per_ns(true); out > 0) link.to_host_bytes_per_ns = out;
   if (const double in = pager_.link_bytes_per_ns(false); in > 0) link.to_device_bytes_per_ns = in;
+  // And the driver work around each move, as measured (LinkModel).
+  link.fetch_driver_ns = pager_.driver_ns_per_move(false);
+  link.save_driver_ns = pager_.driver_ns_per_move(true);
   Plan plan;
   PrefetchLeads leads;
   {
@@ -292,6 +295,8 @@ bool Scheduler::plan_now() {
                             {"floor_ns", step_floor(step, budget, link, kFloorCuts)},
                             {"link_to_host_gbps", link.to_host_bytes_per_ns},
                             {"link_to_device_gbps", link.to_device_bytes_per_ns},
+                            {"fetch_driver_us", link.fetch_driver_ns / 1e3},
+                            {"save_driver_us", link.save_driver_ns / 1e3},
                             {"profile_ms", profile_ms},
                             {"published_ms", published_ms},
                             {"planning_ms", ms_since(began)}};

@@ -9,6 +9,7 @@
 // `offload_after` and a trigger's index is taken modulo the period.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,11 +26,30 @@ struct LinkModel {
   double to_host_bytes_per_ns = 55.0;    // 55 GB/s: the H100's pinned rate (docs/gpu-facts.md §8)
   double to_device_bytes_per_ns = 55.0;
   double latency_ns = 2000;              // per copy
+  // The driver work a move costs the host around its copies, as measured
+  // (vmm::HostPathStats::driver_ns_per_move): before a fetch's copy can
+  // start, the unit is mapped and access to it granted; after a save, its
+  // range is unmapped. Every such call of every thread waits for the
+  // driver's one lock, so this work is serial, a lane of its own beside the
+  // two copy engines; on an H200 under training it cost more per 2 MiB unit
+  // than the unit's copy (docs/simulated-driver.md, "Host costs"). 0 until
+  // the pager has measured it: the plan then sees the link alone.
+  double fetch_driver_ns = 0;  // per fetch, before its copy
+  double save_driver_ns = 0;   // per save, after it
   double to_host_ns(std::uint64_t bytes) const {
     return latency_ns + static_cast<double>(bytes) / to_host_bytes_per_ns;
   }
   double to_device_ns(std::uint64_t bytes) const {
     return latency_ns + static_cast<double>(bytes) / to_device_bytes_per_ns;
+  }
+  // From a fetch's trigger to its unit's landing, when nothing waits: the
+  // driver work that makes its room, then its copy.
+  double fetch_ns(std::uint64_t bytes) const { return fetch_driver_ns + to_device_ns(bytes); }
+  // What a move there and back costs besides its bytes, as bytes of link
+  // time: what ranks a small unit's move against a large one's (the
+  // planner's greedy by coverage, swap_planner.cpp).
+  double move_overhead_bytes() const {
+    return (fetch_driver_ns + save_driver_ns) * std::min(to_host_bytes_per_ns, to_device_bytes_per_ns);
   }
 };
 
@@ -195,9 +215,10 @@ struct PlanTiming {
   // A prefetch that landed after its user was ready to run, in the measured
   // step, and what held its copy back last: the copy-in engine busy with
   // those before it, the operation that fires it issued too late for the
-  // copy's own time, its own save not done, or the save that empties the
-  // room it takes not done.
-  enum class Cause : std::uint8_t { link, trigger, own_save, room };
+  // copy's own time, its own save not done, the save that empties the
+  // room it takes not done, or the driver work before its copy (its own
+  // and the moves' queued ahead of it: LinkModel::fetch_driver_ns).
+  enum class Cause : std::uint8_t { link, trigger, own_save, room, driver };
   struct Late {
     std::uint32_t swap = 0;  // index in Plan::swaps
     double waited_ns = 0;    // from when its user could have started

@@ -42,7 +42,7 @@ std::vector<PlannedSwap> candidates(const IterationProfile& profile, const LinkM
         out.push_back(swap);
         continue;
       }
-      const double in_ns = link.to_device_ns(unit.bytes);
+      const double in_ns = link.fetch_ns(unit.bytes);
       const auto lead = leads.find({unit.unit, swap.needed_by});
       const double latest_start =
           timeline::start(profile, need) - in_ns - (lead == leads.end() ? 0.0 : lead->second);
@@ -220,6 +220,7 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
     std::size_t best = pool.size(), best_at = 0;
     double best_score = 0;
     CoverageSums coverage(curve, plan.target);
+    const double overhead_bytes = link.move_overhead_bytes();
     for (std::size_t c = 0; c < pool.size(); ++c) {
       const std::size_t at = spans[c].position(op, curve.size());
       if (at == 0) continue;
@@ -229,11 +230,16 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
       if (order == GapOrder::free_time) {
         // Held away until the peak, its prefetch may have to go later than
         // the link wants: the slack is what is left of its free time then.
-        const double held_start = timeline::prefetch_start(profile, at) + link.to_device_ns(bytes);
+        const double held_start = timeline::prefetch_start(profile, at) + link.fetch_ns(bytes);
         score = std::min(pool[c].free_ns, timeline::start(profile, spans[c].need) - held_start);
       } else {
+        // Per byte the move costs: its own, and the driver work around it
+        // as bytes of link time, so that where the driver's work per move
+        // is dear a small unit's move ranks below a large one's that
+        // covers as much.
         const std::size_t last = std::max(timeline::prefetch_unrolled(profile, pool[c]), at);
-        score = static_cast<double>(coverage.covered(spans[c].first, last, bytes)) / static_cast<double>(bytes);
+        score = static_cast<double>(coverage.covered(spans[c].first, last, bytes)) /
+                (static_cast<double>(bytes) + overhead_bytes);
       }
       if (best == pool.size() || score > best_score ||
           (score == best_score && bytes > profile.units[pool[best].unit].bytes)) {

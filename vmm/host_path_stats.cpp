@@ -62,6 +62,8 @@ nlohmann::json HostPathStats::summary(const Totals& totals) const {
                                                             static_cast<double>(fetches))
                                           : nlohmann::json(nullptr)}}},
           {"refused", refused},
+          {"driver_us_per_fetch", driver_ns_per_move(false) / 1e3},
+          {"driver_us_per_save", driver_ns_per_move(true) / 1e3},
           {"pinned_bytes", pinned_bytes_.load(std::memory_order_relaxed)},
           {"pin_ns", call_ns(HostSide::program, DriverWork::pin) + call_ns(HostSide::pager, DriverWork::pin)}};
 }

@@ -97,6 +97,22 @@ class HostPathStats {
   // the plan's moves made on the program's thread (the mover off, or its
   // ring full): how long each took it.
   void slow_path(std::uint64_t ns) { slow_path_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  // The driver work of one move, waits for the driver's lock included: a
+  // fetch's mapping and access granted, before its copy can start; a
+  // save's range unmapped, after it.
+  // The plan's model charges their means on a lane of their own
+  // (scheduler::LinkModel::fetch_driver_ns).
+  void move_driver_work(bool save, std::uint64_t ns) {
+    MoveWork& work = move_work_[save ? 1 : 0];
+    work.moves.fetch_add(1, std::memory_order_relaxed);
+    work.ns.fetch_add(ns, std::memory_order_relaxed);
+  }
+  // Their mean so far, in ns; 0 before any.
+  double driver_ns_per_move(bool save) const {
+    const MoveWork& work = move_work_[save ? 1 : 0];
+    const std::uint64_t moves = work.moves.load(std::memory_order_relaxed);
+    return moves == 0 ? 0.0 : static_cast<double>(work.ns.load(std::memory_order_relaxed)) / static_cast<double>(moves);
+  }
   void moved_inline(std::uint64_t ns) { inline_moves_ns_.fetch_add(ns, std::memory_order_relaxed); }
 
   std::uint64_t calls(HostSide side, DriverWork work) const {
@@ -128,6 +144,9 @@ class HostPathStats {
   struct Calls {
     std::atomic<std::uint64_t> count{0}, ns{0};
   };
+  struct MoveWork {
+    std::atomic<std::uint64_t> moves{0}, ns{0};
+  };
   static std::size_t index(HostSide side) { return static_cast<std::size_t>(side); }
   nlohmann::json side_summary(HostSide side, double gib_moved) const;
 
@@ -136,6 +155,7 @@ class HostPathStats {
   std::array<std::array<Calls, static_cast<std::size_t>(DriverWork::count)>, static_cast<std::size_t>(HostSide::count)>
       calls_{};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::count)> refused_{};
+  std::array<MoveWork, 2> move_work_{};  // fetches, saves
   std::atomic<std::uint64_t> pinned_bytes_{0}, on_demand_{0}, waited_for_mover_{0};
   std::atomic<std::uint64_t> slow_path_ns_{0}, inline_moves_ns_{0};
 };

@@ -713,8 +713,11 @@ void Pager::finish_unmap(Unit* unit, bool wait) {
   }
   unit->unmap_pending = false;
   unit->given_back.clear();
+  const std::uint64_t driver_work_began = host_path_.now();
   const bool home = unmap_home(unit);
-  if (!(unmap_aliases(unit) && home)) {
+  const bool aliases = unmap_aliases(unit);
+  host_path_.move_driver_work(true, host_path_.now() - driver_work_began);
+  if (!(aliases && home)) {
     // Still mapped somewhere: its next fetch unmaps again before it maps
     // (repair_stale_mapping). Its bytes are safe on the host meanwhile, and
     // in strict mode its chunks stay its own.
@@ -880,8 +883,13 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
     return result;
   }
   unit->chunks = std::move(chunks);
+  // The mapping is the driver work every fetch makes before its copy; the
+  // room it takes may have cost more (blocks made, victims sent out), which
+  // is not the fetch's own and not counted in its mean (LinkModel).
+  const std::uint64_t mapping_began = host_path_.now();
   CUresult result = map_chunks(unit);
   const bool mapped = result == CUDA_SUCCESS;
+  if (mapped) host_path_.move_driver_work(false, host_path_.now() - mapping_began);
   // What the call in `overwrite` writes before reading is not copied in.
   const LibraryCallScope::Range skip = skipped_on_fetch(unit, overwrite);
   // Nothing to copy and chunks no save still reads: usable at once, without

@@ -291,6 +291,7 @@ class Pager final : public PagerControl {
   double link_bytes_per_ns(bool to_host) const override {
     return link_meter_.bytes_per_ns(to_host ? LinkMeter::kToHost : LinkMeter::kToDevice);
   }
+  double driver_ns_per_move(bool save) const override { return host_path_.driver_ns_per_move(save); }
   CUevent mark(CUstream stream) override;
   void elapsed_ns(std::span<const ElapsedQuery> queries, std::span<std::int64_t> nanoseconds) override;
   void release_mark(int device, CUevent mark) override;

@@ -97,6 +97,10 @@ class PagerControl {
   // The link's rate as measured on the pager's own copies so far, bytes a
   // nanosecond (GB/s), to the host or to the device; 0 before any.
   virtual double link_bytes_per_ns(bool to_host) const = 0;
+  // The driver work a move has cost so far, on average, in ns: a fetch's
+  // (its mapping, before its copy) or a save's (its unmapping, after it);
+  // 0 before any, or where none is measured.
+  virtual double driver_ns_per_move(bool /*save*/) const { return 0; }
 
   // Timing: an event recorded on `stream` now (in the calling thread's
   // context), null if none could be; the nanoseconds between marks of work

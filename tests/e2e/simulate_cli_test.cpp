@@ -150,9 +150,10 @@ ProcessResult simulate(std::vector<std::string> args) {
   return run_process(args, simulator_environment());
 }
 
-// The model it predicts with, said: the planner's two-engine timeline,
-// which charges no host time for driver calls (neither of the simulated
-// driver's cost models, VGPUSIM_COST_MODEL).
+// The model it predicts with, said: the planner's two-engine timeline and
+// the driver work per move the run measured (none in this profile), no
+// other host time for driver calls (neither of the simulated driver's
+// cost models, VGPUSIM_COST_MODEL).
 TEST(SimulateCommand, SaysWhichCostModelItUsed) {
   const std::string profile = temp_path("simulate-cost-model.json");
   std::ofstream(profile) << R"({"format": 1, "units": [4194304, 4194304],
@@ -160,12 +161,16 @@ TEST(SimulateCommand, SaysWhichCostModelItUsed) {
   ProcessResult r = simulate({profile, "--limit", "6MiB"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("cost model: the planner's two-engine timeline"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("no host time for driver calls (neither the simulated driver's calibrated nor its idle model)"),
+  EXPECT_NE(r.out.find("no other host time for driver calls (neither the simulated driver's calibrated nor its idle "
+                       "model)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("driver work per move, as the run measured it: 0 us before a fetch's copy, 0 us after a save"),
             std::string::npos)
       << r.out;
   r = simulate({profile, "--limit", "6MiB", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["cost_model"], "planner timeline, no host costs") << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cost_model"], "planner timeline and driver lane, no other host costs") << r.out;
 }
 
 // A plan that does not fit is no prediction: what it leaves out pages on

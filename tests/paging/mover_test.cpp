@@ -79,6 +79,12 @@ TEST_F(MoverTest, ThePlansMovesMakeNoDriverCallOnTheThreadThatFiresThem) {
     if (with_mover) {
       EXPECT_GT(vmm_calls(path_after, "pager_threads"), vmm_calls(path_before, "pager_threads"));
     }
+    // What each fetch's mapping cost, as the plan is told (PagerControl::
+    // driver_ns_per_move): a 2 MiB unit is one handle, mapped and granted
+    // access at the simulator's calibrated prices (10.1 + 30 + 78.6 µs).
+    EXPECT_GE(pager_->driver_ns_per_move(false), 118'700) << path_after.dump();
+    EXPECT_LT(pager_->driver_ns_per_move(false), 1'000'000) << path_after.dump();
+    EXPECT_DOUBLE_EQ(path_after["driver_us_per_fetch"].get<double>(), pager_->driver_ns_per_move(false) / 1e3);
     const vmm::MoveCounts after = pager_->moves_made();
     EXPECT_EQ(after.offloads - before.offloads, 2u);
     EXPECT_EQ(after.prefetches - before.prefetches, 2u);

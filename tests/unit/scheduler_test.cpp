@@ -63,6 +63,7 @@ class StandInPager final : public vmm::PagerControl {
   }
   std::uint64_t paging_budget(int) const override { return budget; }
   double link_bytes_per_ns(bool) const override { return 0; }  // unmeasured: the planner uses its default
+  double driver_ns_per_move(bool save) const override { return save ? save_driver_ns : fetch_driver_ns; }
   CUevent mark(CUstream) override {
     const auto event = reinterpret_cast<CUevent>(++next_mark);
     std::lock_guard lock(mutex);
@@ -93,6 +94,7 @@ class StandInPager final : public vmm::PagerControl {
   std::size_t fed = 0;
   double now = 0;
   double move_ns = 0;   // what each move the plan asks for costs the program's stream
+  double fetch_driver_ns = 0, save_driver_ns = 0;  // the driver work a move costs, as the pager measures it
   double stall_ns = 0;  // what each operation waits before it runs (on demand's cost)
   double first_stall_ns = 0;  // and the step's first besides (room made for its input)
 
@@ -221,6 +223,31 @@ TEST(Scheduler, FollowsThePlanItLearnedOperationByOperation) {
   }
   EXPECT_GT(behind_own_use, 0u) << "an offload issued with its last use";
   EXPECT_EQ(summary["operations_strayed"], 0);
+}
+
+// The plan is made on the driver work each move has cost, as the pager
+// measured it (PagerControl::driver_ns_per_move), beside the link: the
+// trace says what it used, and a plan whose fetches each wait for a long
+// mapping predicts a longer step.
+TEST(Scheduler, PlansWithTheDriverWorkThePagerMeasuredPerMove) {
+  const auto planned = [](double fetch_driver_ns, double save_driver_ns) {
+    StandInPager pager;
+    Step step(pager);
+    pager.budget = step.total() / 2;
+    pager.fetch_driver_ns = fetch_driver_ns;
+    pager.save_driver_ns = save_driver_ns;
+    Scheduler scheduler(quiet(), pager, {});
+    step.run(scheduler, pager, 3);
+    EXPECT_TRUE(scheduler.plan_now());
+    return scheduler.summary()["plan"];
+  };
+  const nlohmann::json unmeasured = planned(0, 0);
+  const nlohmann::json dear = planned(5'000'000, 2'000'000);
+  EXPECT_EQ(unmeasured["fetch_driver_us"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(dear["fetch_driver_us"].get<double>(), 5000);
+  EXPECT_DOUBLE_EQ(dear["save_driver_us"].get<double>(), 2000);
+  EXPECT_TRUE(dear["fits"].get<bool>());
+  EXPECT_GT(dear["predicted_step_ns"].get<double>(), unmeasured["predicted_step_ns"].get<double>());
 }
 
 // The planning thread may be off the CPU, or busy refining the last plan,
