@@ -2,8 +2,10 @@
 // from the launch path (Note [The access feed and execution identity], below).
 //
 // The pager calls the feed once per operation, on the program's thread,
-// right after the work was enqueued and before its units' holds are
-// dropped, so the units it names cannot move or be reused during the call.
+// right after the work was enqueued and its units' holds were dropped
+// (Access::release), so that the moves the feed fires may take them: a unit
+// it names may move, or be freed and its Unit reused, during the call (Unit
+// objects are kept for reuse, never deleted, so the pointers stay valid).
 // The feed must take no lock that the launch path could wait on and
 // allocate nothing in a steady state: it runs on every launch.
 #pragma once
@@ -17,9 +19,9 @@
 
 // Note [The access feed and execution identity]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The access feed (`vmm/access_feed.h`): once a launch or copy that
-// names paged memory is enqueued, and while its units are still held, the
-// pager tells the feed its *execution identity* (the kernel or entry point,
+// Once a launch or copy that names paged memory is enqueued, and its units'
+// holds are dropped (`Access::release` lets them go before `Access::tell_feed`,
+// so a move the feed fires may take them), the pager tells the feed its *execution identity* (the kernel or entry point,
 // mixed with its paged operands as (unit ordinal, offset): the same kernel
 // over the same buffers has the same identity every step, wherever the
 // arena put them; scalars are left out, a seed or learning rate changes
@@ -113,7 +115,7 @@ struct AccessRecord {
   std::uint64_t stream_bit;  // the pager's bit for the stream (StreamRegistry)
   CUfunction function;       // the kernel; null for a copy, memset or stream memory operation
   const char* api;           // the entry point the program called
-  Unit* const* units;        // what it touched, each once, held during the call
+  Unit* const* units;        // what it touched, each once (no longer held: see above)
   std::size_t count;
   int device;                // of the first unit
   // When the feed asked for timing (its answer to the thread's previous
