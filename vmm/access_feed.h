@@ -32,7 +32,7 @@
 // Note [Where durations come from] in scheduler/step_times.h). No lock, no allocation, no read-modify-write
 // of a shared counter: a locked instruction costs a launch more than the
 // rest of the feed's bookkeeping (measured, see
-// docs/benchmarks.md). The feed answers each operation with
+// docs/journal/2026-11-25-benchmarks.md). The feed answers each operation with
 // whether the next one on its stream is to be timed; the pager keeps that
 // answer per stream (a bit per named stream, which every thread issuing
 // there reads; for the unnamed bit, a thread's own default stream, in the
