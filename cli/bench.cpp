@@ -1,5 +1,5 @@
 // `vgpumem bench`: the learned schedule against its baselines on the
-// simulated driver (docs/benchmarks.md, "The learned schedule"). For each
+// simulated driver (docs/workloads.md, "The learned schedule"). For each
 // layered workload (tests/workloads/layered_trainer.cpp): a run without the
 // shim for the result, the peak and the uncapped step; then, at each cap (a
 // fraction of that peak), a run under each policy. Each cell: the
@@ -322,7 +322,7 @@ int run_bench(const std::vector<std::string>& args) {
     for (const std::string& cap_text : options.caps) {
       const int percent = std::atoi(cap_text.c_str());
       const std::uint64_t cap = peak * static_cast<std::uint64_t>(percent) / 100 / (1u << 20) * (1u << 20);
-      // The floor (scheduler/step_floor.cpp, docs/benchmarks.md "The
+      // The floor (scheduler/step_floor.cpp, docs/workloads.md "The
       // floor"): from the step a run recorded (its trace's profile: every
       // operation's device time and units, the same under every policy and
       // independent of any plan), planned for nothing; without one, the
@@ -397,7 +397,7 @@ int run_bench(const std::vector<std::string>& args) {
     }
   }
   std::cout << "\nfloor: the least step any schedule could take on the recorded step's operations and units at that "
-               "cap (docs/benchmarks.md, \"The floor\"), per training step where the recorded period holds several "
+               "cap (docs/workloads.md, \"The floor\"), per training step where the recorded period holds several "
                "(a caching allocator's alternating placements make it two); * where no run recorded the step: the "
                "uncapped step or the "
                "link time for the peak less the cap, whichever is longer; (trial running): the last step was still "

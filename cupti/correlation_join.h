@@ -8,6 +8,23 @@
 #include <unordered_map>
 #include <vector>
 
+// Note [Naming a launch to CUPTI]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Why not CUPTI's external correlation ids, which this used until 2026-11-27:
+// on an H200 (`scripts/gpu/probe_cupti.cu`, docs/gpu-facts.md) an id
+// pushed around the launch reached no kernel record unless CUPTI was also
+// making API records for every driver or runtime call of the program, and
+// even then a launch through the runtime (PyTorch's `cudaLaunchKernel`)
+// carries the runtime call's correlation id, not that of the driver call the
+// shim forwards: under PyTorch every kernel record came back unattributed and
+// the planner waited for timings that never came. The driver callback's
+// correlation id matched the kernel record for every launch, through the
+// runtime or the driver. The simulated CUPTI now behaves the same
+// (`SimulatedCupti.ExternalIdsNeedTheLaunchsApiRecordAsOnTheH200`,
+// `ALaunchsDriverCallbackSeesItsKernelRecordsCorrelationId`).
+// The trace summary's `cupti` reports the state and the record count
+// (docs/trace-format.md).
+
 namespace vgpumem::cupti {
 
 // One completed kernel of a launch the runtime timed.

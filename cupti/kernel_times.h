@@ -35,6 +35,30 @@
 #include "cupti/correlation_join.h"
 #include "cupti/cupti_library.h"
 
+// Note [CUPTI kernel times]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// `cupti::KernelTimes` (`cupti/kernel_times.h`) gives each kernel's start and
+// end from CUPTI's activity API, for the scheduler's cost model; it is made
+// with the pager when `VGPUMEM_CUPTI=auto` (the default). CUPTI is loaded at
+// run time (`dlopen` of `libcupti.so.13`, then `libcupti.so`; functions through
+// that handle, looked up with `real_dlsym`), never linked. It claims CUPTI with
+// `cuptiSubscribe`; when CUPTI is absent, or another subscriber holds it (Nsight
+// Systems, `torch.profiler`), it says so once in the log and the runtime keeps
+// timing launches with events. Active, it enables `CONCURRENT_KERNEL` records
+// into a fixed pool of buffers allocated at start (`activity_buffers.*`: when
+// all are out, CUPTI drops records and counts them), and the driver-API
+// callbacks of the six launch entry points (`cuLaunchKernel`, `cuLaunchKernelEx`,
+// `cuLaunchCooperativeKernel`, each also `_ptsz`). Around each kernel of a timed
+// step the runtime notes a launch id in a thread-local; the launch callback,
+// which CUPTI calls on that thread inside the driver's launch, pairs it with
+// the call's correlation id — the one the kernel record will carry — in the
+// join (`correlation_join.*`, one short lock, timed launches only; every other
+// launch's callback returns after one thread-local load). A completed buffer's
+// kernel records are joined by that id, and `drain()` hands out (launch id,
+// start, end). The scheduler times the kernels of its timed steps by them
+// (Note [Where durations come from], scheduler/step_times.h); CUPTI's records of every other kernel
+// come in unattributed and the join drops them.
+
 namespace vgpumem::cupti {
 
 enum class TimerState {

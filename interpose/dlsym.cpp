@@ -54,6 +54,54 @@ __attribute__((visibility("hidden"))) VGPUMEM_UNINSTRUMENTED void* vgpumem_dlsym
 __attribute__((visibility("hidden"))) void* vgpumem_dlsym_decide(void* found, const char* name);
 }
 
+// Note [dlsym without breaking RTLD_NEXT]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// glibc answers `RTLD_NEXT`
+// relative to the caller, found from the return address (and `RTLD_DEFAULT`
+// in the caller's scope). A C++ wrapper would make every foreign
+// `dlsym(RTLD_NEXT, …)` relative to libvgpumem.so. So `dlsym` is an assembly
+// trampoline (`dlsym_trampoline.S`), and the rule is: the answer is glibc's
+// answer for the caller, with the real driver's function (or our own export)
+// replaced by the hook.
+// - A name that is neither a hooked `cu[A-Z]*` name nor a library hook
+//   (the other `cudnn*` and `cublas*` names, every non-CUDA name): the
+//   trampoline *jumps* to glibc's `dlsym` with the caller's arguments and
+//   return address intact. The first test — `c`, `u`, then an upper-case
+//   letter or `b`, `d`, `p` — is a few character compares in uninstrumented
+//   code (it runs for a sanitizer runtime's own look-ups before its shadow
+//   memory exists); only then is the name looked up: the driver table, or a
+//   binary search of the library hooks sorted at compile time. No
+//   allocation, no lock.
+// - A hooked name on a real handle: glibc's answer does not depend on the
+//   caller; we ask it and substitute.
+// - A hooked name through `RTLD_NEXT` or `RTLD_DEFAULT`: the trampoline asks
+//   glibc *on the caller's behalf*. It calls glibc's `dlsym` with a return
+//   address inside the caller's object — the address of a `ret` instruction
+//   there (a byte `0xc3` in one of its executable segments, found with
+//   `dl_iterate_phdr`) — above which it has pushed its own continuation; glibc
+//   returns to that `ret`, which comes back to the trampoline with glibc's
+//   answer for the caller, and `vgpumem_dlsym_decide` substitutes. So a
+//   library before the driver in the search order that asks `RTLD_NEXT` for
+//   `cuMemAlloc_v2` gets the hook (interposition keeps working), a library
+//   after the driver gets whatever follows it (another library's
+//   definition, untouched, or NULL with glibc's `dlerror`), and a library
+//   `dlopen`ed with the driver in its own local scope gets the hook.
+//   (During that one glibc call a backtrace shows the caller's object as
+//   glibc's caller. The trampoline carries no CET shadow-stack marking, so
+//   the unmatched `ret` is never checked against one.)
+// - A found function is the driver's if it lies in the driver we loaded, or,
+//   before we have loaded it, if its object *itself* defines `cuInit` and
+//   `cuGetProcAddress_v2` (found through a `RTLD_NOLOAD` handle of an object
+//   already loaded; a library that only links libcuda, such as another
+//   interposer, finds those in its dependencies and is not the driver). Our
+//   own look-ups never leave a `dlerror` behind a non-NULL answer.
+// - The real `dlsym` is found with `dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34")`
+//   (then `GLIBC_2.2.5`), so our override is never re-entered. If it could not
+//   be found, every `dlsym` answers NULL: the trampoline checks before every
+//   jump and never jumps to address 0 (`tests/unit/dlsym_trampoline_test.cpp`
+//   runs the trampoline alone against stand-ins).
+// x86-64 only for now.
+
 namespace vgpumem::interpose {
 namespace {
 

@@ -10,6 +10,36 @@
 #include "shim/runtime.h"
 #include "vmm/accounting.h"
 
+// Note [The process boundary]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Hooks translate and forward. A hook counts its call, hands the
+// arguments to the runtime/accounting, and calls `REAL(name)`; a hook never
+// returns anything but a `CUresult` the driver could have returned
+// (`CUDA_ERROR_NOT_INITIALIZED` if no driver could be loaded,
+// `CUDA_ERROR_NOT_SUPPORTED` if the driver lacks that variant).
+// * The process boundary. Every hook is defined with
+// `VGPUMEM_HOOK_DEFINE(name, (params), (args)) { body }`
+// (`hook_support.h`), which runs the body inside `hook_boundary`:
+// - *No exception crosses into the program.* The shim allocates through the
+//   STL; a `std::bad_alloc` (or `std::length_error`) escaping a body is
+//   caught at the boundary, logged (a line formatted into a fixed buffer; if
+//   even the logger fails, written with `write(2)`; at most 16 such lines)
+//   and answered with `CUDA_ERROR_OUT_OF_MEMORY`, as the driver answers an
+//   allocation it cannot make; any other exception with
+//   `CUDA_ERROR_UNKNOWN`. Thread cancellation's forced unwind is rethrown.
+//   The `dlsym` decision, the exit handler, the fork handlers and the
+//   reclaimer's thread catch on their own. On the normal path the guard
+//   costs nothing but a table entry (zero-cost exceptions); it adds no lock
+//   and no allocation to the launch path.
+// - *A forked child passes every call straight through.* See Note [fork() and the shim's locks]
+//   in shim/runtime.cpp.
+// - Test builds (`VGPUMEM_FAULT_INJECTION`, on by default, not in sanitizer
+//   builds) replace the shim's own `operator new` with one that can fail:
+//   `VGPUMEMTEST_FAIL_ALLOCATIONS=cuMemAlloc_v2#2` makes every allocation the
+//   shim makes during the second `cuMemAlloc_v2` throw (`fault_injection.cpp`;
+//   named outside `VGPUMEM_*` so the configuration never sees it). Turn the
+//   option off for packaging.
+
 namespace vgpumem::interpose {
 
 using vmm::AllocationKind;

@@ -40,6 +40,31 @@ using PFN_cuMemFree_v1 = CUresult(CUDAAPI*)(unsigned int dptr);
 using PFN_cuStreamBeginCapture_v1 = CUresult(CUDAAPI*)(CUstream stream);
 using PFN_cuStreamBeginCapture_v1_ptsz = CUresult(CUDAAPI*)(CUstream stream);
 
+// Note [The hooked set as data]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `hooked_functions.def` is the hooked set as data: one line per ABI
+// variant (`cuLaunchKernel` and `cuLaunchKernel_ptsz` are two lines), with its
+// function-pointer type from `cudaTypedefs.h`, the base name callers pass to
+// `cuGetProcAddress`, the version that introduced it and its default-stream
+// flavour. Everything else is generated from it: the `HookId` enum, the
+// table, the exact prototypes of the hooks (a hook whose signature differs
+// from the driver's type does not compile), `REAL(name)`. Compile-time
+// checks enforce that per-thread entries are exactly the `_ptsz`/`_ptds`
+// symbols and that no symbol is listed twice.
+
+// Note [Which driver functions need no hook]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Which driver functions need none of this is written down:
+// `interpose/unhooked_functions.txt` lists every function of `cuda.h` whose
+// parameters can name device memory (a `CUdeviceptr`, an array, a tensor map,
+// a copy, memset, kernel-node or resource descriptor) and has no hook, each
+// with its reason — memory the pager never pages (module globals, another
+// process's IPC memory, managed memory, arrays, graphics and external memory),
+// or a reader that moves nothing. Entries marked `OWED` are work still to do.
+// `tests/unit/hook_coverage_test.cpp` parses the `cuda.h` the build uses and
+// fails for any such function that is neither hooked nor listed, so a CUDA
+// upgrade that adds one cannot go unnoticed.
+
 namespace vgpumem::interpose {
 
 enum class Flavour : std::uint8_t { legacy, per_thread };

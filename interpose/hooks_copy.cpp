@@ -5,6 +5,27 @@
 #include "interpose/copy_operands.h"
 #include "interpose/hook_support.h"
 
+// Note [Copies and stream memory operations]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Copies and memsets — linear, 2D and 3D, every variant — name their device
+// operands; their hooks make each operand range resident (every unit it
+// crosses) before the copy is enqueued. The same holds for every other entry
+// point that moves device memory (`interpose/hooks_copy.cpp`,
+// `interpose/hooks_stream_memory.cpp`): peer copies (`cuMemcpyPeer(Async)`,
+// `cuMemcpy3DPeer(Async)`), copies between an array and a pointer
+// (`cuMemcpyDtoA`, `cuMemcpyAtoD`; arrays themselves are never paged), batches
+// of copies (`cuMemcpyBatchAsync` and `cuMemcpy3DBatchAsync`, v1 and `_v2`:
+// all of a batch's operands held at once, since the driver may run them in any
+// order; a 3D pointer operand covers its rows and layers in the array's
+// elements, read with `cuArray3DGetDescriptor`), and the stream memory
+// operations `cuStreamWriteValue32/64`, `cuStreamWaitValue32/64` and
+// `cuStreamBatchMemOp` (a word the GPU reads or writes when the stream gets
+// there, with no kernel the scanner would see — NCCL and DeepEP signal this
+// way), each in its v1, `_v2` and per-thread forms. A unified copy
+// (`cuMemcpy`, `cuMemcpyAsync`; `cudaMemcpyDefault` arrives this way) whose
+// source the driver does not know as device memory is an upload from the host
+// and is scanned for pointers like `cuMemcpyHtoD`'s.
+
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 

@@ -19,6 +19,22 @@
 
 #define VGPUMEM_CUPTI_EXPORT extern "C" __attribute__((visibility("default")))
 
+// Note [Stepping aside for the user's profiler]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Never break the user's profiler: CUPTI has one subscriber and one set of
+// buffer callbacks per process. `interpose/hooks_cupti.cpp` exports the entry
+// points a profiler starts with — `cuptiSubscribe`, `cuptiSubscribe_v2`,
+// `cuptiActivityRegisterCallbacks`, `cuptiActivityEnable`,
+// `cuptiActivityEnableContext` — and each first makes the runtime step aside
+// (once, for good: flush, disable our kinds, unsubscribe), then forwards to the
+// program's CUPTI: the next definition in the search order, or, for a program
+// that finds those functions with `dlsym` on its own handle of a `RTLD_LOCAL`
+// libcupti, the function that look-up found (our `dlsym` answers it with the
+// hook; see Note [Library hooks, however the library is found] in
+// interpose/library_definitions.h). Only a program
+// that finds them with `dlvsym` still bypasses the hooks; it then finds CUPTI
+// taken while paging is on (set `VGPUMEM_CUPTI=off` for it).
+
 namespace {
 
 using namespace vgpumem;

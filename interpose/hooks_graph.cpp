@@ -15,6 +15,24 @@
 #include "interpose/copy_operands.h"
 #include "interpose/hook_support.h"
 
+// Note [Graphs built node by node]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Graphs built node by node (`interpose/hooks_graph.cpp`,
+// `vmm/graph_pins.cpp`): XLA's command buffers and cuDNN's graph API add
+// kernel, memcpy, memset and batch memory operation nodes directly
+// (`cuGraphAddKernelNode`, `cuGraphAddMemcpyNode`, `cuGraphAddMemsetNode`,
+// `cuGraphAddBatchMemOpNode`, the generic `cuGraphAddNode`, and the
+// `SetParams` forms on a graph or an instantiation). Every launch of such a graph replays them with no hook in
+// between, so what a node names is pinned resident for life
+// (`LifetimePin::graph_node`) before the node is added or changed, as work on
+// a capturing stream is: a kernel node's parameters are read as a launch's are
+// (words, tensor maps, one level of pointer tables; a kernel the driver cannot
+// describe pins its whole device), copy and memset nodes pin their ranges, and
+// batch memory operation nodes the words they write and wait on.
+// If the memory cannot be made resident the call is `CUDA_ERROR_OUT_OF_MEMORY`
+// and the graph is unchanged. `cuGraphExecUpdate` copies parameters from a
+// graph whose nodes were pinned already.
+
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 

@@ -7,6 +7,15 @@
 // driver says of an unmapped address is not something to rely on.
 #include "interpose/hook_support.h"
 
+// Note [Pointer queries answer for allocations]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Pointer queries see allocations, not the arena: `cuMemGetAddressRange` and
+// the range attributes of `cuPointerGetAttribute(s)` answer from the pager's
+// table with the allocation's start and size (the driver would answer with the
+// 1 TiB reservation); other attributes are the driver's, asked with the
+// allocation mapped. An address in a mapping of the program's own handle is
+// the driver's to answer, once the unit is mapped.
+
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 

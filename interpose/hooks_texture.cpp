@@ -8,6 +8,13 @@
 
 #include "interpose/hook_support.h"
 
+// Note [Texture objects]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// A texture object over linear or pitched memory (`cuTexObjectCreate`) hands
+// a kernel only the object's number: the unit it describes is pinned resident
+// (`Pager::pin`) until `cuTexObjectDestroy` (`interpose/hooks_texture.cpp`).
+// Surfaces take arrays only, which are never paged.
+
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 

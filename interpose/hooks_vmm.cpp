@@ -10,6 +10,21 @@
 #include "interpose/hook_support.h"
 #include "shim/log.h"
 
+// Note [Memory other devices reach]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A range exported as a dma-buf (`cuMemGetHandleForAddressRange`, how NCCL
+// registers buffers for GPUDirect RDMA) hands a NIC or another device the
+// physical pages mapped there now; the driver expects a new handle whenever
+// they change, which a program does not know to ask for. The units it crosses
+// are pinned resident for life first (`LifetimePin::dma_buf`).
+//
+// Multicast objects (NVLink SHARP: NCCL's NVLS and PyTorch's symmetric
+// memory) have the other GPUs of the team write the memory bound to them. A
+// handle of the program's bound with `cuMulticastBindMem` is one the driver
+// has never seen (a virtual one): it becomes one real allocation pinned for
+// life first, as for an export. Memory bound by address
+// (`cuMulticastBindAddr`) is pinned for life where it is.
+
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 

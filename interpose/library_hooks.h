@@ -14,6 +14,65 @@
 #include <cstddef>
 #include <string_view>
 
+// Note [Library calls]
+// ~~~~~~~~~~~~~~~~~~~~
+// A kernel's arguments say which memory it touches, not what it does with
+// it. The libraries' own calls say more, so libvgpumem.so also exports a few
+// of their functions under their own names (`interpose/library_hooks.h`):
+// `cublasGemmEx`, `cublasGemmStridedBatchedEx` (and their `_64` forms),
+// `cublasSgemm_v2`, `cublasLtMatmul`; cuDNN's legacy
+// `cudnnConvolutionForward`, `…BackwardData`, `…BackwardFilter`,
+// `…BackwardBias`, and its graph API's `cudnnBackendExecute` (with
+// `cudnnBackendDestroyDescriptor`). A program or framework that links the
+// library (`NEEDED`, as PyTorch links cuBLAS and cuDNN) finds the preloaded
+// definitions first; each hook forwards to the library's own (the next
+// definition in the search order), with the program's arguments unchanged,
+// and returns its status. The shim never needs the libraries: a hook whose
+// library is absent is never called.
+//
+// Each hook opens a `LibraryCallScope` (`vmm/library_call_scope.h`) on its
+// thread for the length of the call, holding two things:
+//
+// * What the call is (`common/library_op.h`): a matrix multiply, or a
+//   convolution's forward pass or its backward pass for the input, the
+//   weights or the bias. The access feed tags every operation the call
+//   launches with it and with the call's serial, so the scheduler's profile
+//   of a step (`scheduler/iteration_profile.cpp`) knows exactly where layers
+//   start — each computing call's first operation leads one, and when a step
+//   has such calls nothing else does (an activation kernel longer than a
+//   convolution no longer fools the duration rule) — and where the backward
+//   pass begins: the first backward convolution call after the longest
+//   stretch without one, wherever the recorded iteration happens to start.
+//   The graph API says the pass only through its plan: the hook walks plan →
+//   engine config → engine → operation graph → its operation once per plan
+//   (cached until the plan is destroyed); a graph of anything but one
+//   convolution pass runs as `other` and claims nothing.
+// * What the call overwrites whole before reading it: a GEMM's C with
+//   beta = 0, a cuBLASLt D that is not C (or beta = 0), a convolution's
+//   output with beta = 0 — when its span holds nothing but its elements
+//   (`interpose/operand_ranges.h`: no gap between columns or batches, a
+//   packed tensor) and no input shares a byte with it. Beta is read only
+//   where it is on the host (a device-side beta counts as non-zero). A unit
+//   on the host that such a range covers comes back for the call's kernels
+//   without the covered bytes copied in (`Pager::fetch`: the rest of the
+//   unit, before and after the range, is copied as always); with nothing to
+//   copy and chunks no save still reads, it is usable at once. Only the
+//   calling thread's launches inside the call see the scope: any launch of
+//   another thread that legitimately precedes the call in stream order was
+//   enqueued, and so fetched with its bytes, before the call began. The
+//   skipped bytes' host copy is kept until the call returns; a call that
+//   fails has them copied back (wherever the unit is by then), so a failed
+//   call never costs the buffer's old contents. The access record marks the
+//   units a call overwrites whole (`Unit::requested`: every byte the program
+//   can read of it is covered), the profile keeps it per use
+//   (`IterationProfile::overwrites`), and the planner plans such a gap with
+//   no copy back (`PlannedSwap::no_copy_in`): no prefetch is issued, the use
+//   brings the unit back on demand without the link, and both the plan
+//   simulator and the floor count no copy-in for it.
+//
+// A call a library makes into itself or another hooked library while one
+// runs is inside it: one scope a thread, and the inner call claims nothing.
+
 namespace vgpumem::interpose {
 
 inline constexpr const char* kLibraryHooks[] = {

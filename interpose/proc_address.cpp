@@ -15,6 +15,27 @@
 #include "interpose/hook_support.h"
 #include "shim/log.h"
 
+// Note [Three look-up paths, one answer]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A caller reaches a driver function
+// 1. through the dynamic linker (a program linked with `-lcuda`): our
+//    exported hook of the same name comes first because we are preloaded;
+// 2. through `dlsym` on a libcuda handle, `RTLD_DEFAULT` or `RTLD_NEXT`
+//    (Triton, and cudart/cuBLAS/cuDNN/NCCL for `cuGetProcAddress_v2` itself):
+//    our `dlsym` answers names of the form `cu[A-Z]*` that are in the table
+//    with the hook, when the caller's look-up would have found the real
+//    driver's function;
+// 3. through `cuGetProcAddress`/`cuGetProcAddress_v2` (how cudart and every
+//    library with a static cudart gets ~435 driver functions): we call the
+//    real resolver with the caller's exact name, version and flags, and
+//    replace the result with the hook of the exact ABI variant the driver
+//    returned, identified by its address. A look-up of `cuGetProcAddress`
+//    itself returns our resolver, so cudart's trick of swapping in the pointer
+//    it got for `("cuGetProcAddress", 12000)` keeps every later look-up
+//    hooked. If a driver ever returns an address that is none of its exports,
+//    the documented version rule picks the variant instead (logged at debug,
+//    visible in the trace's look-up list).
+
 using namespace vgpumem;
 using namespace vgpumem::interpose;
 

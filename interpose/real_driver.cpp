@@ -7,6 +7,24 @@
 #include "shim/lifecycle.h"
 #include "shim/log.h"
 
+// Note [Loading the real driver lazily]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The real driver is loaded lazily (`real_driver.cpp`), by the first hook
+// that forwards a call, from `VGPUMEM_DRIVER` (default `libcuda.so.1`).
+// libvgpumem.so has no `NEEDED` entry on libcuda or libcudart, carries its own
+// C++ runtime (static, hidden), and exports only the hooks and `dlsym`
+// (`exports.map`, an anonymous version node so unversioned definitions still
+// satisfy versioned references). While the driver is being loaded, its own
+// look-ups pass straight through. No lock of ours is held across that
+// `dlopen`: it takes the loader's lock, which a thread running a library
+// constructor already holds — if that constructor calls a hook, it must not
+// wait for a mutex held by a thread that waits for the loader. Each thread
+// that finds the driver missing loads it (a second `dlopen` of a loaded
+// object only takes a reference), the first to finish publishes it with a
+// compare-and-swap, the others `dlclose` theirs. The pager is created after
+// the driver is loaded, outside its own once-only initialisation, for the
+// same reason.
+
 namespace vgpumem::interpose {
 namespace {
 

@@ -48,6 +48,69 @@
 #include "vmm/access_feed.h"
 #include "vmm/pager_control.h"
 
+// Note [An access log per stream]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Access log (`scheduler/access_log.{h,cpp}`): a detector per CUDA
+// stream, keyed by the pager's bit for the stream (`vmm/stream_registry.h`),
+// not by host thread: PyTorch issues forward and the optimizer from the
+// training loop's thread and backward from its autograd engine's, all on
+// one stream, and the step is the stream's sequence whichever thread issued
+// each operation (keyed by thread, such a step was two unrelated half-steps:
+// the plan covered forward and the optimizer and backward ran on demand;
+// cnn-small at a 16th, half its peak, with `--backward-thread`: a period of
+// 23 operations of its 43). A named stream's log is found by its bit in an
+// array (no lookup, no allocation after its first sight). The unnamed bit
+// stands for each thread's per-thread default stream (which no other thread
+// can issue to) and for streams past the registry's 63: those keep a log
+// per thread, as before, since that bit cannot say which stream it was.
+// The thread that follows an operation takes its stream's log for it (one
+// uncontended atomic exchange, `FollowedStream::held`) and gives it back
+// once the scheduler has counted it; two threads that issue to one stream
+// at once (legal, rare) never write the log together: the one that finds
+// it taken does not wait, its operation goes unseen (counted,
+// `schedule.unseen_operations`), and the holder breaks the stream's
+// iteration for it (what it follows is no longer the stream's sequence) —
+// a relearning, time, never bytes (test
+// `AccessLog.ConcurrentThreadsOnOneStreamAreSafe`, under ThreadSanitizer).
+// Operations issued by another thread than the one before on the same
+// stream are counted (`schedule.handoffs`: two a step for a backward
+// thread). Once locked, each whole iteration is followed and numbered, and
+// the timed ones are recorded (operations in issue order, their units and
+// streams) and published. The first iteration after each lock, and every
+// 256th after it (or one the planner asks for: `request_timing`, which
+// names an iteration by its number among all those followed), is timed:
+// every operation of it, so the planner has each operation's device time
+// and the stall before it from one step (by CUPTI or by events: *Where
+// durations come from*). The planner reads nothing else, so the
+// scheduler's log does not write the untimed iterations down
+// (`Options::record_untimed`, on in the log's own tests): between two
+// timed steps an operation costs the log its detector's step and a count,
+// where a copy of its record and units into the iteration's buffers was
+// the largest share of what the feed added to a launch
+// (docs/journal/2026-11-25-benchmarks.md#the-access-feed-and-the-schedule-on-the-launch-path).
+// A timed iteration stays published
+// until the planner has read it: the untimed ones that end meanwhile are
+// dropped, not published over it, since a planner off the CPU or still
+// refining the last plan for a step would otherwise lose it and wait 256
+// steps for the next (seen in CI under load: a run that never planned). The
+// planner reads all of a step's marks in one call
+// (`PagerControl::elapsed_ns` over every pair: one context switch, a wait
+// only for a mark not yet reached). On the launch path the log looks
+// up the stream's log once, keeps its counts as stores by the one writer
+// that holds it, and the detector keeps its phase as it goes (no division).
+// The common case — an untimed operation of an iteration being followed —
+// is inline in the scheduler's `accessed` (`AccessLog::follow`: the
+// exchange that takes the stream's log, the detector's step and a count,
+// over the part of the stream's log declared in the header,
+// `FollowedStream`); a lock, a break, a timed step, an iteration's end or
+// a change of issuing thread go out of line. For each whole iteration of
+// the stream the planner reads, the trace keeps the operations the plan in
+// force followed and strayed from (`schedule.recent_iterations`, the last
+// eight). The pager fills the operation's
+// `AccessRecord` in place inside its `Access` as the operation is
+// prepared (the record is a trivial struct, so an operation no feed hears
+// of never zeroes it) and hands it over by reference.
+
 namespace vgpumem::scheduler {
 
 // One operation of a recorded iteration.

@@ -26,6 +26,26 @@
 #include <cstdint>
 #include <vector>
 
+// Note [Iteration detector]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Iteration detector (`scheduler/iteration_detector.{h,cpp}`, tests in
+// `tests/unit/iteration_detector_test.cpp`): finds the period of the stream
+// of execution identities online. A candidate period is the distance from
+// an identity to its last occurrence (a fixed table); it locks once every
+// identity has equalled the one a period back for a whole period and at
+// least `min_confirm` (64) identities, so a stream drawn from a few kernels
+// does not lock on a chance run. While locked, a differing identity breaks
+// the lock (an evaluation step, a new shape) and learning starts again. A
+// lock that breaks within two periods was part of the step (gradient
+// accumulation's micro-steps): that period must then repeat for longer than
+// it held before, so the whole step wins. `observe()` allocates nothing.
+// While locked it compares each identity with the one a period back in its
+// ring and leaves the table alone (a random line of a megabyte a launch, a
+// cache miss each); the break replays the last period from the ring into
+// the table, which leaves every identity where it last was, since the
+// stream held its period until then (at most 32,768 entries, once a break,
+// on the launch that breaks it).
+
 namespace vgpumem::scheduler {
 
 class IterationDetector {

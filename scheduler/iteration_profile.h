@@ -1,5 +1,5 @@
-// An iteration as the planner sees it (docs/architecture.md, "The learned
-// schedule"): its operations in issue order with how long each ran on the
+// An iteration as the planner sees it (Note [The profile
+// of a step], below): its operations in issue order with how long each ran on the
 // device, the units they touched, and the shape of the step — where the
 // backward pass begins and which operations lead a layer.
 //
@@ -15,6 +15,19 @@
 
 #include "common/library_op.h"
 #include "scheduler/access_log.h"
+
+// Note [The profile of a step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Profile (`scheduler/iteration_profile.{h,cpp}`): a timed recording
+// becomes operations with durations (CUPTI's spans or the events around
+// each) and stalls
+// (the gap before each on its stream), units with their uses, the *turn*
+// (where the bytes idle between two uses peak: the activations the forward
+// pass keeps for the backward pass, and the weights it will use with them)
+// and the *layer heads* (kernels more than twice the lower quartile's
+// duration: convolutions and GEMMs among the normalisations and
+// element-wise kernels). `ProfileSources` hides the pager, so planners and
+// their tests run on synthetic steps.
 
 namespace vgpumem::scheduler {
 

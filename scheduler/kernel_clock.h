@@ -1,5 +1,5 @@
-// Kernel durations measured off the program's streams (docs/architecture.md,
-// "Where durations come from"): the scheduler's interface to a kernel clock
+// Kernel durations measured off the program's streams (Note [Where
+// durations come from] in scheduler/step_times.h): the scheduler's interface to a kernel clock
 // (CUPTI's activity records, shim/cupti_kernel_clock.h), as
 // vmm/pager_control.h is its interface to the pager. The launch path pushes
 // a launch id around each kernel of a timed step (vmm::Access::set_launch_id);
@@ -18,6 +18,15 @@
 #include <span>
 #include <string_view>
 #include <unordered_map>
+
+// Note [The kernel clock]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The scheduler's interface to a kernel clock (`scheduler/kernel_clock.h`,
+// implemented over `cupti::KernelTimes` by `shim/cupti_kernel_clock.h`):
+// whether it is active, and the (launch id, start, end) of kernels completed
+// since the last call (CUPTI flushed first). `KernelSpans` is the planner's
+// side: it keeps spans from one read to the next and waits for a step's with
+// patience, never forever.
 
 namespace vgpumem::scheduler {
 

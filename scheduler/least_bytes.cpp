@@ -1,5 +1,5 @@
 // least_bytes_moved(): a lower bound on the bytes any schedule moves each
-// way a step (docs/benchmarks.md, "The floor"), which step_floor turns into
+// way a step (docs/workloads.md, "The floor"), which step_floor turns into
 // link time.
 //
 // At every operation at most `budget` bytes are on the device, so the
@@ -27,7 +27,7 @@
 // that rule moves: what the grace alone costs, against the floor's.
 //
 // scripts/least_bytes.py solves the same program with networkx's network
-// simplex: the two agree on the recorded steps of docs/benchmarks.md (609
+// simplex: the two agree on the recorded steps of docs/workloads.md (609
 // and 875 MiB on VGG-16's at half and a third of its peak, 64 steps).
 
 #include <algorithm>

@@ -18,6 +18,24 @@
 #include "scheduler/iteration_profile.h"
 #include "scheduler/swap_plan.h"
 
+// Note [The plan's own timeline]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The plan's own timeline (`plan_pacing.{h,cpp}`, since 2026-11-26):
+// the greedy places prefetches by when operations start, and the profile's
+// timeline is the recorded kernels back to back. Where the link sets the
+// pace that timeline is far too short (ResNet-50 at a third of its peak in
+// the bench: 23 ms of kernels under a plan that moves 230 ms of link each
+// way), so prefetches chained back from their uses on the copy-in engine go
+// tens of operations ahead of them, each unit is back long before it is
+// needed, and the plan must send more away to fit. A plan that fits is
+// therefore planned again, both greedy orders, on the timeline it runs on
+// (`pace_of`: when `simulate()` has each operation start under it, its waits
+// included), and again on the new plan's, up to four rounds; a plan that
+// fits and simulates faster replaces it, carrying that timeline
+// (`Plan::pace`), on which the refinement then places its trials.
+// `simulate()` reads durations only, so a plan costs the same on either
+// timeline; only where its prefetches go changes.
+
 namespace vgpumem::scheduler {
 
 // When each operation starts under `plan` (simulate()'s measured step).

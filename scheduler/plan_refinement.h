@@ -14,6 +14,15 @@
 #include "scheduler/iteration_profile.h"
 #include "scheduler/swap_plan.h"
 
+// Note [Refinement]
+// ~~~~~~~~~~~~~~~~~
+// Refinement (`plan_refinement.cpp`): the greedy never looks back, so a
+// plan that fits is then improved by local search scored with `simulate()`:
+// drop a move (largest first) or take one more gap (among the 48 with the
+// most free time), keeping any change that still fits and runs faster, up to
+// 800 plans scored (a count, not a clock: the same step always gets the
+// same plan).
+
 namespace vgpumem::scheduler {
 
 struct RefinementLimits {

@@ -8,6 +8,29 @@
 #include "scheduler/swap_plan.h"
 #include "vmm/move_pieces.h"
 
+// Note [Pricing a plan]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Pricing a plan (`plan_timing.cpp`): `simulate()` runs a plan on the
+// two-engine timeline for three steps back to back and measures the last:
+// compute in issue order, each operation starting once its units have
+// landed; the program's copies to the host on the copy-out engine too,
+// behind the saves issued before them; offloads on the copy-out engine after the operation that fires
+// them; prefetches on the copy-in engine from the start of the operation
+// that fires them, after their own save and after the save of the chunks
+// they take (the pool hands out the earliest freed first, as the pager's
+// does: a plan can fit in issue order yet make prefetches wait for the
+// saves that empty their chunks when memory is tight; `freed_bytes.h`,
+// where bytes taken while more is owed than is free are owed too — until
+// 2026-11-25 the first step's takes were free, and every later step found
+// that much room the pager never has: VGG-16 at half its peak was predicted
+// 139 ms and ran 176; now 179). Saves and prefetches move in the pager's
+// pieces (`vmm/move_pieces.h`): each piece of a save frees its room when
+// it ends, and each piece of a prefetch waits for the room it writes, so a
+// prefetch into the room of a large save follows it a piece behind (since
+// 2026-11-26; before, the model moved units whole and placed prefetches for
+// engines the pager no longer has: GPT-2-medium at half its peak 270.1 →
+// 264.6 ms, ResNet-50 183.4 → 181.0).
+
 namespace vgpumem::scheduler {
 
 PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link, bool explain) {

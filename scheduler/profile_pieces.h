@@ -1,8 +1,8 @@
 // A profiled step with its units cut into pieces: what the planners would
 // make of a step if the pager could move part of a unit. `vgpumem simulate
 // --pieces` plans on it to measure what partial-unit moves would be worth
-// before the pager can make them (docs/benchmarks.md, "Moving part of a
-// unit: what the model says"). A plan made on it cannot run as it is: its
+// before the pager can make them (docs/journal/2026-11-26-benchmarks.md, "Moving
+// part of a unit: what the model says"). A plan made on it cannot run as it is: its
 // units are not the pager's.
 #pragma once
 

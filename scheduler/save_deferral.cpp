@@ -17,6 +17,29 @@
 #include "scheduler/copy_timeline.h"
 #include "scheduler/swap_plan.h"
 
+// Note [The program's copies to the host]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The program's copies to the host (`save_deferral.cpp`): a step that
+// ends with the loss read back (`cuMemcpyDtoH*`, which the program then
+// waits for) finds it queued on the copy-out engine behind the saves the
+// plan issued before it — the optimizer's state, sent out after its update
+// — though the room they make is wanted only in the next step's forward
+// pass. A plan that fits holds the closest of those saves (1, 2, 4, …, the
+// fastest that still fits, by `simulate()`) until just after the copy
+// (`PlannedSwap::offload_late`). BERT-large at half its peak on a 450 GB/s
+// link: the compute engine idled 4.2 ms a step, all of it behind the loss
+// read; with the saves held back and the pager no longer asking every save
+// in flight whether it is done before each move, the step is 1.04× its
+// uncapped time (docs/journal/2026-11-25-benchmarks.md#where-the-link-leaves-room-a-450-gbs-link).
+// The same wait leaves the copy-in engine idle: nothing after the copy is
+// issued until it lands, so a prefetch the next step's first operations
+// need, triggered by one of them, starts only then
+// (`prefetch_hoisting.cpp`). Each such prefetch is triggered by the
+// operation before the copy instead, where the plan still fits that way and
+// `simulate()` finds the step faster, the earliest needed first (VGG-16 at
+// half its peak: the copy-in engine idled 1.8 ms a step behind the loss
+// read, 0.9 ms after).
+
 namespace vgpumem::scheduler {
 
 namespace {

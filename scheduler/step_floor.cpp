@@ -1,7 +1,7 @@
 // step_floor(): a lower bound on the steady-state step that no schedule can
 // beat, from the profiled step alone (no planner in it).
 //
-// The argument (docs/benchmarks.md, "The floor"). Take any periodic
+// The argument (docs/workloads.md, "The floor"). Take any periodic
 // schedule of period S and any operation p, and cut the timeline where p
 // starts. At the cut at most `budget` bytes are on the device (resident or
 // arriving or leaving), so a set A of at least V = total - budget bytes of

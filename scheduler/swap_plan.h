@@ -1,5 +1,5 @@
-// A swap plan and the planners that make one (docs/architecture.md, "The
-// learned schedule"). A plan names, for units of a profiled iteration, the
+// A swap plan and the planners that make one (Note [Planners],
+// below). A plan names, for units of a profiled iteration, the
 // operation after which each goes to the host and the one at whose issue it
 // starts coming back; the executor (scheduler.h) turns it into triggers.
 //
@@ -18,6 +18,69 @@
 #include <vector>
 
 #include "scheduler/iteration_profile.h"
+
+// Note [Planners]
+// ~~~~~~~~~~~~~~~
+// Planners (`scheduler/swap_plan.h`): `plan_auto` is Capuchin's swap
+// selection without recomputation. Every gap between two consecutive uses
+// of a unit (the one that wraps into the next step included) is a
+// candidate; at the predicted resident peak, the candidate away there with
+// the most slack (its free time: the gap less the copy out and the copy
+// back, at 55 GB/s each way, less any lateness from being held away over
+// the peak) is taken — or, in a second pass, the one that covers the most
+// excess over the target across its gap per byte it moves (the fewest
+// bytes, what a link-bound step wants; the model keeps the faster of the
+// two plans), its copies placed on the two engines' timelines
+// (`plan_placement.cpp`: each prefetch as late as lands it in time behind
+// the ones after it, never before its save is done), and the peak
+// recomputed, until it is under the budget less a margin (3 %, at least
+// one chunk, for what the profile does not see; where a plan with a margin
+// of one chunk also fits and is predicted faster, the two are measured a
+// step each in the lock's trial, `plan_trial.h`, and the faster kept for
+// the lock — whether the profile saw everything is measured, not assumed).
+// An offload goes as the last use is enqueued (the feed hears
+// of an operation once it is enqueued and its holds are dropped, and the
+// save's copy waits for it); under `VGPUMEM_GRACE=blanket`, as the operation
+// `VGPUMEM_GRACE_LAUNCHES` after it (the grace keeps a unit that long); a
+// prefetch with the
+// operation whose start leaves it time to land. Where a user still waited,
+// its prefetch goes earlier next plan by as long. Where no plan can bring
+// the step under the cap, what it leaves pages on demand, and whether a
+// partial plan then helps or hurts is measured, not predicted (the model has
+// no on-demand paging; measured, it goes both ways: on demand alone was
+// 15-30 % faster than auto's partial plan on the demo trainer, vDNN's 3-7 %
+// faster than on demand on VGG-16 and ResNet-50). Where it is the launch
+// grace that leaves no room (a short step of large units: VGG-16's 107
+// operations over 50 MiB maps, with eight operations' units held on the
+// device), auto plans again with the grace halved until a plan fits, down
+// to none (`plan_auto_cutting_grace`): that plan's offloads are issued
+// sooner after each last use and the pager is told they may take units
+// still inside the grace (`TriggerTable::inside_grace`,
+// `PagerControl::offload_unit`; never under `VGPUMEM_CHECK=torture`;
+// counted in the trace's `paging.grace.planned_inside`). It is no bolder
+// than on-demand paging at that cap, which then evicts inside the grace
+// too. A partial plan is still as whole as it can be: where the greedy
+// meets a peak no gap can lower (an operation whose own units, with those
+// the grace keeps, exceed the target), it sets that operation aside and
+// goes on with the other peaks, so on demand is left only the operations
+// no plan could bring under the cap. Where no grace lets a plan fit, the
+// partial plan with the grace cut to none and the one with the full grace
+// are compared by what each leaves over the target, summed over the
+// step's operations (`excess_left`), and the one that leaves less is
+// auto's (VGG-16 at a third of its peak: the full grace kept eight
+// operations' 50 MiB maps on the device for on demand to make room around
+// synchronously; with it cut, auto's partial plan measured 166 ms a step
+// against on demand's 206). Either plan — the one with the grace cut, or
+// else the partial one — is auto's way in the trial: `plan_trial.{h,cpp}` runs
+// it and vDNN's two in turn, times the second whole step
+// under each (`AccessLog::request_timing`), compares them with the on-demand
+// step the plans were made from, and keeps the fastest for the rest of the
+// lock (the trace's `schedule.trial`).
+// `plan_vdnn` is vDNN's baselines: each forward layer's input (what its
+// head touches and leaves until the backward pass) goes out after its last
+// forward use and comes back when the backward layer before its user's
+// begins; all layers, or only those led by a kernel named like a
+// convolution.
 
 namespace vgpumem::scheduler {
 
@@ -232,7 +295,7 @@ struct PlanTiming {
 PlanTiming simulate(const IterationProfile& profile, const Plan& plan, const LinkModel& link, bool explain = false);
 
 // A lower bound no schedule can beat, computed without any planner
-// (step_floor.cpp; docs/benchmarks.md, "The floor"): at least the
+// (step_floor.cpp; docs/workloads.md, "The floor"): at least the
 // stall-free compute, and at least the link time of what must be away at
 // the busiest moment, counted in the stretches where it must cross.
 // `max_cuts` (0: every operation) bounds the cut positions tried each way,

@@ -11,6 +11,27 @@
 #include "scheduler/iteration_profile.h"
 #include "scheduler/swap_plan.h"
 
+// Note [Executor and trigger table]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Executor (`scheduler/scheduler.{h,cpp}`, `trigger_table.{h,cpp}`): the
+// planning thread (polling every 2 ms) plans from each new timed recording
+// — auto publishes its greedy plan at once, then plans it again on its own
+// timeline and refines it, and publishes the result where that is faster (a plan that comes a step late is a
+// step on demand) — and publishes a trigger table — per operation of the step, the units to
+// send out and to bring back, with the identity the operation must have,
+// in one `TriggerTable::Step` an operation (the launch path reads one
+// cache line of the table, and asks for the next operation's) — through an
+// atomic pointer (a replaced table is freed a second later). The planner
+// plans from the stream that has recorded most. On the launch path the
+// feed looks up the operation's stream's position in its step and fires
+// that operation's triggers from the thread that issued it, whichever thread
+// that is, only if the stream is the one the plan was learned on (the same
+// stream's log, the same lock of its detector) and the operation's
+// identity is the planned one; the stream's log is given back before the
+// moves are handed on. The moves themselves are made by the pager's mover
+// thread (Note [The mover], vmm/mover.h): firing is posting them. The trace summary's `schedule` reports the plan and what was
+// followed (docs/trace-format.md).
+
 namespace vgpumem::scheduler {
 
 struct TriggerTable {

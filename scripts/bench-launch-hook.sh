@@ -3,8 +3,8 @@
 # "<= 30 ns"): BM_PagedStepThroughHook under VGPUMEM_POLICY=lru (no feed)
 # and then auto, in paired rounds, each number the median of 5 repetitions;
 # "added" is auto less lru within a round, and the rounds' median is the
-# figure (docs/benchmarks.md, "The access feed and the schedule on the
-# launch path"). With --against, a second build runs in the same rounds,
+# figure (docs/benchmarks.md, "What does the launch hook cost?", row 4;
+# its history in docs/journal/2026-11-25-benchmarks.md). With --against, a second build runs in the same rounds,
 # first, so that two builds are compared on the same machine state.
 #
 #   scripts/bench-launch-hook.sh [--rounds N] [--build DIR] [--against DIR]

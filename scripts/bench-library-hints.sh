@@ -5,8 +5,8 @@
 # largest convolution needs 28 % resident at once; below, CUDA's
 # out-of-memory error is the answer, shown as such): the last
 # step's simulated time, bytes moved, and whether the result is the
-# uncapped run's. Prints a Markdown table (docs/benchmarks.md, "Library
-# hints"). Never run in CI: about two minutes.
+# uncapped run's. Prints a Markdown table (docs/journal/2026-11-25-benchmarks.md,
+# "Library hints"). Never run in CI: about two minutes.
 #
 #   scripts/bench-library-hints.sh [BUILD_DIR] [STEPS] [LINK_GBPS...]
 set -euo pipefail

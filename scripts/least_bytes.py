@@ -3,8 +3,8 @@
 
 The program scheduler/least_bytes.cpp bounds the floor with (delay 0, no
 margin), solved another way, and with --delay and --margin the same under
-the pager's rules: a cross-check of the planner (docs/benchmarks.md, "What
-the least bytes say"), not part of the runtime. From the step a run recorded (its trace's
+the pager's rules: a cross-check of the planner (docs/journal/2026-11-26-benchmarks.md,
+"What the least bytes say"), not part of the runtime. From the step a run recorded (its trace's
 schedule.profile, scheduler/profile_json.cpp), the fewest bytes that must
 leave the device (and so come back) each step so that at every operation at
 most the budget is resident, fractions of units allowed. Each gap between

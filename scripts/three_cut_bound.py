@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A third cut for the floor, checked on a recorded step: does it raise it?
 
-The floor (scheduler/step_floor.cpp, docs/benchmarks.md "The floor") cuts
+The floor (scheduler/step_floor.cpp, docs/workloads.md "The floor") cuts
 the step at an operation p and a later q and charges each stretch the larger
 of its compute and what must cross the link in it. This tries one more
 constraint, sound for any schedule that knows no more than the shim does

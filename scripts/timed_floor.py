@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A floor with the copies' times in it: a linear program over the step's timeline.
 
-The floor (scheduler/step_floor.cpp, docs/benchmarks.md "The floor") is the
+The floor (scheduler/step_floor.cpp, docs/workloads.md "The floor") is the
 larger of two bounds that each see part of the timing: the two-cut bound
 (what must cross in a stretch against that stretch's compute) and the least
 bytes (what must cross at all, against the whole step). This one sees all of
@@ -20,7 +20,7 @@ lower bound on any schedule's step under these rules.
 
 Assumes, as the floor does, that the step's units live through the whole
 step, and that its operations run one at a time (one stream, as the layered
-trainer's). A cross-check for now (docs/benchmarks.md, "The floor": the copies'
+trainer's). A cross-check for now (docs/workloads.md, "The floor": the copies'
 times), not what `vgpumem bench` prints.
 
 usage: timed_floor.py TRACE [--budget MiB]

@@ -4,6 +4,13 @@
 
 #include <string>
 
+// Note [Configuration at load time]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `lifecycle.cpp` parses and validates the configuration in a load-time
+// constructor that only reads the environment: a malformed value stops the
+// program before `main()` with one line naming the variable, the value and the
+// accepted forms. It is the only constructor in the library (a test checks).
+
 namespace vgpumem {
 namespace {
 

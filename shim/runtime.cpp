@@ -19,6 +19,29 @@
 #include "shim/log.h"
 #include "vmm/kernel_name.h"
 
+// Note [fork() and the shim's locks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A child forked after the runtime existed cannot use its
+// parent's CUDA state (CUDA's own rule), and any lock of the shim's — the
+// pager's, the allocation registry's shards, the recorder's, the logger's —
+// may have been held at the fork by a parent thread that does not exist in
+// the child (the reclaimer holds the pager's lock across `cuMemCreate`). So
+// the child takes none of them: the `pthread_atfork` child handler sets
+// `g_passes_through`, and from then on every hook forwards its call straight
+// to the driver — no accounting, no paging, no counting — with one warning
+// on the first such call. The recorder and the logger renew themselves in
+// the child (fresh state, fresh mutexes; the parent's are abandoned, never
+// touched; the logger's stderr sink writes with `write(2)` under its own
+// mutex rather than spdlog's process-wide console mutex), the reclaimer is
+// abandoned, and the child's trace summary names itself `forked_child` and
+// leaves out the parent's accounting and pager. It writes `<trace>.<pid>`
+// instead of overwriting the parent's file. No *prepare* handler takes the
+// shim's locks before the fork: that would make `fork()` wait for a driver
+// call in flight, and could deadlock against the driver's own fork
+// handlers. A child forked *before* the first CUDA call is an ordinary
+// process and is capped and paged like any other. (Tested with the pager's
+// lock held by a thread parked inside `cuMemCreate` at the fork.)
+
 namespace vgpumem {
 
 std::atomic<bool> g_passes_through{false};

@@ -20,6 +20,25 @@
 #include "vmm/table_lending.h"
 #include "vmm/unit.h"
 
+// Note [Holding an operation's units]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The launch path. An `Access` holds every
+// unit one launch or copy names (one count of the unit's `launching` each,
+// inline up to 32 and then in a buffer the thread lends it, so nothing is
+// allocated in a steady state) until the work is enqueued; a held unit is
+// no victim. When all are resident and ready for the stream, that is the
+// whole cost; otherwise, under the pager's lock: an operation whose units
+// exceed a device's cap is refused (out of memory, logged with the kernel's
+// name), what is on the host comes back, and only then the stream is made
+// to wait for what is still arriving. The lock is never held across the
+// real launch. Where room cannot be made because other launches hold the
+// rest of the cap (each between its check and its enqueue: their own
+// units, and what they were lent), the slow path lets the lock go and
+// tries again, backing off from 10 µs to 1 ms, for up to 50 ms before the
+// program is told it is out of memory (the tries in between log nothing and
+// count no out-of-memory). A kernel whose parameters cannot be read makes
+// its whole device's paged set resident first.
+
 namespace vgpumem::vmm {
 
 class Pager;

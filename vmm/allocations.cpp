@@ -12,6 +12,68 @@
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
+// Note [Paged allocations]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// With a cap and paging on, `cuMemAlloc`, `cuMemAllocPitch`,
+// `cuMemAllocAsync` (outside a capture), `cuMemAllocFromPoolAsync` from a
+// pool that allows it (Note [Pools the pager serves]) and the program's own `cuMemCreate` handles
+// (Note [The program's own virtual memory]) are served by `vmm/Pager` instead of the driver
+// (a `cuMemFreeAsync` records an event on its stream, and the room comes back
+// once that event is reached); everything else keeps going to the driver and
+// is charged as before. The pieces, one file each:
+
+// Note [Allocations in pieces]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A unit moves whole. With `VGPUMEM_PIECE_BYTES` (32 MiB by default under
+// auto, off under the other policies; docs/configuration.md#vgpumem_piece_bytes),
+// an allocation larger than that size is made in pieces, so that a plan can
+// send some of a large buffer away and keep the rest. The model said pieces
+// of 4 MiB at the bench's scale (32 MiB at full size) would bring every
+// ResNet-50 cell of the bench within 1.10 of its floor, and the bench agrees (docs/journal/2026-11-26-benchmarks.md#moving-part-of-a-unit-what-the-model-says-2026-11-26-night;
+// `vgpumem simulate --pieces`); the bench's `--pieces` measures it.
+//
+// * Pieces are units (`Pager::new_pieces`). The allocation's range is
+//   taken from the arena at once and made as several units back to back,
+//   each a whole number of chunks, each with its own residency, events, host
+//   copy and place in the victim order and the plan. Nothing that moves
+//   memory learns a new state: offload, fetch, revive, the strict and torture
+//   orders and the reclaimer work on a piece exactly as on a unit. Each piece
+//   is pinned while the next is made, so an allocation whose pieces cannot be
+//   resident at once is refused when it is made, as a whole one is, and a
+//   piece never pushes out an earlier one. `Unit::first_piece` and
+//   `Unit::next_piece` link them, set before the index publishes them.
+// * An allocation is named whole. A kernel given a pointer into an
+//   allocation may read any byte of it, so every place that turns a pointer
+//   into units takes every piece (`Pager::add_whole`, `for_each_piece`):
+//   launch words, the targets of pointer tables, tensor maps, the lifetime
+//   pins (IPC, capture, peer access, dma-buf, graph nodes) and a texture's
+//   pin. A word that points into a table asks whether any piece holds one,
+//   since a table may start in the piece before the one the word lands in.
+//   Copies and memsets name the exact range they touch
+//   (`add_named_by_range(..., Extent::exact)`), so they bring back only the
+//   pieces they cover. Frees, `cuMemGetAddressRange` and the pointer
+//   attributes answer for the allocation from the allocation table, as
+//   before; a free releases every piece, wherever each is.
+// * Where a wrong byte could come from, and the test that breaks first
+//   for each (`tests/paging/pieces_test.cpp`; each was run with its rule
+//   broken and failed): a word into piece 0 of an allocation on the host
+//   (under torture, pieces 1 to 3 are unmapped unless named); a pointer table
+//   that starts in piece 0, reached through a word into piece 1; a library
+//   call's overwrite range that covers some pieces whole and two in part
+//   (`copy_in_except` skips bytes relative to each piece; a failed call gets
+//   them back); a free while one piece is on its way in and another on its
+//   way out; a pin by address. End to end, the small CNN in pieces under
+//   auto, lru and torture (`PagingLayered.SmallCnnInPiecesIs...`): every bit
+//   as uncapped, no illegal access; with pieces not named whole it fails.
+// * The profile needs nothing new: the feed hears of every piece an
+//   operation names, so each operation touching the allocation touches each
+//   piece, as `--pieces` modelled it; the planner takes pieces as it takes
+//   units.
+// * What it costs: more units (a 50 MiB map is 13 of 4 MiB), so more
+//   events, more entries in the launch path's `Access` (its fixed part of 32
+//   spills sooner), and copies of 4 MiB, whose per-copy cost on the real link
+//   is a GPU measurement still owed.
+
 namespace vgpumem::vmm {
 namespace {
 

@@ -10,6 +10,14 @@
 
 #include <csignal>
 
+// Note [Asynchronous signals and the shim's threads]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The reclaimer thread is created with every asynchronous
+// signal blocked (all but `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGTRAP`,
+// `SIGABRT`, `SIGSYS`), so a signal sent to the process — `SIGINT`,
+// `SIGTERM`, `SIGCHLD`, a profiler's `SIGPROF` — reaches one of the program's
+// threads, never the shim's.
+
 namespace vgpumem::vmm {
 
 class AsyncSignalsBlocked {

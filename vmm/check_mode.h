@@ -4,6 +4,13 @@
 
 #include <cstdint>
 
+// Note [Checking modes]
+// ~~~~~~~~~~~~~~~~~~~~~
+// `VGPUMEM_CHECK`: `fast` reuses an offloaded unit's
+// chunks at once (ordered after the save); `strict` only once its range is
+// unmapped; `torture` also offloads everything an operation does not name
+// before it. See docs/configuration.md#vgpumem_check.
+
 namespace vgpumem::vmm {
 
 enum class CheckMode : std::uint8_t {

@@ -40,6 +40,46 @@
 #include "vmm/driver_ops.h"
 #include "vmm/host_path_stats.h"
 
+// Note [Whole blocks]
+// ~~~~~~~~~~~~~~~~~~~
+// Physical memory in blocks: `cuMemCreate` allocations
+// of a power of two of 2 MiB chunks, 2 MiB to 64 MiB (the largest a
+// sixteenth of the cap by default: `VGPUMEM_BLOCK_BYTES`), one pool per
+// device. A unit is given whole blocks that add up to it, the largest
+// first (a 26 MiB unit: 16 + 8 + 2 MiB; a 32 MiB piece: one block), and its
+// range is mapped one `cuMemMap` per block, each from the block's start
+// (`Pager::map_runs`), then one `cuMemSetAccess` over the whole range. Why:
+// `cuMemMap` maps a handle from offset 0 only ("currently must be zero",
+// `cuda.h`; the simulated driver refuses any other, so nothing here relies
+// on more), and a VMM call costs per call and per handle, not per byte: with
+// one allocation per 2 MiB chunk, bringing a unit back on an H200 cost
+// 77–109 µs per chunk (results.md), and with chunks cut from shared blocks
+// the runs a unit got fragmented (2.3 chunks a mapping in ResNet-50 at half
+// its peak on the simulator). With powers of two, any free blocks that add
+// up to the unit serve, and taking the largest that still fits, again and
+// again, finds them whenever they exist (each size divides the next). Among
+// blocks of one size those whose saves are done come first, then those
+// whose saves end first; blocks of the sizes missing are made while the cap
+// has room. Where the cap is full and the free blocks are of the wrong sizes
+// (`ChunkPool::reshape`), finished saves are unmapped and free blocks no save
+// still reads that the unit would not use are released, the smallest first,
+// to make the sizes missing (`paging.devices.reshaped_blocks` counts them);
+// otherwise more is offloaded. A handle of the program's (`cuMemCreate` on a
+// paged device) takes 2 MiB blocks only: the program may map it from any of
+// its chunks. Every block that exists is charged to the cap whole, whatever
+// it is mapped under: the cap bounds physical bytes. Blocks are created once
+// and reused (creation costs 12–70 µs and a scrub on release, gpu-facts
+// §8.6, §8.6b) and released when the program's unpaged allocations need the
+// room (`Pager::make_room`, called when such an allocation would pass the
+// cap): `make_room` empties whole blocks, the one with the fewest units in
+// their launch grace and then the fewest bytes first, and only where no
+// block can be emptied (a held or pinned unit on each) takes victims one by
+// one in the policy's order. The runs mapped are kept (`Unit::home_runs`) so
+// the range is unmapped mapping by mapping where the driver refuses one
+// unmap over several. Tests: `ChunkPoolTest.*` (every mapping a whole handle
+// from its start), `PagingBlocks.*` (the trainer bit-identical on 8 MiB
+// blocks under every check mode).
+
 namespace vgpumem::vmm {
 
 // The reclaimer's spare blocks: 32 MiB, the size of a large feature map in a

@@ -10,6 +10,13 @@
 
 #include "vmm/driver_ops.h"
 
+// Note [The pager's context]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The pager's device work for device *D* runs in *D*'s
+// primary context (its copy stream, events and chunks live there), pushed
+// and popped around each operation, whatever the program's thread has
+// current.
+
 namespace vgpumem::vmm {
 
 class ContextScope {

@@ -18,6 +18,16 @@
 #include <memory>
 #include <vector>
 
+// Note [The arena and the granule index]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// One `cuMemAddressReserve` of 1 TiB
+// at the first paged allocation; every paged allocation is a range of it
+// that never moves, so pointers the program holds stay valid whatever is
+// resident. The granule index has one atomic slot per 2 MiB of the arena
+// (and of each reservation of the program's, Note [The program's own virtual memory]), pointing at the unit
+// that owns it: "is this word a paged pointer, and whose?" is a
+// subtraction, a shift and one load, without a lock.
+
 namespace vgpumem::vmm {
 
 struct Unit;

@@ -29,6 +29,23 @@
 
 #include "common/clock.h"
 
+// Note [What paging costs the host]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `vmm/host_path_stats.*` counts every driver call paging makes that costs the
+// host tens of microseconds (`cuMemCreate`, `cuMemMap`, `cuMemSetAccess`,
+// `cuMemUnmap`, `cuMemRelease`; `cuMemHostAlloc`, `cuMemFreeHost`) at the call
+// site (`DriverCallTimer`, `counted_call`), by the side of the thread that
+// made it: the program's, or vgpumem's own (the mover and the reclaimer mark
+// their threads when they start). With them: the program's paging time (its
+// launch path's slow path and the plan's moves made inline), fetches made on
+// demand against those the plan made, and why each of the plan's moves was
+// refused. Times are on the simulated driver's clock where there is one: its
+// wall time says nothing about a GPU's. The trace gives the run's totals
+// (`paging.host_path`) and each recent iteration's own share
+// (`schedule.recent_iterations`, noted at each iteration's end through
+// `PagerControl::host_path_counts`), which is the steady state; `vgpumem
+// report` says both in words.
+
 namespace vgpumem::vmm {
 
 // Whose thread does a piece of paging's host work: the program's (its

@@ -28,6 +28,26 @@
 #include "vmm/driver_ops.h"
 #include "vmm/host_path_stats.h"
 
+// Note [Host buffers and the reads they wait for]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Pinned host buffers for offloaded units, reused by size
+// (a request with none of its size free takes the smallest free buffer up to
+// twice its size before it pins one; a buffer always goes back under the
+// size it was pinned with), bounded by `VGPUMEM_HOST_LIMIT`, with one spare
+// of the size last pinned on demand kept ready. A buffer a fetch's copy may still read serves an
+// offload on the same device at once — its copy-out stream then waits for
+// that one read, numbered among the copy-in stream's reads with an event
+// each (`fetch_marks`, a `CopyMarks`), and the store hands out first the buffers whose
+// read is known done, which need no wait — but another device's only
+// after that device's copy streams are drained: two devices paging once
+// overwrote each other's buffers this way. (Until 2026-11-25 a save into
+// such a buffer waited for *everything* the copy-in stream held: on a
+// link-bound step every save then waited for every queued prefetch, and
+// the copy-out engine idled behind the copy-in engine 14 % of ResNet-50's
+// step at half its peak. Tests `ScheduledMovesTest.ASaveIntoAHostBufferAPrefetchStillReadsWaitsForThatRead`
+// and `…ASaveWaitsOnlyForTheReadOfItsOwnHostBuffer` fail without the wait
+// and with the whole-stream wait.)
+
 namespace vgpumem::vmm {
 
 class HostStore {

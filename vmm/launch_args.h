@@ -22,6 +22,14 @@
 
 #include "vmm/driver_ops.h"
 
+// Note [Launch words]
+// ~~~~~~~~~~~~~~~~~~~
+// The candidate pointer words of a launch: every
+// 8-byte-aligned word of every parameter, with the layout from
+// `cuFuncGetParamInfo` (or `cuKernelGetParamInfo` when a `CUkernel` is passed
+// as a `CUfunction`, gpu-facts §8.4), cached per function in a lock-free
+// insert-only table; or every word of the packed `extra` buffer.
+
 namespace vgpumem::vmm {
 
 class LaunchArgs {

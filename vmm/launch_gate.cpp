@@ -16,6 +16,28 @@
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
+// Note [The fast path of a launch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The launch path (`Pager::prepare`): scan the argument words, look each
+// up, and for each unit touched bump its `launching` count and check
+// `state == resident` and the stream's bit in `ready_for`; record the stream in
+// `used_by` and the launch tick in `last_use`; forward the launch; drop the
+// counts. An offload first moves the unit to *moving out* and then checks
+// `launching` (both sequentially consistent), so a launch between its check and
+// its enqueue is never offloaded under. No lock and no allocation (what it
+// costs: docs/benchmarks.md, "What does the launch hook cost?"). A unit resident but
+// whose arrival the stream has not waited for (a planned fetch's first use)
+// has the stream wait for its `ready` event there, still without the lock
+// (`Pager::order_unlocked`): the launch holds the unit, so no fetch can
+// replace the event, and `set_ready` destroys a replaced one only once no
+// launch counted in `ready_readers` still uses it. Anything not resident goes
+// to the slow path under the pager's lock: fetch (offloading unlocked units for room,
+// least recently used first or in the learned step's order:
+// Note [Choosing a victim] in vmm/victim_policy.h), wait, pin, and on. "Least recently used" is exact
+// within a thread: the launch tick is a shared window advanced once per 16
+// launches of a thread, plus the launch's place in that window; the victim is
+// popped from a heap built over the candidates (linear, on the slow path).
+
 namespace vgpumem::vmm {
 
 namespace {

@@ -34,6 +34,19 @@
 #include "vmm/grace_kind.h"
 #include "vmm/unit.h"
 
+// Note [The blanket launch grace]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The producer-to-consumer grace's counter, and under
+// `VGPUMEM_GRACE=blanket` the whole rule (`VGPUMEM_GRACE_LAUNCHES`): a
+// counter per stream bit, advanced by each operation that names paged
+// memory; each unit it names is stamped (stream, count). The victim choice passes over a unit whose stream has counted at
+// most K operations since, and takes one only when nothing else can go; torture
+// leaves it alone. A plan's offload, issued as the feed hears of an
+// operation, counts that operation as done (it is enqueued): a unit named K
+// operations before it may go right behind it. It covers tables of device pointers that one kernel writes
+// and the next reads. See
+// docs/configuration.md#vgpumem_grace_launches.
+
 namespace vgpumem::vmm {
 
 class LaunchGrace {

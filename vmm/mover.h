@@ -30,6 +30,48 @@
 #include <memory>
 #include <thread>
 
+// Note [The mover]
+// ~~~~~~~~~~~~~~~~
+// The mover (`vmm/mover.*`, `Pager::move_ahead`, `VGPUMEM_MOVER`) is one
+// thread per process that makes the learned schedule's moves. A trigger fires
+// on the program's thread that issued the operation it follows; made there,
+// an offload's events and copy and a prefetch's mapping — a `cuMemMap` per
+// physical handle and a `cuMemSetAccess`, tens of microseconds each behind
+// the driver's one lock on an H200 under training (`gpu-paging-costs.md`) —
+// held up the program's next launch, and on the H200 the launch thread, not
+// the link, set the step's length. Now the launch path posts each move to a
+// bounded ring (Vyukov's multi-producer queue: a sequence number per slot,
+// one compare-and-swap to claim one; no lock, no allocation) and goes on; the
+// mover, asleep on a futex while the ring is empty, takes the moves in the
+// order posted and makes each one as `offload_unit` or `prefetch_unit` would,
+// under the pager's lock, in relaxed capture mode as the reclaimer. A full
+// ring refuses and the posting thread makes that move itself.
+//
+// Nothing depends on when a move is made. An offload orders its copy after
+// whatever the unit's streams have enqueued by the time it is made (a later
+// use of the unit included). A launch that finds a unit on the host with a
+// prefetch of it still queued (`Unit::fetches_queued`) waits for that
+// prefetch (an atomic wait, outside the pager's lock) rather than fetch it
+// twice; a prefetch the mover could not make leaves the unit to the launch,
+// which fetches it as on demand. A late move costs time, never a byte; a move of a unit
+// freed meanwhile is refused (`Unit::retired`), and one whose unit was reused
+// by a new allocation moves that allocation, which is as safe as any
+// eviction. The offload's launch grace counts the posting thread's operation
+// as enqueued (`Mover::Move::enqueued_bit`), as it would on that thread.
+//
+//
+// The trace's `paging.mover` gives moves posted and made, moves the ring
+// refused, the mover's busy time and the longest a move waited in the ring.
+// It is stopped at exit before the reclaimer; in a forked child it does not
+// exist and a plan's moves are made where they fire. Tests:
+// `MoverThread.*` (the ring: order per poster, two posters concurrently,
+// full, stop, a throwing move), `MoverTest.ThePlansMovesMakeNoDriverCallOnTheThreadThatFiresThem`
+// (with `VGPUMEM_MOVER=off` as its control),
+// `MoverTest.RandomMovesAgainstTwoThreadsWritesAndFreesLoseNothing` (two
+// program threads' asynchronous writes, frees and reallocations against
+// random moves of either's units; every byte, and the simulator's physical
+// peak under the cap at every instant, `vgpusimPhysicalPeak`).
+
 namespace vgpumem::vmm {
 
 struct Unit;

@@ -15,6 +15,117 @@
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
+// Note [Ordering without waiting]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Each device has two copy streams of the
+// pager's, non-blocking, one per copy engine, so that units go out and come
+// back at once (55 GB/s each way on the H100): the *copy-out* stream and the
+// *copy-in* stream. Offloading unit U: an event is recorded on each
+// stream that used U since it became resident and the copy-out stream
+// waits on them (and on U's own `ready`, should U still be arriving); U's
+// bytes are copied to the host there; an event `saved` is recorded. In the
+// default `fast` mode U's chunks go back to the pool *at once* (in `strict`
+// mode only once U's range is unmapped): whoever takes them next orders its
+// first write after the copy-out stream (a fetch makes the copy-in stream
+// wait for every save still in flight, which also covers a fetch of U itself
+// reading the host copy its own save is writing; a new allocation gets a
+// `ready` event its first user waits on). Tests
+// `ScheduledMovesTest.APrefetchIntoChunksStillBeingSavedWaitsForTheSave` and
+// `…AnOffloadOfAUnitStillArrivingWaitsForItsArrival` fail when either wait
+// is taken out.
+//
+// *Saves in pieces* (since 2026-11-26). A save of more than 8 MiB is copied
+// in pieces of 8 MiB (four chunks), each but the last numbered among the
+// device's saves with an event after it (`DeviceState::save_pieces`; the last
+// piece's event is U's `saved`; the piece, `vmm/move_pieces.h`, is shared
+// with the scheduler's model of the engines), and each chunk goes back to the pool with
+// its own piece's number. A fetch takes the chunks whose saves end first and
+// copies itself in pieces of the same size, each after the save of its own
+// chunks alone: its first piece starts when the first piece of the save that
+// made its room is done, where before it waited for the whole save. On a
+// step whose link is busy both ways that wait idled the copy-in engine for
+// as long as the copy-out engine took to save the unit (ResNet-50's 26 MiB
+// maps: 4 ms at a time; both engines 88 % busy over its step at a third of
+// its peak, 97–98 % after, the step 266.7 → 241.1 ms). A piece the fetch does
+// not copy (a library call overwrites it) still waits for its chunks' save
+// before the unit's `ready`, after which the call writes. Tests
+// `ScheduledMovesTest.AFetchIntoTheRoomOfALargeSaveFollowsItPieceByPiece`
+// (fails with a bad byte when a piece is not ordered after its chunks'
+// save, and on the clock when it waits for the whole save),
+// `OverwritePiecesTest.APieceTheCallOverwritesWholeStillWaitsForTheSaveOfItsChunks`
+// (fails with a bad byte when a skipped piece does not wait) and
+// `RevivalTest.AUnitSavedInPiecesIsRevivedOnItsChunksToo`. U's own range is unmapped when `saved` has completed:
+// the reclaimer thread finds that out (or a non-blocking `cuEventQuery` on the
+// next slow path does, whichever comes first; a fetch of U waits for it,
+// on the program's thread, unless U can be *revived*). So
+// the launch path never waits for the GPU to make room — the unmap-is-not-an-ordering-point fact (gpu-facts §8.6c) is
+// handled by never unmapping before the copies that read a range are done.
+// Fetching a unit maps chunks, copies its bytes in on the copy-in stream,
+// records `ready`, and makes the requesting stream wait on it
+// (`cuStreamWaitEvent`): the host does not wait either. Such a wait is a
+// *stall*: it is counted, and timed on the GPU by an event recorded on the
+// stream before the wait and one after (their elapsed time, read once the
+// second has completed), so the trace says how much GPU time on-demand paging
+// cost (`stall_ns`).
+
+// Note [Revival]
+// ~~~~~~~~~~~~~~
+// Revival (`Pager::revive`). A unit wanted back while its save is still
+// running has its range still mapped on the chunks it gave back, and the
+// bytes there are its own until a chunk is reused (anything that touched the
+// unit since would have brought it back first). Each chunk goes back to the
+// pool with the serial of the save (or piece of it) that empties it; if every
+// one of U's chunks is still free *with one of U's serials* (taken and given
+// back again, a chunk carries a later serial and holds another unit's bytes), U takes them back
+// and is resident again: no copy in, no wait for its save, which only fills a
+// host buffer nothing will read (that buffer goes back to the store, where
+// the next to take it on this device is an offload on the same copy-out
+// stream). Tests `RevivalTest.AUnitWantedBackBeforeItsSaveEndsIsResidentAgainWithNoCopy`
+// and `…AUnitWhoseChunkWasReusedAndGivenBackIsCopiedBackNotRevived` (fails
+// when the serial is not compared: the unit comes back with the other unit's
+// bytes). Counted in the trace as `revived`. One thing a revive must keep:
+// the unit may have gone out before a copy bringing it in had landed (a
+// prefetch, then an offload before any use waited for it: room made for
+// another unit, or a plan that moved it out early). Its save waits for that
+// copy; the revived unit takes back the `ready` event and the streams that
+// had waited for it (`Unit::ready_at_save`), so a stream that had not still
+// does. Without it, a stream read the chunks before the copy had written
+// them: `ScheduledMovesTest.AUnitRevivedBeforeItsCopyInLandedIsReadOnlyOnceItHas`,
+// fast and strict (found on 2026-11-28 once offloads went with their last
+// use: one VGG-16 run in about 250 under load ended with other weights,
+// one in seven with the planner thread slowed on purpose; none in 162
+// after).
+// And a second: the save left running still *reads* the range, so the range
+// must not be unmapped before it ends. The revived unit keeps the save's
+// event (`Unit::revived_save`) and every unmap of its range waits for it
+// first (`Pager::unmap_home`); without it, a free right after a revival
+// unmapped the range under the save, which faults a GPU (a fatal 700,
+// gpu-facts §8.6c) and faulted the simulator's copy:
+// `RevivalTest.AFreeOfARevivedUnitWaitsForTheSaveStillReadingIt` (found on
+// 2026-11-29 by the mover's randomized test, in one run of about five).
+
+// Note [cuMemFree waits for the program's work]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A free returns once the program's work on the device is done, as it does
+// without vgpumem: a kernel may still reach the memory by a pointer no hook
+// saw, and a program may count on the free as a barrier. It does not wait
+// for the pager's own copies: offloads and prefetches queued ahead for later
+// operations, which a context synchronise would wait for too (on a trainer
+// that frees every step that wait was a quarter of the run:
+// docs/journal/2026-11-28-benchmarks.md#cumemfree-without-the-pagers-copies-2026-11-28).
+// `Pager::wait_for_program_work` records an event on the legacy default
+// stream of each context the device's work ran in and waits for it (the
+// legacy stream waits for every blocking stream of its context, per-thread
+// default streams included), then synchronises each non-blocking stream the
+// program made (`program_streams`) and each stream the registry named (so a
+// stream made where no hook saw it is waited for too, once it has named
+// paged memory). The pager's two copy streams are non-blocking and in
+// neither list. The freed unit's own copies are waited for by
+// its release, as for `cuMemFreeAsync`. Where a non-blocking stream may be
+// unlisted (one made in a green context, `cuGreenCtxStreamCreate`) or an
+// event cannot be had, the free synchronises the device's contexts whole, as
+// it did before. The trace's `paging.frees_waiting` counts both.
+
 namespace vgpumem::vmm {
 namespace {
 

@@ -59,6 +59,57 @@
 #include "vmm/unit.h"
 #include "vmm/victim_policy.h"
 
+// Note [The pager's lock]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The pager's state that its lock guards is marked `GUARDED_BY(mutex_)` and
+// every function that touches it `REQUIRES(mutex_)` (`common/thread_safety.h`:
+// a `Mutex`, `MutexLock` and `UniqueMutexLock` the analysis can follow, since
+// libstdc++'s are not annotated); Clang's `-Wthread-safety`, on in every Clang
+// build and an error in CI's, checks each access. A callback that runs under
+// the lock through a helper that takes any function (`for_each_piece`, a walk
+// over a range, the host store's drain) says so with `lock_is_held()`.
+// `materialize` lets the lock go in the middle (operations holding its unit
+// are let through) and is left to review (`NO_THREAD_SAFETY_ANALYSIS`). The
+// lock order: the pager's lock, then `graph_frees_mutex_` (its list
+// `GUARDED_BY` it, held only to swap the list; a graph's host callback takes
+// it alone and must never wait for the pager's, which is held across
+// synchronizes); the reclaimer and the mover take the pager's lock with none
+// of their own held (the reclaimer lets its wake-up lock go before its
+// pass).
+//
+// The shim's threads are named (`common/thread_name.h`) `vgpumem-mover`,
+// `vgpumem-reclaim` and `vgpumem-planner` (the scheduler's), so that `top -H`,
+// gdb, perf, Nsight Systems and the simulated driver's timeline host lanes
+// tell them from the program's.
+
+// Note [Pinned for life]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// What no hook sees is pinned resident for life (`Pager::pin_for_life`,
+// each reason counted in the trace summary; the list is in
+// docs/configuration.md#what-is-pinned-resident):
+//
+// * *captured*: work on a stream being captured into a CUDA graph pins
+//   everything it touches — a replay does not pass through the launch hook.
+//   The pager sees captures through the begin/end capture hooks and then runs
+//   its own driver calls in relaxed capture mode, never records on a capturing
+//   stream and never calls `cuCtxSynchronize` (gpu-facts §8.9);
+// * *exported*: `cuIpcGetMemHandle` on paged memory (another process would use
+//   it). The driver refuses legacy IPC on virtual memory, so in practice the
+//   program gets the driver's error, the pin is undone, and the log says to
+//   run with `VGPUMEM_POLICY=off`;
+
+// Note [Out of memory, cleanly]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An allocation is refused with
+// `CUDA_ERROR_OUT_OF_MEMORY` when nothing can be offloaded (every resident
+// unit is held by a launch or pinned) or when the cap plus the host limit is
+// full — keeping one unit's worth of host room so that anything stored can
+// always be swapped back in. A launch or copy whose memory cannot be made
+// resident returns `CUDA_ERROR_OUT_OF_MEMORY` before it is enqueued. A driver
+// call the pager makes that fails (chunk creation, pinning, a copy) is logged
+// and worked around (another victim, or the unit stays where its bytes are);
+// nothing stored is dropped.
+
 namespace vgpumem::vmm {
 
 struct PagerOptions {
@@ -188,8 +239,8 @@ class Pager final : public PagerControl {
   // pools): offloads and releases chunks. True if that much was released.
   bool make_room(int device, std::uint64_t bytes);
 
-  // ---- The program's own virtual memory (docs/architecture.md, "The
-  // program's own virtual memory"): what PyTorch's expandable segments and other
+  // ---- The program's own virtual memory (Note [The
+  // program's own virtual memory], vmm/program_handles.cpp): what PyTorch's expandable segments and other
   // allocators build from cuMemCreate, cuMemMap and cuMemSetAccess.
   //
   // A handle the program creates on a paged device is virtual: a unit like

@@ -1,5 +1,5 @@
-// What the scheduler may ask of the pager (docs/architecture.md, "The
-// scheduler's interface"): move one unit ahead of need, and time operations.
+// What the scheduler may ask of the pager (Note [The
+// scheduler's interface to the pager], below): move one unit ahead of need, and time operations.
 // Nothing here is needed for correctness: whatever the scheduler does or
 // fails to do, the launch path makes every operation's units resident
 // before it runs (on demand), so a plan can only be early, late or wasted,
@@ -11,6 +11,22 @@
 #include <span>
 
 #include <cuda.h>
+
+// Note [The scheduler's interface to the pager]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The scheduler's interface to the pager (`vmm/pager_control.h`,
+// `vmm/scheduled_moves.cpp`): `offload_unit` (after what its users have
+// enqueued, on the copy-out stream), `prefetch_unit` (on the copy-in
+// stream, room made as on demand; the unit then counts as just used, so
+// the next room is not made of what has just come back for a use soon), a
+// unit's facts, the paging budget (the
+// cap less what the program holds outside the pager), and timing marks.
+// The marks come from a pool (`vmm/mark_pool.{h,cpp}`): events per context,
+// made the first time a timed iteration needs them and recorded again by
+// every later one; giving one back is a push under the pool's own lock, no
+// driver call and not the pager's lock. A context's spare events are
+// destroyed with it.
+// The scheduler never calls the driver.
 
 namespace vgpumem::vmm {
 

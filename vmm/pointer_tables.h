@@ -1,5 +1,5 @@
-// Pointer tables a kernel may follow, unseen by any hook (docs/architecture.md,
-// "Pointer tables").
+// Pointer tables a kernel may follow, unseen by any hook (Note [Pointer
+// tables], below).
 //
 // A batched library kernel is handed the address of a table of pointers
 // (cuBLAS's batched GEMM, PyTorch's foreach and FSDP2 copies), and NCCL hands
@@ -33,6 +33,33 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "vmm/granule_index.h"
+
+// Note [Pointer tables]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Pointer tables (`vmm/pointer_tables.{h,cpp}`) replace a former
+// pin-for-life rule: a kernel handed the address of a table of pointers (a
+// batched GEMM's array, FSDP2's packed copy metadata, NCCL's work FIFO in
+// pinned host memory) reaches memory none of its own words names. The
+// registry records, for each linear upload, the destination range and the
+// paged granules among the words of its first `kScanLimit` (1 MiB) bytes —
+// sorted, once each, so a table of thousands of pointers into a few buffers
+// costs a few words — and the pinned host buffers the program made.
+// `Pager::prepare` marks a launch that needs it during its own word loop: a
+// word whose unit holds a table (`Unit::tables`, an atomic count) or that lies
+// within the span of the recorded host buffers (two loads; the bounds only widen). Only then
+// does `follow_tables` take the registry's shared lock, append the tables'
+// granules (and the paged words of each host buffer pointed into, read then,
+// bounded) to a thread-local buffer, and add their units to the launch's
+// `Access`: they are held and made resident with its own words, so
+// `refuse_unfit` and `make_room` treat them alike, and a capture pins them as
+// it pins the rest. One level of indirection; a table of tables is not
+// followed. An upload replaces every table its range covers and merges with
+// one it overlaps in part (a superset); a memset covering a table, or the free
+// of the allocation holding it, drops it; a kernel writing the range is
+// assumed to keep what it holds. Tables of targets freed since only name
+// nothing (skipped) or a later allocation (brought in needlessly). The
+// registry's lock is taken by uploads, memsets, frees (under the pager's lock,
+// never the other way) and launches that name a table.
 
 namespace vgpumem::vmm {
 

@@ -15,6 +15,15 @@
 
 #include <cuda.h>
 
+// Note [Pools the pager serves]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Which memory pools the pager may serve: the device's
+// default and current pools, and pools the program made for its own device
+// alone, not exportable (`handleTypes` none) and unbounded (`maxSize` 0).
+// A pool shared with another device (`cuMemPoolSetAccess`), an exportable
+// one, or one never seen (imported) is left to the driver and charged to
+// its own device.
+
 namespace vgpumem::vmm {
 
 class PoolRegistry {

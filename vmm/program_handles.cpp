@@ -21,6 +21,51 @@
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
 
+// Note [The program's own virtual memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The program's own virtual memory (`vmm/program_handles.cpp`): an
+// allocator built on `cuMemCreate`/`cuMemMap` — PyTorch's expandable segments,
+// or any that maps handles into reservations of its own — is paged too. A
+// handle the program creates on a capped device (plain device memory, whole
+// 2 MiB granules) is *virtual*: a tagged value (`0xF1A0…`) the driver never
+// sees, standing for a unit like any other, with a home range in the arena
+// where the pager maps its chunks and copies from. Each `cuMemMap` of it is an
+// *alias*: while the unit is resident its chunks are mapped there too (a
+// physical allocation may be mapped at several addresses), with the access the
+// program granted its own device replayed at each remap; when it is offloaded
+// the aliases are unmapped with the home range, after the copy. The granule
+// index covers each reservation of the program's (`cuMemAddressReserve`, up
+// to 64 of them, each up to 2 TiB) as well as the arena, so a launch, copy or
+// upload that names an alias address finds the unit exactly as it would a
+// `cuMemAlloc` pointer; a lookup that misses the arena tests the program's
+// reservations in turn. `cuMemUnmap` and `cuMemSetAccess` over a reservation
+// are split: the pager's aliases are its own to unmap or grant (a partial
+// unmap of one is `CUDA_ERROR_INVALID_VALUE`, as the driver says), and the
+// stretches between them go to the driver unchanged. A handle lives while the
+// program holds a reference (`cuMemCreate`, `cuMemRetainAllocationHandle`) or
+// a mapping, as the driver's does. The queries answer for the program's view:
+// `cuMemGetAccess` on an offloaded alias returns the access the program
+// granted (replayed at each remap), and on a paged `cuMemAlloc` address both
+// it and `cuMemRetainAllocationHandle` answer what the driver answers for
+// `cuMemAlloc` memory (`Pager::kAllocatedMemoryQueryAnswer`), since a handle
+// of the pager's chunks would name memory the next offload hands to another
+// unit.
+//
+// Three things the scanner cannot follow pin such memory. *Neighbours*: a
+// mapping right next to another (back to back in one reservation) may hold
+// one buffer spanning both, and a kernel handed a pointer into the first
+// reaches into the second; both stay resident while they touch, and page
+// again once apart. *Other devices*: a `cuMemSetAccess` that grants another
+// device access pins the unit for life. *Export*: `cuMemExportToShareableHandle`
+// needs the driver's own handle with the program's requested handle types, so
+// the unit is *materialised*: its bytes go to the host, its chunks back to the
+// pool and out of the cap, one real allocation of the program's properties is
+// charged and mapped at home and at every alias, and the bytes come back; it
+// is pinned for life (a handle mapped where the index does not reach is
+// materialised the same way). PyTorch grows its segments handle by handle,
+// back to back, so under expandable segments its memory is capped and backed
+// by the pager's chunks but mostly pinned: the runtime says so at start.
+
 namespace vgpumem::vmm {
 namespace {
 

@@ -24,6 +24,13 @@
 
 #include <vector>
 
+// Note [The program's streams]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The non-blocking streams the program made,
+// listed as `cuStreamCreate` and `cuStreamCreateWithPriority` return them
+// and dropped as they (or their context) go: what `cuMemFree` waits for
+// besides the legacy streams (Note [cuMemFree waits for the program's work]).
+
 namespace vgpumem::vmm {
 
 class ProgramStreams {

@@ -21,9 +21,10 @@ void Pager::wake_reclaimer() {
   reclaimer_->wake();
 }
 
-// On the reclaimer's thread. It never records on or waits for the program's
-// streams, only the copy streams; its mode is relaxed, so it cannot
-// invalidate a capture the program has open (docs/gpu-facts.md §8.9).
+// On the reclaimer's thread. It never records on the program's streams, only
+// on the copy streams (time_stalls waits for events the launch path recorded
+// on them); its mode is relaxed, so it cannot invalidate a capture the
+// program has open (docs/gpu-facts.md §8.9).
 void Pager::reclaim() {
   // On a simulated driver, no earlier than the thread that woke it.
   if (driver_.host_handoff != nullptr) {

@@ -8,6 +8,32 @@
 
 #include <optional>
 
+// Note [The mover on the simulated clock]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// On the simulated driver each thread has its own clock, and a thread that
+// takes over another's work must not do it in the simulated past: the shim
+// finds `vgpusimHostTimeNs`/`vgpusimHostHandoff` in the simulated driver
+// (`DriverOps::host_time_ns`, null on hardware), stamps each move with the
+// poster's time and moves the mover's clock there before making it; the
+// reclaimer's pass starts no earlier than the latest thread that woke it.
+// The first launch that uses a unit the mover brought in moves its own clock
+// to the mover's when the unit arrived (`Unit::mover_arrival_ns`): on a GPU
+// it would have waited that long. And there the launch path waits in real
+// time for the mover to make the moves it posted (`Mover::drain`), which
+// costs no simulated time (the moves are charged to the mover's clock) but
+// takes the mover's timing out of a run's result: without it, which thread
+// the machine happened to run first decided whether a move found its unit
+// held by a launch (refused) or a prefetch came before its use: before it, 36 % of
+// VGG-16's planned moves were refused and its auto step measured 1.5× the
+// on-demand one in one run, and `AsPyTorchIssuesItAutoPlansTheWholeStepFromBothThreads`
+// measured its step 20 % apart under load and alone. The reclaimer is not in
+// step: when it unmaps a finished save (and so whether a unit wanted back is
+// revived or copied in) still varies a run, VGG-16 /32 at half its peak by
+// 192–210 ms a step over seven runs. A wait for the pager's lock while the
+// mover or the reclaimer holds it is charged on the threads' clocks
+// (`vmm/lock_calendar.h`: the lock's holds in simulated time, and a thread
+// that takes it inside one moved to its end).
+
 namespace vgpumem::vmm {
 namespace {
 

@@ -21,6 +21,23 @@
 
 #include "vmm/driver_ops.h"
 
+// Note [Streams as bits]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Streams as bits of a 64-bit mask, so a unit
+// remembers every stream that used it in one atomic word. A stream is named
+// by its context and handle (the legacy stream once per context), with the
+// context it belongs to, so the pager records on it in that context; it also
+// remembers the contexts seen per device. Work on per-thread default
+// streams (blocking streams, unnamed: no other thread can record on one) is
+// reached through an event on the legacy stream of each of those contexts,
+// which an offload's copy stream waits for on the device (the event is an
+// operation of the legacy stream, so the blocking streams' later work waits
+// for their earlier work, as after any legacy-stream call; a host-side
+// synchronise, as before, stopped the thread for every copy queued too);
+// only a stream unnamed for another reason (the table full) falls back to
+// synchronising the contexts on the host. `cuStreamDestroy`, `cuCtxDestroy`
+// and `cuDevicePrimaryCtxReset` wait for the work and free the bits.
+
 namespace vgpumem::vmm {
 
 class StreamRegistry {

@@ -48,6 +48,26 @@
 #include <cstddef>
 #include <cstdint>
 
+// Note [Lending launch tables]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The producer-to-consumer grace as it is by default
+// (`VGPUMEM_GRACE=lend`): while a launch's words are looked up, those that
+// land in a small allocation (a slab, or a unit of one allocation no larger
+// than `VGPUMEM_LEND_MAX_BYTES`) are noted as 512-byte cells, and every paged
+// word as a word (`Access`'s `Names`: counts cleared, arrays written up to
+// them). A launch that named a small cell takes a slot in its stream's ring
+// of eight (its number on the stream from the grace's counter, a 64-bit mask
+// of its cells, up to four cells, up to eight words; a seqlock of
+// atomics, no lock to read). A later launch naming a small cell checks the
+// ring's masks, then cells, for a launch at most K before it; each match's
+// words are looked up again (a freed target names nothing) and join the
+// launch as its own, held, before the fast path's residency check. What
+// cannot fit beside the launch's own under the cap is dropped before
+// anything moves (`Access::drop_from`). A launch with more words than a slot
+// keeps, or an unreadable one (every unit), stamps its units as the blanket
+// grace does. Copies and memsets neither lend nor borrow. See
+// docs/configuration.md#vgpumem_grace.
+
 namespace vgpumem::vmm {
 
 class TableLending {

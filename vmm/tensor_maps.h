@@ -25,6 +25,45 @@
 
 #include <cuda.h>
 
+// Note [TMA tensor maps]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// TMA tensor maps (`vmm/tensor_maps.{h,cpp}`, hooks in
+// `interpose/hooks_tensor_map.cpp`): on Hopper, CUTLASS, cuBLASLt, cuDNN and
+// Triton's host-side descriptors hand a kernel an operand's address only
+// inside an opaque 128-byte `CUtensorMap` passed by value, whose layout is
+// undocumented, so the word scan cannot be relied on to see it. With paging
+// on, the hooks of `cuTensorMapEncodeTiled`, `cuTensorMapEncodeIm2col`,
+// `cuTensorMapEncodeIm2colWide` and `cuTensorMapReplaceAddress` (reached by
+// symbol, `dlsym` and `cuGetProcAddress` like every hook) forward the call
+// and, when the driver accepted it, remember the map's 128 bytes with the
+// range it describes: from the global address, `dims[0]` elements (a whole
+// 16- or 32-byte group when interleaved) plus `(dims[i] − 1) × strides[i−1]`
+// for each further dimension, capped at 1 TiB. A re-addressed map keeps its
+// extent; one the shim never saw encoded gets one byte, which still brings
+// the whole unit at the address. The launch path then looks every parameter
+// of 128 bytes or more up at each 64-byte-aligned offset (a map's alignment;
+// the packed `extra` buffer from its start, and, for a kernel whose layout
+// the cache could not hold, every word), and each map found adds its range
+// to what the launch makes resident and holds (`Pager::prepare_range`, the
+// same hold as the words'). The registry is read with no lock and no
+// allocation: an open-addressing table of immutable entries, each published
+// by a release store, behind a filter of eight bits a slot; the hash is taken
+// from the XOR of each 64-byte half, so each half of a parameter is folded
+// once. Encodes take a mutex; a half-full table is copied into one twice its
+// size and the old one kept (a launch may still be reading it). A launch
+// when no map was ever encoded pays one load. Entries are never dropped —
+// forgetting a map still in use would launch over memory that is not there —
+// so the registry grows with the distinct maps a program encodes (152 bytes
+// each, table at most half full); see docs/benchmarks.md for the
+// cost of the match. The trace summary counts the maps remembered and found
+// in launches (`paging.tensor_maps`). Not covered: a map the program copies
+// into device memory and a kernel reads from there (CUTLASS's grouped GEMMs
+// rewrite such maps on the device: issue 13's device-built tables), and bytes
+// of a map changed by hand rather than through the driver. Still to check on
+// an H100: whether the real driver's map holds the address as a plain word
+// (the word scan would then see it too) and whether cuBLASLt and cuDNN call
+// `cuTensorMapEncode*` through the paths the shim hooks.
+
 namespace vgpumem::vmm {
 
 // The memory one tensor map describes.

@@ -2,7 +2,7 @@
 // device and host as a whole. A large allocation is one unit; small ones are
 // packed, many to a 2 MiB slab unit.
 //
-// States (docs/architecture.md, "Residency"):
+// States (docs/architecture.md, "The unit's states"; Note [Units and slabs], below):
 //   resident     mapped on its chunks; usable by streams in `ready_for`,
 //                others wait on `ready` first (it is moving in, or its
 //                chunks were last read by an offload still in flight)
@@ -22,6 +22,17 @@
 #include <cuda.h>
 
 #include "vmm/chunk.h"
+
+// Note [Units and slabs]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// The paging unit: a 2 MiB-multiple range that moves as a whole.
+// An allocation over 1 MiB is a unit of its own (rounded up to 2 MiB);
+// smaller ones are packed, 512-byte aligned, into 2 MiB slab units, so a
+// 512-byte tensor does not cost 2 MiB (a slab moves with all it holds). A
+// freed small allocation's range goes back to its slab, merged with free
+// neighbours; the next small allocation takes the first fit, lowest address
+// first, so a program that allocates and frees small buffers for hours does
+// not grow its slabs. A slab is released when its last allocation goes.
 
 namespace vgpumem::vmm {
 

@@ -252,7 +252,7 @@ INSTANTIATE_TEST_SUITE_P(
 // is made from all of it (keyed by thread, the plan covered the main
 // thread's 23 operations of the 43 and backward ran on demand). The caching
 // allocator moves the logits every other step, so the period is the step
-// or two of them (docs/architecture.md, "The access feed"). In the steady
+// or two of them (Note [The access feed and execution identity], vmm/access_feed.h). In the steady
 // state -- the last whole iterations covering the last 8 of 40 steps, as
 // the trace's schedule.recent_iterations counts them -- at least 90 % of
 // the operations follow the plan (backward's 20 of each step's 43 among

@@ -1,4 +1,4 @@
-// Graphs built node by node, end to end (docs/architecture.md, "Graphs"):
+// Graphs built node by node, end to end (Note [Graphs built node by node], interpose/hooks_graph.cpp):
 // kernel, memcpy, memset and batch memory operation nodes, added by their
 // own entry points and by cuGraphAddNode, and kernel nodes re-pointed in the graph and in an
 // instantiation, launched between kernels that page other buffers through

@@ -1,5 +1,5 @@
 // Copies, stream memory operations, textures and shared pages, end to end
-// (docs/architecture.md): words written and waited on by cuStreamWriteValue,
+// (Note [Copies and stream memory operations], interpose/hooks_copy.cpp): words written and waited on by cuStreamWriteValue,
 // cuStreamWaitValue and cuStreamBatchMemOp; buffers moved by cuMemcpyPeer,
 // cuMemcpy3DPeer, array copies, cuMemcpyBatchAsync and cuMemcpy3DBatchAsync;
 // and buffers read through a texture object by a kernel, through a dma-buf

@@ -1,4 +1,4 @@
-// Pointer tables, end to end (docs/architecture.md, "Pointer tables"): buffers
+// Pointer tables, end to end (Note [Pointer tables], vmm/pointer_tables.h): buffers
 // a kernel reaches only through a table — one uploaded to the device, or in
 // pinned host memory it reads directly — are there and exact under torture
 // (everything no operation holds is offloaded and unmapped before each one,

@@ -61,7 +61,7 @@ TEST(SimulateCommand, PredictsTheRecordedRunsOwnStep) {
   EXPECT_GE(predicted["floor_under_grace_ns"].get<double>(), predicted["floor_ns"].get<double>());
   EXPECT_LE(predicted["floor_under_grace_ns"].get<double>(), step * 1.000001);
   // Within 7 %: on the bench's cells the model predicts at or above the
-  // measured step by 0.5-6.8 % (docs/benchmarks.md, "The table,
+  // measured step by 0.5-6.8 % (docs/journal/2026-11-26-benchmarks.md, "The table,
   // 2026-11-26": it over-counts the copy-out engine's queue on the
   // transformers); here 5.1 % on 2026-11-26 (307.0 ms predicted, 291.6 to
   // 292.2 run), 2 % when the test was written.

@@ -2,7 +2,7 @@
 // on its own, but a kernel given a pointer into any piece may read every
 // byte of the allocation, so whatever names it by a pointer must bring all
 // of it. Each test here is one way a wrong byte could come from pieces
-// (docs/architecture.md, "Moving part of a unit"); the torture order offloads
+// (Note [Allocations in pieces], vmm/allocations.cpp); the torture order offloads
 // everything an operation does not name, so a piece left out is not mapped
 // when the "kernel" (a driver copy with no pager in between) reads it.
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // training (ResNet-50, VGG-16, BERT-large, GPT-2-medium, and a small CNN for
 // tests), written against the CUDA driver API as a framework with a caching
 // allocator drives it, on the simulated driver (layered_kernels.cpp). It is
-// the workload of the learned-schedule benchmark (docs/benchmarks.md, "The
+// the workload of the learned-schedule benchmark (docs/workloads.md, "The
 // layered workloads").
 //
 // Memory: every tensor is allocated once, before the first step, as a
