@@ -121,14 +121,19 @@ class HostPathStats {
   // (scheduler::LinkModel::fetch_driver_ns).
   void move_driver_work(bool save, std::uint64_t ns) {
     MoveWork& work = move_work_[save ? 1 : 0];
-    work.moves.fetch_add(1, std::memory_order_relaxed);
-    work.ns.fetch_add(ns, std::memory_order_relaxed);
+    const bool first = work.moves.fetch_add(1, std::memory_order_relaxed) == 0;
+    // An average over about the last kRecentMoves: the warm-up's on-demand
+    // moves, made while the program's thread and the reclaimer contend for
+    // the driver, cost more than the planned ones that follow.
+    double recent = work.recent_ns.load(std::memory_order_relaxed);
+    const auto sample = static_cast<double>(ns);
+    while (!work.recent_ns.compare_exchange_weak(recent, first ? sample : recent + (sample - recent) / kRecentMoves,
+                                                  std::memory_order_relaxed)) {
+    }
   }
-  // Their mean so far, in ns; 0 before any.
+  // Their recent mean (above), in ns; 0 before any.
   double driver_ns_per_move(bool save) const {
-    const MoveWork& work = move_work_[save ? 1 : 0];
-    const std::uint64_t moves = work.moves.load(std::memory_order_relaxed);
-    return moves == 0 ? 0.0 : static_cast<double>(work.ns.load(std::memory_order_relaxed)) / static_cast<double>(moves);
+    return move_work_[save ? 1 : 0].recent_ns.load(std::memory_order_relaxed);
   }
   void moved_inline(std::uint64_t ns) { inline_moves_ns_.fetch_add(ns, std::memory_order_relaxed); }
 
@@ -161,8 +166,10 @@ class HostPathStats {
   struct Calls {
     std::atomic<std::uint64_t> count{0}, ns{0};
   };
+  static constexpr double kRecentMoves = 64;
   struct MoveWork {
-    std::atomic<std::uint64_t> moves{0}, ns{0};
+    std::atomic<std::uint64_t> moves{0};
+    std::atomic<double> recent_ns{0};
   };
   static std::size_t index(HostSide side) { return static_cast<std::size_t>(side); }
   nlohmann::json side_summary(HostSide side, double gib_moved) const;

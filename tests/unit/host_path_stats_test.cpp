@@ -66,6 +66,24 @@ TEST(HostPathStats, RatesOfNothingMovedAreNullNotZero) {
   EXPECT_TRUE(summary["fetches"]["planned_share"].is_null()) << "no fetch at all";
 }
 
+// The driver work per move the plan is told is the recent moves': the
+// warm-up's dear on-demand fetches fade as the planned ones follow. Fetches
+// and saves are kept apart; none measured reads 0.
+TEST(HostPathStats, TheDriverWorkPerMoveIsTheRecentMovesAverage) {
+  HostPathStats stats;
+  EXPECT_EQ(stats.driver_ns_per_move(false), 0);
+  stats.move_driver_work(false, 900'000);
+  EXPECT_DOUBLE_EQ(stats.driver_ns_per_move(false), 900'000) << "the first sets it";
+  EXPECT_EQ(stats.driver_ns_per_move(true), 0) << "saves apart";
+  for (int i = 0; i < 400; ++i) stats.move_driver_work(false, 120'000);
+  EXPECT_NEAR(stats.driver_ns_per_move(false), 120'000, 2'000) << "the warm-up faded";
+  for (int i = 0; i < 10; ++i) stats.move_driver_work(true, 60'000);
+  EXPECT_DOUBLE_EQ(stats.driver_ns_per_move(true), 60'000);
+  const nlohmann::json summary = stats.summary({0, 0, 0, 0});
+  EXPECT_NEAR(summary["driver_us_per_fetch"].get<double>(), 120, 2);
+  EXPECT_DOUBLE_EQ(summary["driver_us_per_save"].get<double>(), 60);
+}
+
 TEST(HostPathStats, PlannedShareIsThePlansFetchesAmongAll) {
   HostPathStats stats;
   stats.fetched_on_demand();
