@@ -29,6 +29,7 @@ const char* trial_way_name(TrialWay way) {
     case TrialWay::vdnn_all: return "vdnn-all";
     case TrialWay::vdnn_conv: return "vdnn-conv";
     case TrialWay::automatic_one_chunk: return "auto, one-chunk margin";
+    case TrialWay::automatic_link_alone: return "auto, on the link alone";
   }
   return "?";
 }

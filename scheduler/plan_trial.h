@@ -30,9 +30,24 @@ namespace vgpumem::scheduler {
 // `automatic_one_chunk`: auto's plan with a margin of one chunk instead of
 // the standard one (PlanMargin), tried against auto's where both fit and
 // the tighter is predicted faster: whether the profile saw everything the
-// step needs room for is measured, not assumed.
-enum class TrialWay : std::uint8_t { on_demand, automatic, vdnn_all, vdnn_conv, automatic_one_chunk };
-// "on demand", "auto", "vdnn-all", "vdnn-conv", "auto, one-chunk margin"
+// step needs room for is measured, not assumed. `automatic_link_alone`:
+// auto's plan made on the link alone, as if moves cost the driver nothing
+// (LinkModel::fetch_driver_ns), tried against auto's where the pager has
+// measured what they cost: whether the driver's lane binds the step is
+// measured too (on the calibrated simulator, planning with it took a
+// full-size ResNet-50 step at half its peak from 1.32 to 1.08-1.13x its
+// floor, and the same model at --scale 8, where the link binds, from 1.05
+// to 1.12).
+enum class TrialWay : std::uint8_t {
+  on_demand,
+  automatic,
+  vdnn_all,
+  vdnn_conv,
+  automatic_one_chunk,
+  automatic_link_alone
+};
+// "on demand", "auto", "vdnn-all", "vdnn-conv", "auto, one-chunk margin",
+// "auto, on the link alone"
 const char* trial_way_name(TrialWay way);
 
 struct TrialCandidate {

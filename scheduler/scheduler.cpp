@@ -225,8 +225,12 @@ bool Scheduler::plan_now() {
   if (const double out = pager_.link_bytes_per_ns(true); out > 0) link.to_host_bytes_per_ns = out;
   if (const double in = pager_.link_bytes_per_ns(false); in > 0) link.to_device_bytes_per_ns = in;
   // And the driver work around each move, as measured (LinkModel).
-  link.fetch_driver_ns = pager_.driver_ns_per_move(false);
-  link.save_driver_ns = pager_.driver_ns_per_move(true);
+  // And the driver work around each move, as measured, unless this lock's
+  // trial found the plan made on the link alone faster (LinkModel).
+  if (!link_alone_for(*iteration)) {
+    link.fetch_driver_ns = pager_.driver_ns_per_move(false);
+    link.save_driver_ns = pager_.driver_ns_per_move(true);
+  }
   Plan plan;
   PrefetchLeads leads;
   {
@@ -276,7 +280,7 @@ bool Scheduler::plan_now() {
       predicted = refined;
       publish(std::make_unique<TriggerTable>(make_trigger_table(step, plan)));
     }
-    try_one_chunk_margin(*iteration, step, budget, link, leads, plan, predicted);
+    try_alternatives(*iteration, step, budget, link, leads, plan, predicted);
   }
   nlohmann::json numbers = {{"period", step.period()},
                             {"compute_ns", step.step_ns},
@@ -316,7 +320,8 @@ Plan plan_for(TrialWay way, const IterationProfile& step, std::uint64_t budget, 
               const Plan& automatic) {
   switch (way) {
     case TrialWay::automatic:
-    case TrialWay::automatic_one_chunk: return automatic;  // (a margin's trial is of plans that fit)
+    case TrialWay::automatic_one_chunk:
+    case TrialWay::automatic_link_alone: return automatic;  // (these trials are of plans that fit)
     case TrialWay::vdnn_all: return plan_vdnn(step, budget, link, false);
     case TrialWay::vdnn_conv: return plan_vdnn(step, budget, link, true);
     case TrialWay::on_demand: break;
@@ -358,33 +363,56 @@ Plan Scheduler::unfit_plan(const RecordedIteration& iteration, const IterationPr
   return trial_->current().plan;
 }
 
-PlanMargin Scheduler::margin_for(const RecordedIteration& iteration) const {
-  const bool measured = trial_ != nullptr && trial_->covers(iteration.log, iteration.lock) && trial_->done();
-  return measured && trial_->best().way == TrialWay::automatic_one_chunk ? PlanMargin::one_chunk
-                                                                         : PlanMargin::standard;
+std::optional<TrialWay> Scheduler::trial_winner(const RecordedIteration& iteration) const {
+  if (trial_ == nullptr || !trial_->covers(iteration.log, iteration.lock) || !trial_->done()) return std::nullopt;
+  return trial_->best().way;
 }
 
-void Scheduler::try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step,
-                                     std::uint64_t budget, const LinkModel& link, const PrefetchLeads& leads,
-                                     const Plan& plan, const PlanTiming& predicted) {
+PlanMargin Scheduler::margin_for(const RecordedIteration& iteration) const {
+  return trial_winner(iteration) == TrialWay::automatic_one_chunk ? PlanMargin::one_chunk : PlanMargin::standard;
+}
+
+bool Scheduler::link_alone_for(const RecordedIteration& iteration) const {
+  return trial_winner(iteration) == TrialWay::automatic_link_alone;
+}
+
+void Scheduler::try_alternatives(const RecordedIteration& iteration, const IterationProfile& step,
+                                 std::uint64_t budget, const LinkModel& link, const PrefetchLeads& leads,
+                                 const Plan& plan, const PlanTiming& predicted) {
   if (!plan.fits || plan.offload_delay || (trial_ != nullptr && trial_->covers(iteration.log, iteration.lock))) {
     return;
   }
-  Plan tight = plan_auto(step, budget, link, leads, /*refine=*/true, PlanMargin::one_chunk);
-  if (!tight.fits || tight.swaps.empty()) return;
-  // Predicted faster, or as fast with fewer bytes over the link.
-  const PlanTiming tighter = simulate(step, tight, link);
-  const bool better = tighter.step_ns < predicted.step_ns ||
-                      (tighter.step_ns <= predicted.step_ns && tighter.bytes_to_host + tighter.bytes_to_device <
-                                                                   predicted.bytes_to_host + predicted.bytes_to_device);
-  if (!better) return;
   std::vector<TrialCandidate> candidates;
   candidates.push_back({TrialWay::automatic, plan, -1});  // in force
-  candidates.push_back({TrialWay::automatic_one_chunk, std::move(tight), -1});
+  Plan tight = plan_auto(step, budget, link, leads, /*refine=*/true, PlanMargin::one_chunk);
+  if (tight.fits && !tight.swaps.empty()) {
+    // Predicted faster, or as fast with fewer bytes over the link.
+    const PlanTiming tighter = simulate(step, tight, link);
+    const bool better =
+        tighter.step_ns < predicted.step_ns ||
+        (tighter.step_ns <= predicted.step_ns &&
+         tighter.bytes_to_host + tighter.bytes_to_device < predicted.bytes_to_host + predicted.bytes_to_device);
+    if (better) candidates.push_back({TrialWay::automatic_one_chunk, std::move(tight), -1});
+  }
+  // Where moves were planned with the driver work they cost, the same step
+  // planned on the link alone: the model of the driver's lane is measured
+  // against the run, not trusted (plan_trial.h).
+  if (link.move_overhead_bytes() > 0) {
+    LinkModel alone = link;
+    alone.fetch_driver_ns = alone.save_driver_ns = 0;
+    Plan plain = plan_auto(step, budget, alone, leads, /*refine=*/true);
+    if (plain.fits && !plain.swaps.empty()) candidates.push_back({TrialWay::automatic_link_alone, std::move(plain), -1});
+  }
+  if (candidates.size() < 2) return;
   trial_ = std::make_unique<PlanTrial>(iteration.log, iteration.lock, std::move(candidates));
+  if (trial_->size() < 2) {  // the others made the same moves
+    trial_.reset();
+    return;
+  }
   trial_step_ = step;
   if (!trial_->done()) trial_->measure_from = log_.request_timing(iteration.log, 1);
-  VGPUMEM_LOG_INFO("schedule: measuring auto's plan against the same with a one-chunk margin, a step each");
+  VGPUMEM_LOG_INFO("schedule: measuring auto's plan against {} other{}, a step each", trial_->size() - 1,
+                   trial_->size() > 2 ? "s" : "");
 }
 
 // A step timed during the trial in progress: if it is the one asked for,

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -105,16 +106,22 @@ class Scheduler final : public vmm::AccessFeed {
   Plan unfit_plan(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
                   const LinkModel& link, const Plan& automatic);
   bool measure_trial(const RecordedIteration& iteration, const IterationProfile& step);
+  // The way a finished trial of `iteration`'s lock measured fastest, if any.
+  std::optional<TrialWay> trial_winner(const RecordedIteration& iteration) const;
   // The margin auto plans with for `iteration`'s lock: the standard one
-  // until a trial of the two measured the tighter faster.
+  // until a trial measured the tighter faster.
   PlanMargin margin_for(const RecordedIteration& iteration) const;
-  // Where auto's plan fits and has not been tried against a one-chunk
-  // margin in this lock: plans with that margin, and where that plan fits
-  // too and is predicted faster (or as fast, moving fewer bytes), measures
-  // both (plan_trial.h).
-  void try_one_chunk_margin(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
-                            const LinkModel& link, const PrefetchLeads& leads, const Plan& plan,
-                            const PlanTiming& predicted);
+  // Whether auto plans `iteration`'s lock on the link alone: only where a
+  // trial measured that plan faster than the one made with the driver work.
+  bool link_alone_for(const RecordedIteration& iteration) const;
+  // Where auto's plan fits and no trial has run in this lock: measures it,
+  // a step each, against the same with a one-chunk margin (where that fits
+  // too and is predicted faster, or as fast moving fewer bytes) and against
+  // the same planned on the link alone (where moves were planned with the
+  // driver work they cost), each where it makes other moves (plan_trial.h).
+  void try_alternatives(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
+                        const LinkModel& link, const PrefetchLeads& leads, const Plan& plan,
+                        const PlanTiming& predicted);
   void publish(std::unique_ptr<TriggerTable> table);
 
   const Options options_;

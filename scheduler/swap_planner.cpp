@@ -220,7 +220,7 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
     std::size_t best = pool.size(), best_at = 0;
     double best_score = 0;
     CoverageSums coverage(curve, plan.target);
-    const double overhead_bytes = link.move_overhead_bytes();
+    const double overhead_bytes = order == GapOrder::coverage_per_move ? link.move_overhead_bytes() : 0.0;
     for (std::size_t c = 0; c < pool.size(); ++c) {
       const std::size_t at = spans[c].position(op, curve.size());
       if (at == 0) continue;
@@ -233,10 +233,10 @@ Plan plan_auto_greedy(const IterationProfile& profile, std::uint64_t budget, con
         const double held_start = timeline::prefetch_start(profile, at) + link.fetch_ns(bytes);
         score = std::min(pool[c].free_ns, timeline::start(profile, spans[c].need) - held_start);
       } else {
-        // Per byte the move costs: its own, and the driver work around it
-        // as bytes of link time, so that where the driver's work per move
-        // is dear a small unit's move ranks below a large one's that
-        // covers as much.
+        // Per byte the move costs: its own, and by coverage per move the
+        // driver work around it as bytes of link time, so that where the
+        // driver's work per move is dear a small unit's move ranks below a
+        // large one's that covers as much.
         const std::size_t last = std::max(timeline::prefetch_unrolled(profile, pool[c]), at);
         score = static_cast<double>(coverage.covered(spans[c].first, last, bytes)) /
                 (static_cast<double>(bytes) + overhead_bytes);
@@ -275,10 +275,15 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
   const std::uint64_t target = budget - std::min(budget, plan_margin(budget, margin));
   Plan plan = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::free_time, target);
   if (!plan.swaps.empty()) {
-    Plan covering = plan_auto_greedy(profile, budget, link, leads, pool, GapOrder::coverage, target);
-    if (covering.fits != plan.fits ? covering.fits
-                                   : simulate(profile, covering, link).step_ns < simulate(profile, plan, link).step_ns) {
-      plan = std::move(covering);
+    double plan_ns = simulate(profile, plan, link).step_ns;
+    for (const GapOrder order : {GapOrder::coverage, GapOrder::coverage_per_move}) {
+      if (order == GapOrder::coverage_per_move && link.move_overhead_bytes() <= 0) continue;
+      Plan covering = plan_auto_greedy(profile, budget, link, leads, pool, order, target);
+      const double covering_ns = simulate(profile, covering, link).step_ns;
+      if (covering.fits != plan.fits ? covering.fits : covering_ns < plan_ns) {
+        plan = std::move(covering);
+        plan_ns = covering_ns;
+      }
     }
   }
   if (plan.fits) {

@@ -285,36 +285,42 @@ TEST(PlanTiming, TheDriverWorkBeforeAFetchsCopyIsChargedInTurnAndExplained) {
 
 // Where each move costs the driver work besides its bytes (on an H200 under
 // training more, for a 2 MiB unit, than its copy), the greedy by coverage
-// ranks gaps per byte with that work counted as bytes of link time: on
-// random steps it moves fewer, larger units than it does with the link
-// alone, and its plans still fit.
+// per move ranks gaps per byte with that work counted as bytes of link
+// time: on random steps it moves fewer, larger units than by coverage, and
+// its plans still fit; and plan_auto keeps whichever the model finds
+// faster.
 TEST(SwapPlanner, WhereEachMoveCostsDriverWorkTheGreedyByCoverageMovesFewerLargerUnits) {
   std::mt19937 random(16);
-  LinkModel bytes_only;
-  LinkModel dear_moves = bytes_only;
+  LinkModel dear_moves;
   dear_moves.fetch_driver_ns = 120'000;  // the H200's map and set-access of a one-handle unit
   dear_moves.save_driver_ns = 60'000;    // and its unmap
   int fewer = 0, more = 0, compared = 0;
-  std::uint64_t moves_bytes_only = 0, moves_dear = 0;
+  std::uint64_t moves_by_coverage = 0, moves_dear = 0;
   for (int trial = 0; trial < 60; ++trial) {
     SyntheticStep step = random_step(random, 8, 24, 20, 80, 200'000);
     const IterationProfile profile = step.profile(random() % 3);
     const std::uint64_t budget = profile.total_bytes * (30 + random() % 50) / 100;
-    const Plan plain = plan_auto_greedy(profile, budget, bytes_only, {}, auto_candidates(profile, bytes_only, {}),
-                                        GapOrder::coverage);
-    const Plan dear = plan_auto_greedy(profile, budget, dear_moves, {}, auto_candidates(profile, dear_moves, {}),
-                                       GapOrder::coverage);
+    const std::vector<PlannedSwap> pool = auto_candidates(profile, dear_moves, {});
+    const Plan plain = plan_auto_greedy(profile, budget, dear_moves, {}, pool, GapOrder::coverage);
+    const Plan dear = plan_auto_greedy(profile, budget, dear_moves, {}, pool, GapOrder::coverage_per_move);
+    const Plan chosen = plan_auto(profile, budget, dear_moves, {}, /*refine=*/false);
+    if (plain.fits && dear.fits) {
+      EXPECT_LE(simulate(profile, chosen, dear_moves).step_ns,
+                std::min(simulate(profile, plain, dear_moves).step_ns, simulate(profile, dear, dear_moves).step_ns) *
+                    1.000001)
+          << "trial " << trial;
+    }
     if (!plain.fits) continue;
     ++compared;
     EXPECT_TRUE(dear.fits) << "trial " << trial;
-    moves_bytes_only += plain.swaps.size();
+    moves_by_coverage += plain.swaps.size();
     moves_dear += dear.swaps.size();
     fewer += dear.swaps.size() < plain.swaps.size();
     more += dear.swaps.size() > plain.swaps.size();
   }
   EXPECT_GE(compared, 20);
   EXPECT_GT(fewer, 2 * more) << "of " << compared;
-  EXPECT_LT(static_cast<double>(moves_dear), 0.95 * static_cast<double>(moves_bytes_only));
+  EXPECT_LT(static_cast<double>(moves_dear), 0.95 * static_cast<double>(moves_by_coverage));
 }
 
 // The pool simulate() follows: a prefetch that takes bytes while the
