@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -107,9 +108,8 @@ struct AccessLog::StreamLog : FollowedStream {
   // force has been recorded whole (until then every kernel is marked).
   std::vector<bool> not_kernel_at;
   bool ops_known = false;
-  // The last step kinds a timed iteration was published for.
-  std::array<std::uint64_t, 16> timed_kinds{};
-  std::size_t next_timed_kind = 0;
+  // The recording is tentative (start_tentative): of a step not yet named.
+  bool tentative = false;
   // The consumer's counts as the last boundary was noted (note_boundary),
   // and the last iteration whose end was.
   std::uint64_t followed_at_boundary = 0, strayed_at_boundary = 0, operations_at_boundary = 0, noted_serial = 0,
@@ -229,8 +229,7 @@ void AccessLog::note_lock(StreamLog& log) {
   // The first whole iteration of a kind is timed, so that the planner has
   // it; a kind come back to is timed again only if it never had one (its
   // first lock broke before an iteration ended).
-  const auto& timed = log.timed_kinds;
-  if (std::find(timed.begin(), timed.end(), log.kind) == timed.end()) log.since_timed = options_.timing_every;
+  if (!log.detector.kinds().was_timed(log.kind)) log.since_timed = options_.timing_every;
 }
 
 void AccessLog::note_break(StreamLog& log) {
@@ -257,6 +256,7 @@ void AccessLog::drop_iteration(StreamLog& log) {
     release_marks(log.current);
   }
   log.recording = false;
+  log.tentative = false;
 }
 
 StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDetector::Event event,
@@ -270,19 +270,29 @@ StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDe
       release_marks(record);
       drop_iteration(log);
       note_break(log);
+      if (log.detector.untimed_kind_may_start() && marks_ != nullptr) start_tentative(log, record);  // (as below)
       break;
     case IterationDetector::Event::locked:
-      release_marks(record);
       note_lock(log);
-      // A kind named part-way (recognised at some phase, or taking over
-      // from another) is recorded from its next iteration's start.
       if (log.detector.phase() + 1 == log.detector.period()) {
+        release_marks(record);
         start_iteration(log, record);
+      } else if (log.tentative && log.current.ops.size() == log.detector.phase() &&
+                 !log.detector.kinds().was_timed(log.kind)) {
+        // Named a few operations into the step whose start the tentative
+        // recording has (timed): it is the kind's first timed iteration.
+        adopt_tentative(log, record);
       } else {
-        drop_iteration(log);
+        // A kind named part-way (recognised at some phase, or taking over
+        // from another) is recorded from its next iteration's start.
+        release_marks(record);
+        forget_iteration(log);
       }
       break;
     case IterationDetector::Event::none:
+      if (log.recording && log.tentative && (log.detector.locked() || log.current.ops.size() > kTentativeOps)) {
+        forget_iteration(log);  // (the step it began was none never timed)
+      }
       if (log.recording) {
         if (log.keeping) {
           append(log, record);
@@ -295,6 +305,10 @@ StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDe
         // Locked, but this iteration was not recorded (too large, or
         // dropped): the next one is, from its start.
         if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log, record);
+        // Unlocked, and this operation ends a kind never timed: the next may
+        // start it. Named only a few operations in, its first ones would be
+        // gone untimed; so they are timed and kept on the chance.
+        if (log.detector.untimed_kind_may_start() && marks_ != nullptr) start_tentative(log, record);
       }
       break;
   }
@@ -334,9 +348,43 @@ void AccessLog::append(StreamLog& log, const vmm::AccessRecord& record) {
   if (it.units.size() < it.units.capacity()) __builtin_prefetch(it.units.data() + it.units.size(), 1);
 }
 
+void AccessLog::forget_iteration(StreamLog& log) {
+  if (log.recording && log.keeping) release_marks(log.current);
+  log.recording = false;
+  log.tentative = false;
+}
+
+void AccessLog::start_tentative(StreamLog& log, const vmm::AccessRecord& last) {
+  release_marks(log.current);
+  log.recording = true;
+  log.tentative = true;
+  log.period = std::numeric_limits<std::size_t>::max();  // no end: it becomes a kind's, or is forgotten
+  log.not_kernel_at.clear();
+  log.ops_known = false;
+  log.current.ops.clear();
+  log.current.units.clear();
+  log.timing = log.keeping = true;
+  log.counted = 0;
+  log.current.timed = true;
+  log.current.log = &log;
+  log.current.lock = 0;
+  mark_before_first(log.current, last);
+}
+
+void AccessLog::adopt_tentative(StreamLog& log, const vmm::AccessRecord& record) {
+  log.tentative = false;
+  log.period = log.detector.period();
+  log.not_kernel_at.assign(log.period, true);
+  for (std::size_t i = 0; i < log.current.ops.size(); ++i) log.not_kernel_at[i] = log.current.ops[i].function == nullptr;
+  log.current.lock = log.kind;
+  log.since_timed = 0;
+  append(log, record);
+}
+
 void AccessLog::start_iteration(StreamLog& log, const vmm::AccessRecord& last) {
   release_marks(log.current);
   log.recording = true;
+  log.tentative = false;
   log.period = log.detector.period();
   log.not_kernel_at.assign(log.period, true);  // a new period, not yet seen whole: every kernel marked
   log.ops_known = false;
@@ -465,10 +513,7 @@ void AccessLog::publish(StreamLog& log, const vmm::AccessRecord& last) {
   it.serial = log.ended.fetch_add(1, std::memory_order_relaxed) + 1;
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
   std::shared_ptr<RecordedIteration> let_go;  // one a reader has let go of, not reused: its marks go back
-  if (it.timed && log.keeping) {
-    log.timed_kinds[log.next_timed_kind] = it.lock;
-    log.next_timed_kind = (log.next_timed_kind + 1) % log.timed_kinds.size();
-  }
+  if (it.timed && log.keeping) log.detector.kind_timed(it.lock);
   if (log.keeping) {
     log.ops_known = log.not_kernel_at.size() == log.period;  // every phase written down
     std::lock_guard lock(log.published_mutex);

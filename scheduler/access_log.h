@@ -314,6 +314,13 @@ class AccessLog final : public vmm::AccessFeed {
   void drop_iteration(StreamLog& log);
   void note_boundary(FollowedStream& log) noexcept;
   void note_lock(StreamLog& log);
+  // A timed recording begun where the next operation may start a kind
+  // never timed, kept if that kind is named within kTentativeOps.
+  void start_tentative(StreamLog& log, const vmm::AccessRecord& last);
+  void adopt_tentative(StreamLog& log, const vmm::AccessRecord& record);
+  // The recording in progress is dropped unpublished, not counted.
+  void forget_iteration(StreamLog& log);
+  static constexpr std::size_t kTentativeOps = 64;
   void note_break(StreamLog& log);
   static bool broke_at_end(const StreamLog& log);
   static StreamPosition position_of(FollowedStream& log) {

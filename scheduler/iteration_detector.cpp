@@ -35,7 +35,7 @@ IterationDetector::Event IterationDetector::observe_otherwise(std::uint64_t iden
     catch_up(index);
     remember(identity, index);
     kinds_.seen(kind_, index);
-    return break_lock();
+    return break_lock(identity, index);
   }
   // A recognised lock: the candidates are still followed, and one that
   // locks takes over, whether the kind holds or not (a longer period: the
@@ -54,7 +54,7 @@ IterationDetector::Event IterationDetector::observe_otherwise(std::uint64_t iden
     --returns_;
     return Event::none;
   }
-  if (!holds) return break_lock();
+  if (!holds) return break_lock(identity, index);
   if (index - lock_index_ >= 2 * period_) {
     settled_ = true;
     frozen_from_ = index;
@@ -160,7 +160,7 @@ IterationDetector::Event IterationDetector::follow_candidates(std::uint64_t iden
 
 // Broken. Held for less than two periods past the lock: a part of the
 // iteration, which must now repeat for longer to lock again.
-IterationDetector::Event IterationDetector::break_lock() {
+IterationDetector::Event IterationDetector::break_lock(std::uint64_t identity, std::uint64_t index) {
   if (seen_ - 1 - lock_index_ < 2 * period_) {
     suspects_[next_suspect_] = Suspect{period_, held_};
     next_suspect_ = (next_suspect_ + 1) % kSuspects;
@@ -169,6 +169,10 @@ IterationDetector::Event IterationDetector::break_lock() {
   held_ = 0;
   settled_ = false;
   sequence_ = nullptr;
+  // The identity that broke it may begin a kind (or end one: the next may
+  // begin it): recognition starts with it. (A kind named by one identity
+  // alone is named with the next.)
+  if (kinds_.recognise(identity, index).serial != 0) kinds_.stop_recognising();
   ++breaks_;
   return Event::broken;
 }

@@ -96,6 +96,11 @@ class IterationDetector {
   // Locks that came back to a known kind (recognised, or found again).
   std::uint64_t returns() const { return returns_; }
   const StepKinds& kinds() const { return kinds_; }
+  // The kind `serial` has had a whole iteration timed (StepKinds::timed).
+  void kind_timed(std::uint64_t serial) { kinds_.timed(serial); }
+  // Unlocked, and the last identity ends a kind never timed: the next may
+  // start it (StepKinds::untimed_may_start).
+  bool untimed_kind_may_start() const { return !locked() && kinds_.untimed_may_start(); }
 
  private:
   struct Candidate {
@@ -123,7 +128,7 @@ class IterationDetector {
   std::uint64_t remember(std::uint64_t identity, std::uint64_t index);
   void catch_up(std::uint64_t index);
   Event follow_candidates(std::uint64_t identity);
-  Event break_lock();
+  Event break_lock(std::uint64_t identity, std::uint64_t index);
 
   Options options_;
   std::vector<std::uint64_t> ring_;    // the last identities, a power of two of them

@@ -94,6 +94,7 @@ StepKinds::Named StepKinds::adopt(std::span<const std::uint64_t> sequence, std::
   kind.sequence.assign(sequence.begin(), sequence.end());
   build_index(kind);
   kind.last_seen = now;
+  kind.timed = false;
   ++made_;
   *made = true;
   return {kind.serial, kind.sequence.data(), period, period - 1};
@@ -129,6 +130,7 @@ StepKinds::Named StepKinds::recognise(std::uint64_t identity, std::uint64_t now)
   }
   // A new start, in every kind the identity is in (not one under way there).
   bool aged = false;
+  untimed_may_start_ = false;
   for (const Kind& kind : kinds_) {
     if (kind.serial == 0) continue;
     if (now - kind.last_seen > options_.max_age) {
@@ -138,6 +140,7 @@ StepKinds::Named StepKinds::recognise(std::uint64_t identity, std::uint64_t now)
     const std::ptrdiff_t phase = phase_of(kind, identity);
     if (phase < 0) continue;
     const std::size_t period = kind.sequence.size();
+    if (!kind.timed && static_cast<std::size_t>(phase) + 1 == period) untimed_may_start_ = true;
     const std::size_t next = (static_cast<std::size_t>(phase) + 1) % period;
     if (std::any_of(recognisers_.begin(), recognisers_.end(),
                     [&](const Recogniser& r) { return r.kind == &kind && r.next == next; })) {
@@ -157,6 +160,17 @@ StepKinds::Named StepKinds::recognise(std::uint64_t identity, std::uint64_t now)
   }
   if (aged) age(now);
   return {};
+}
+
+void StepKinds::timed(std::uint64_t serial) {
+  for (Kind& kind : kinds_) {
+    if (kind.serial == serial && serial != 0) kind.timed = true;
+  }
+}
+
+bool StepKinds::was_timed(std::uint64_t serial) const {
+  const Kind* kind = slot_of(serial);
+  return kind != nullptr && kind->timed;
 }
 
 void StepKinds::seen(std::uint64_t serial, std::uint64_t now) {

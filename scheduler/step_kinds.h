@@ -64,6 +64,12 @@ class StepKinds {
   void seen(std::uint64_t serial, std::uint64_t now);
   // Drops every recogniser (the stream locked).
   void stop_recognising() { recognisers_.fill(Recogniser{}); }
+  // The kind `serial` has had a whole iteration timed (the planner has it).
+  void timed(std::uint64_t serial);
+  bool was_timed(std::uint64_t serial) const;
+  // Whether the identity recognise() saw last ends a kind never timed (is
+  // its last phase): the next one may start it, and is worth timing.
+  bool untimed_may_start() const { return untimed_may_start_; }
 
   std::size_t size() const;
   std::uint64_t made() const { return made_; }
@@ -77,6 +83,7 @@ class StepKinds {
     std::vector<std::uint64_t> sequence;
     std::vector<std::uint32_t> index;  // phase + 1 of an identity (its first), 0: empty
     std::uint64_t last_seen = 0;
+    bool timed = false;
   };
   struct Recogniser {
     const Kind* kind = nullptr;  // null: free
@@ -98,6 +105,7 @@ class StepKinds {
   std::array<Recogniser, kRecognisers> recognisers_{};
   std::uint64_t next_serial_ = 1;
   std::uint64_t made_ = 0, named_ = 0, aged_out_ = 0;
+  bool untimed_may_start_ = false;
 };
 
 }  // namespace vgpumem::scheduler
