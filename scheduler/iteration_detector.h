@@ -14,11 +14,13 @@
 // before the optimizer step): that period must then repeat for longer than
 // it did before it can lock again, so the whole step wins.
 //
-// observe() allocates nothing and takes no lock: a fixed table of last
-// occurrences (set-associative), a ring of recent identities, a few
-// candidates. While locked it compares with the ring alone and leaves the
-// table be; the break brings the table up to date from the ring (at most a
-// period's worth, once). One detector serves one thread's stream.
+// observe() takes no lock, and allocates only where a lock makes a new
+// step kind (a few times a run; never while a period holds): a fixed table
+// of last occurrences (set-associative), a ring of recent identities, a few
+// candidates. While settled in a lock it compares with the kind's sequence
+// alone and leaves the table be; the break brings the table up to date from
+// the ring (at most a period's worth, once). One detector serves one
+// stream.
 //
 // Every period it locks on is kept as a step kind (step_kinds.h), named by
 // a serial that stays the same each time the stream comes back to it: the
