@@ -662,10 +662,22 @@ void found_line(std::ostream& out, const nlohmann::json& schedule, std::vector<s
     out << "; the run ended inside a step, as runs do";
   }
   out << "\n";
+  // Step kinds (traces since 2026-11-29): each period locked on is kept,
+  // and a lock that comes back to one follows its plan without learning it
+  // again.
+  const bool kinds_counted = schedule.contains("kinds");
+  const std::uint64_t kinds = count(schedule, "kinds"), returns = count(schedule, "kind_returns");
+  if (kinds_counted && (kinds > 1 || returns > 0)) {
+    out << "  kinds: " << kinds << (kinds == 1 ? " step kind" : " step kinds") << " learned; the stream came back to a "
+        << "known one " << returns << (returns == 1 ? " time" : " times")
+        << ", its plan followed again without learning it again\n";
+  }
   if (breaks > 0 && end_apart) {
     advice->push_back("The step broke " + std::to_string(breaks) + (breaks == 1 ? " time" : " times") +
-                      " (an evaluation step, a new input shape): those steps ran on demand and the schedule was "
-                      "learned again after each.");
+                      " (an evaluation step, a new input shape): " +
+                      (kinds_counted ? "the operations from each break until a known step kind was named again (a few, "
+                                       "where the next step is one) ran on demand."
+                                     : "those steps ran on demand and the schedule was learned again after each."));
   }
 }
 
@@ -877,6 +889,8 @@ nlohmann::json step_json(const nlohmann::json& file, const Options& options) {
           {"locks", count(schedule, "locks")},
           {"breaks", count(schedule, "breaks")},
           {"breaks_at_end", number_or_null(schedule, "breaks_at_end")},
+          {"kinds", number_or_null(schedule, "kinds")},
+          {"kind_returns", number_or_null(schedule, "kind_returns")},
           {"locked_at_exit", flag(schedule, "locked")},
           {"plan",
            plan.is_object() && !plan.empty()

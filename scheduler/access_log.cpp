@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -106,14 +107,20 @@ struct AccessLog::StreamLog : FollowedStream {
   // a kernel (a copy, a memset); known once an iteration of the period in
   // force has been recorded whole (until then every kernel is marked).
   std::vector<bool> not_kernel_at;
-  bool kinds_known = false;
+  bool ops_known = false;
+  // The recording is tentative (start_tentative): of a step not yet named.
+  bool tentative = false;
   // The consumer's counts as the last boundary was noted (note_boundary),
   // and the last iteration whose end was.
-  std::uint64_t followed_at_boundary = 0, strayed_at_boundary = 0, noted_serial = 0, noted_lock = 0;
+  std::uint64_t followed_at_boundary = 0, strayed_at_boundary = 0, operations_at_boundary = 0, noted_serial = 0,
+                noted_new_kinds = 0;
   vmm::HostPathCounts paged_at_boundary;  // the pager's counts then
 
   // Written by the holder, read by summary() from any thread.
   std::atomic<std::uint64_t> published{0}, dropped{0}, locks{0}, breaks{0};
+  // Locks that made a step kind, that came back to one (IterationDetector::returns),
+  // and the kinds it knows now.
+  std::atomic<std::uint64_t> new_kinds{0}, returns{0}, kinds_known{0};
   std::atomic<std::uint64_t> ended{0};  // whole iterations followed, kept or not: the last one's serial
   std::atomic<std::uint64_t> locked_period{0}, iterations{0};  // of the last lock, kept after it breaks
   std::atomic<bool> locked{false};
@@ -204,8 +211,25 @@ void AccessLog::changed_hands(FollowedStream& followed, const vmm::AccessRecord&
   // Operations of this stream went by unseen while another thread held the
   // log: what is being followed is not the stream's sequence.
   log.missed_noted = missed;
-  if (log.detector.observe(kUnseenOperation) == IterationDetector::Event::broken) note_break(log);
+  const IterationDetector::Event event = log.detector.observe(kUnseenOperation);
+  if (event == IterationDetector::Event::broken) note_break(log);
+  if (event == IterationDetector::Event::locked) note_lock(log);  // (a kind named by chance: recorded from its start)
   drop_iteration(log);
+}
+
+void AccessLog::note_lock(StreamLog& log) {
+  ++log.lock_count;
+  log.kind = log.detector.kind();
+  log.locks.fetch_add(1, std::memory_order_relaxed);
+  if (log.detector.new_kind()) log.new_kinds.fetch_add(1, std::memory_order_relaxed);
+  log.returns.store(log.detector.returns(), std::memory_order_relaxed);
+  log.kinds_known.store(log.detector.kinds().size(), std::memory_order_relaxed);
+  log.locked_period.store(log.detector.period(), std::memory_order_relaxed);
+  log.locked.store(true, std::memory_order_relaxed);
+  // The first whole iteration of a kind is timed, so that the planner has
+  // it; a kind come back to is timed again only if it never had one (its
+  // first lock broke before an iteration ended).
+  if (!log.detector.kinds().was_timed(log.kind)) log.since_timed = options_.timing_every;
 }
 
 void AccessLog::note_break(StreamLog& log) {
@@ -232,6 +256,7 @@ void AccessLog::drop_iteration(StreamLog& log) {
     release_marks(log.current);
   }
   log.recording = false;
+  log.tentative = false;
 }
 
 StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDetector::Event event,
@@ -245,17 +270,29 @@ StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDe
       release_marks(record);
       drop_iteration(log);
       note_break(log);
+      if (log.detector.untimed_kind_may_start() && marks_ != nullptr) start_tentative(log, record);  // (as below)
       break;
     case IterationDetector::Event::locked:
-      release_marks(record);
-      ++log.lock_count;
-      log.since_timed = options_.timing_every;  // the first iteration of a lock is timed
-      log.locks.fetch_add(1, std::memory_order_relaxed);
-      log.locked_period.store(log.detector.period(), std::memory_order_relaxed);
-      log.locked.store(true, std::memory_order_relaxed);
-      start_iteration(log, record);
+      note_lock(log);
+      if (log.detector.phase() + 1 == log.detector.period()) {
+        release_marks(record);
+        start_iteration(log, record);
+      } else if (log.tentative && log.current.ops.size() == log.detector.phase() &&
+                 !log.detector.kinds().was_timed(log.kind)) {
+        // Named a few operations into the step whose start the tentative
+        // recording has (timed): it is the kind's first timed iteration.
+        adopt_tentative(log, record);
+      } else {
+        // A kind named part-way (recognised at some phase, or taking over
+        // from another) is recorded from its next iteration's start.
+        release_marks(record);
+        forget_iteration(log);
+      }
       break;
     case IterationDetector::Event::none:
+      if (log.recording && log.tentative && (log.detector.locked() || log.current.ops.size() > kTentativeOps)) {
+        forget_iteration(log);  // (the step it began was none never timed)
+      }
       if (log.recording) {
         if (log.keeping) {
           append(log, record);
@@ -268,6 +305,10 @@ StreamPosition AccessLog::follow_otherwise(FollowedStream& followed, IterationDe
         // Locked, but this iteration was not recorded (too large, or
         // dropped): the next one is, from its start.
         if (log.detector.locked() && log.detector.phase() + 1 == log.detector.period()) start_iteration(log, record);
+        // Unlocked, and this operation ends a kind never timed: the next may
+        // start it. Named only a few operations in, its first ones would be
+        // gone untimed; so they are timed and kept on the chance.
+        if (log.detector.untimed_kind_may_start() && marks_ != nullptr) start_tentative(log, record);
       }
       break;
   }
@@ -307,12 +348,46 @@ void AccessLog::append(StreamLog& log, const vmm::AccessRecord& record) {
   if (it.units.size() < it.units.capacity()) __builtin_prefetch(it.units.data() + it.units.size(), 1);
 }
 
+void AccessLog::forget_iteration(StreamLog& log) {
+  if (log.recording && log.keeping) release_marks(log.current);
+  log.recording = false;
+  log.tentative = false;
+}
+
+void AccessLog::start_tentative(StreamLog& log, const vmm::AccessRecord& last) {
+  release_marks(log.current);
+  log.recording = true;
+  log.tentative = true;
+  log.period = std::numeric_limits<std::size_t>::max();  // no end: it becomes a kind's, or is forgotten
+  log.not_kernel_at.clear();
+  log.ops_known = false;
+  log.current.ops.clear();
+  log.current.units.clear();
+  log.timing = log.keeping = true;
+  log.counted = 0;
+  log.current.timed = true;
+  log.current.log = &log;
+  log.current.lock = 0;
+  mark_before_first(log.current, last);
+}
+
+void AccessLog::adopt_tentative(StreamLog& log, const vmm::AccessRecord& record) {
+  log.tentative = false;
+  log.period = log.detector.period();
+  log.not_kernel_at.assign(log.period, true);
+  for (std::size_t i = 0; i < log.current.ops.size(); ++i) log.not_kernel_at[i] = log.current.ops[i].function == nullptr;
+  log.current.lock = log.kind;
+  log.since_timed = 0;
+  append(log, record);
+}
+
 void AccessLog::start_iteration(StreamLog& log, const vmm::AccessRecord& last) {
   release_marks(log.current);
   log.recording = true;
+  log.tentative = false;
   log.period = log.detector.period();
   log.not_kernel_at.assign(log.period, true);  // a new period, not yet seen whole: every kernel marked
-  log.kinds_known = false;
+  log.ops_known = false;
   log.current.ops.clear();
   log.current.units.clear();
   log.timing = marks_ != nullptr && ++log.since_timed > options_.timing_every;
@@ -321,7 +396,7 @@ void AccessLog::start_iteration(StreamLog& log, const vmm::AccessRecord& last) {
   log.counted = 0;
   log.current.timed = log.timing;
   log.current.log = &log;
-  log.current.lock = log.lock_count;
+  log.current.lock = log.kind;
   mark_before_first(log.current, last);
 }
 
@@ -348,7 +423,7 @@ bool AccessLog::marks_kernel_too(std::uint64_t stream_bit) noexcept {
     // Not yet seen whole (the first timed step of a lock, which the first
     // plan is made from: its read then waits for no span), first, after a
     // copy, or before one.
-    marks = !log->kinds_known || at == 0 || log->current.ops[at - 1].function == nullptr ||
+    marks = !log->ops_known || at == 0 || log->current.ops[at - 1].function == nullptr ||
             log->not_kernel_at[(at + 1) % log->period];
   }
   log->held.store(false, std::memory_order_release);
@@ -356,20 +431,28 @@ bool AccessLog::marks_kernel_too(std::uint64_t stream_bit) noexcept {
 }
 
 // What the consumer counted of the stream's operations up to a lock or the
-// end of a whole iteration: the ring of recent iterations gets the last.
+// end of a whole iteration: the ring of recent iterations gets the last,
+// with every operation since the one before it (those between kinds too,
+// which ran on demand: the ring's shares are of the whole stream). A lock
+// that made a new kind starts the ring afresh; one that came back to a
+// known kind continues it.
 void AccessLog::note_boundary(FollowedStream& followed) noexcept {
   StreamLog& log = static_cast<StreamLog&>(followed);
   const std::uint64_t followed_now = log.counts.followed.load(std::memory_order_relaxed);
   const std::uint64_t strayed_now = log.counts.strayed.load(std::memory_order_relaxed);
+  const std::uint64_t operations_now = log.operations.load(std::memory_order_relaxed);
   const std::uint64_t serial = log.ended.load(std::memory_order_relaxed);
-  const bool new_lock = log.lock_count != log.noted_lock;  // its iterations start afresh
+  const std::uint64_t new_kinds = log.new_kinds.load(std::memory_order_relaxed);
+  const bool restart = new_kinds != log.noted_new_kinds;  // its iterations start afresh
   const bool ended = serial != log.noted_serial;          // else a lock, or a recording begun
+  if (!restart && !ended) return;
   const vmm::HostPathCounts paged_now = marks_ != nullptr ? marks_->host_path_counts() : vmm::HostPathCounts{};
-  if (new_lock) {
+  if (restart) {
     log.recent.restart();
-  } else if (ended) {
+  } else {
     const vmm::HostPathCounts& was = log.paged_at_boundary;
-    log.recent.note(serial, log.period, followed_now - log.followed_at_boundary, strayed_now - log.strayed_at_boundary,
+    log.recent.note(serial, operations_now - log.operations_at_boundary, followed_now - log.followed_at_boundary,
+                    strayed_now - log.strayed_at_boundary,
                     {paged_now.program_paging_ns - was.program_paging_ns,
                      paged_now.program_vmm_calls - was.program_vmm_calls, paged_now.moved_bytes - was.moved_bytes,
                      paged_now.fetches_on_demand - was.fetches_on_demand,
@@ -379,10 +462,11 @@ void AccessLog::note_boundary(FollowedStream& followed) noexcept {
                      paged_now.clock_ns > was.clock_ns ? paged_now.clock_ns - was.clock_ns : 0});
   }
   log.paged_at_boundary = paged_now;
-  log.noted_lock = log.lock_count;
+  log.noted_new_kinds = new_kinds;
   log.noted_serial = serial;
   log.followed_at_boundary = followed_now;
   log.strayed_at_boundary = strayed_now;
+  log.operations_at_boundary = operations_now;
 }
 
 std::uint64_t AccessLog::followed() const {
@@ -429,8 +513,9 @@ void AccessLog::publish(StreamLog& log, const vmm::AccessRecord& last) {
   it.serial = log.ended.fetch_add(1, std::memory_order_relaxed) + 1;
   bool recycled_timed = false;  // the buffers `it` gets back carry marks
   std::shared_ptr<RecordedIteration> let_go;  // one a reader has let go of, not reused: its marks go back
+  if (it.timed && log.keeping) log.detector.kind_timed(it.lock);
   if (log.keeping) {
-    log.kinds_known = log.not_kernel_at.size() == log.period;  // every phase written down
+    log.ops_known = log.not_kernel_at.size() == log.period;  // every phase written down
     std::lock_guard lock(log.published_mutex);
     // A timed iteration nobody has read yet stays published over the
     // untimed ones after it: a planner busy or off the CPU for a step would
@@ -515,7 +600,7 @@ std::shared_ptr<const RecordedIteration> AccessLog::last_iteration() const {
 nlohmann::json AccessLog::summary() const {
   std::lock_guard lock(logs_mutex_);
   std::uint64_t operations = 0, handoffs = 0, locks = 0, breaks = 0, unseen = 0, followed = 0, recorded = 0,
-                dropped = 0, breaks_at_end = 0;
+                dropped = 0, breaks_at_end = 0, kinds = 0, returns = 0, kinds_kept = 0;
   for (const auto& log : logs_) {
     operations += log->operations.load(std::memory_order_relaxed);
     handoffs += log->handoffs.load(std::memory_order_relaxed);
@@ -526,6 +611,9 @@ nlohmann::json AccessLog::summary() const {
     unseen += log->missed.load(std::memory_order_relaxed);
     recorded += log->published.load(std::memory_order_relaxed);
     dropped += log->dropped.load(std::memory_order_relaxed);
+    kinds += log->new_kinds.load(std::memory_order_relaxed);
+    returns += log->returns.load(std::memory_order_relaxed);
+    kinds_kept += log->kinds_known.load(std::memory_order_relaxed);
   }
   StreamLog* main = busiest();
   nlohmann::json recent = main != nullptr ? main->recent.read() : nlohmann::json::array();
@@ -543,6 +631,9 @@ nlohmann::json AccessLog::summary() const {
           {"breaks_at_end", breaks_at_end},
           {"unseen_operations", unseen},
           {"dropped_iterations", dropped},
+          {"kinds", kinds},
+          {"kind_returns", returns},
+          {"kinds_kept", kinds_kept},
           {"recent_iterations", std::move(recent)}};
 }
 

@@ -155,7 +155,7 @@ struct RecordedIteration {
   std::uint64_t serial = 0;       // 1 for the first whole iteration on its stream (kept or not), and so on
   bool timed = false;             // its operations carry timing marks (the log releases them)
   const void* log = nullptr;      // the stream's log it came from (StreamPosition::log)
-  std::uint64_t lock = 0;         // which lock of that log's detector delimited it
+  std::uint64_t lock = 0;         // the step kind it is of (IterationDetector::kind)
   // A timed iteration's mark recorded on the stream of the operation before
   // ops[0] as that operation was enqueued (its end), so that the wait before
   // ops[0] is timed like every other: at a step's start the program may
@@ -205,6 +205,7 @@ struct FollowedStream {
   std::size_t counted = 0; // operations of the iteration being followed, while not kept
   std::size_t period = 0;
   std::uint64_t lock_count = 0;
+  std::uint64_t kind = 0;  // the step kind of the last lock (IterationDetector::kind): what plans are keyed by
   std::atomic<std::uint64_t> operations{0};  // stored, never read-modify-written
   std::atomic<std::uint64_t> handoffs{0};    // operations issued by another thread than the one before
   StreamCounts counts;
@@ -217,7 +218,9 @@ struct StreamPosition {
   // held the log).
   FollowedStream* log = nullptr;
   bool locked = false;
-  std::uint64_t lock = 0;   // counts the stream's locks: a new lock starts its phases afresh
+  // The step kind locked on (IterationDetector::kind): the same each time
+  // the stream comes back to it, so a plan made for it applies again.
+  std::uint64_t lock = 0;
   std::size_t phase = 0;    // of the operation, as RecordedIteration::ops indexes it
   bool time_next = false;   // the stream's next operation is to be timed (wants_timing)
   // The operation locked the period or ended a whole iteration: let_go()
@@ -319,13 +322,16 @@ class AccessLog final : public vmm::AccessFeed {
   //  published), "locks", "breaks" (not counting the run's end: a last
   //  break with less than a step after it and no lock again, counted in
   //  "breaks_at_end" instead), "unseen_operations",
-  //  "dropped_iterations", "recent_iterations"} over every log; `period`
+  //  "dropped_iterations", "kinds" (step kinds made), "kind_returns"
+  //  (locks that came back to a known kind), "kinds_kept" (kinds known at
+  //  the last lock), "recent_iterations"} over every log; `period`
   // (in operations), `iterations` (whole ones seen alike) and `locked`
   // (whether that period still holds) are those of the log of
   // last_iteration(), as of its last lock, and so are `recent_iterations`:
-  // the last whole iterations it followed (at most kRecentIterations), each
-  // {"serial", "operations", "followed", "strayed"} as the consumer counted
-  // them.
+  // the last whole iterations it followed since it last made a kind (at
+  // most kRecentIterations), each {"serial", "operations" (the stream's
+  // since the entry before: the iteration's, and any between kinds),
+  // "followed", "strayed"} as the consumer counted them.
   nlohmann::json summary() const;
   static constexpr std::size_t kRecentIterations = 8;
 
@@ -370,10 +376,18 @@ class AccessLog final : public vmm::AccessFeed {
   // The iteration being followed is not the stream's: dropped unkept.
   void drop_iteration(StreamLog& log);
   void note_boundary(FollowedStream& log) noexcept;
+  void note_lock(StreamLog& log);
+  // A timed recording begun where the next operation may start a kind
+  // never timed, kept if that kind is named within kTentativeOps.
+  void start_tentative(StreamLog& log, const vmm::AccessRecord& last);
+  void adopt_tentative(StreamLog& log, const vmm::AccessRecord& record);
+  // The recording in progress is dropped unpublished, not counted.
+  void forget_iteration(StreamLog& log);
+  static constexpr std::size_t kTentativeOps = 64;
   void note_break(StreamLog& log);
   static bool broke_at_end(const StreamLog& log);
   static StreamPosition position_of(FollowedStream& log) {
-    return {&log, log.detector.locked(), log.lock_count, log.detector.phase(), log.recording && log.timing, false};
+    return {&log, log.detector.locked(), log.kind, log.detector.phase(), log.recording && log.timing, false};
   }
   // follow() for everything but the inline case, `event` observed already.
   StreamPosition follow_otherwise(FollowedStream& log, IterationDetector::Event event,

@@ -92,9 +92,24 @@ const TriggerTable::Step* Scheduler::step_to_fire(const TriggerTable& table, con
   return &step;
 }
 
+const TriggerTable* Scheduler::table_of_kind(const StreamPosition& at, const TriggerTable* in_force) noexcept {
+  for (const std::atomic<const TriggerTable*>& slot : kind_tables_) {
+    const TriggerTable* table = slot.load(std::memory_order_acquire);
+    if (table == nullptr || table->log != at.log || table->lock != at.lock) continue;
+    // (Lost to a publish meanwhile: that one is in force, and this
+    // operation goes on demand.)
+    return table_.compare_exchange_strong(in_force, table, std::memory_order_acq_rel) ? table : in_force;
+  }
+  return in_force;
+}
+
 bool Scheduler::accessed(const vmm::AccessRecord& record) noexcept {
   const StreamPosition at = log_.follow(record);
   const TriggerTable* table = table_.load(std::memory_order_acquire);
+  // The stream is in another kind than the table in force: that kind's, if planned.
+  if (table != nullptr && at.locked && at.lock != table->lock && at.log == table->log) [[unlikely]] {
+    table = table_of_kind(at, table);
+  }
   const TriggerTable::Step* step = table != nullptr ? step_to_fire(*table, at, record) : nullptr;
   // The stream's log goes back before the moves: they touch nothing of it,
   // and may wait for the pager.
@@ -122,6 +137,7 @@ void Scheduler::planning_loop() {
     wake_.wait_for(lock, options_.poll, [this] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
+    refresh_in_force();
     plan_now();
     lock.lock();
   }
@@ -165,18 +181,17 @@ void Scheduler::note_timing(const StepTimes& times) {
 // Where the plan in force made a user wait, its prefetches go earlier next
 // time by as long as it waited (at most a step).
 void Scheduler::learn_leads(const IterationProfile& profile) {
-  if (current_ == nullptr || current_->log != profile.log || current_->lock != profile.lock ||
-      current_->period() != profile.period()) {
-    return;
-  }
+  const std::size_t slot = kind_slot(profile.log, profile.lock);
+  if (slot == kKindTables || kind_owned_[slot]->period() != profile.period()) return;
+  const TriggerTable& in_force = *kind_owned_[slot];
   const std::size_t period = profile.period();
-  for (std::size_t s = 0; s < current_->plan.swaps.size(); ++s) {
-    const PlannedSwap& swap = current_->plan.swaps[s];
+  for (std::size_t s = 0; s < in_force.plan.swaps.size(); ++s) {
+    const PlannedSwap& swap = in_force.plan.swaps[s];
     if (swap.needed_by >= period || swap.no_copy_in) continue;  // no prefetch to move
     const double waited = profile.ops[swap.needed_by].stall_ns;
     if (waited < kLateNs) continue;
     const vmm::Unit* unit = nullptr;
-    for (vmm::Unit* prefetched : current_->prefetches_at(swap.prefetch_at)) {
+    for (vmm::Unit* prefetched : in_force.prefetches_at(swap.prefetch_at)) {
       const ProfileOp& user = profile.ops[swap.needed_by];
       for (std::uint32_t k = 0; k < user.use_count; ++k) {
         if (profile.units[profile.uses[user.first_use + k]].unit == prefetched) unit = prefetched;
@@ -463,15 +478,59 @@ std::vector<std::string> Scheduler::operation_names(const RecordedIteration& ite
   return names;
 }
 
+std::size_t Scheduler::kind_slot(const void* log, std::uint64_t lock) const {
+  for (std::size_t k = 0; k < kKindTables; ++k) {
+    if (kind_owned_[k] != nullptr && kind_owned_[k]->log == log && kind_owned_[k]->lock == lock) return k;
+  }
+  return kKindTables;
+}
+
+// The table goes to its kind's slot (a kind without one takes a free slot,
+// else the one published longest ago: that kind is likely gone, and if it
+// comes back it is planned again), and in force if its kind is, or none is.
+// A replaced table is retired; it is freed once it has been out of use for
+// kRetirement and is not in force (a launch may have put it back in force
+// as it was replaced: the planning loop puts its kind's new one there).
 void Scheduler::publish(std::unique_ptr<TriggerTable> table) {
   std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
-  while (!retired_.empty() && now - retired_.front().since > kRetirement) retired_.pop_front();
+  const TriggerTable* in_force = table_.load(std::memory_order_acquire);
+  while (!retired_.empty() && now - retired_.front().since > kRetirement && retired_.front().table.get() != in_force) {
+    retired_.pop_front();
+  }
   table->generation = static_cast<std::uint32_t>(++plans_);
   if (table->generation == 0) table->generation = static_cast<std::uint32_t>(++plans_);  // 0 means none
-  table_.store(table.get(), std::memory_order_release);
-  if (current_ != nullptr) retired_.push_back({std::move(current_), now});
-  current_ = std::move(table);
+  std::size_t slot = kind_slot(table->log, table->lock);
+  if (slot == kKindTables) {
+    slot = 0;
+    for (std::size_t k = 0; k < kKindTables; ++k) {
+      if (kind_owned_[k] == nullptr) {
+        slot = k;
+        break;
+      }
+      if (kind_published_[k] < kind_published_[slot]) slot = k;
+    }
+  }
+  std::unique_ptr<TriggerTable> replaced = std::move(kind_owned_[slot]);
+  kind_owned_[slot] = std::move(table);
+  kind_published_[slot] = plans_;
+  const TriggerTable* published = kind_owned_[slot].get();
+  kind_tables_[slot].store(published, std::memory_order_release);
+  const bool its_kind_in_force = in_force != nullptr && in_force->log == published->log && in_force->lock == published->lock;
+  if (in_force == nullptr || in_force == replaced.get() || its_kind_in_force) {
+    table_.compare_exchange_strong(in_force, published, std::memory_order_acq_rel);
+  }
+  if (replaced != nullptr) retired_.push_back({std::move(replaced), now});
+}
+
+void Scheduler::refresh_in_force() {
+  std::lock_guard lock(mutex_);
+  const TriggerTable* in_force = table_.load(std::memory_order_acquire);
+  if (in_force == nullptr) return;
+  const std::size_t slot = kind_slot(in_force->log, in_force->lock);
+  if (slot != kKindTables && kind_owned_[slot].get() != in_force) {
+    table_.compare_exchange_strong(in_force, kind_owned_[slot].get(), std::memory_order_acq_rel);
+  }
 }
 
 nlohmann::json Scheduler::summary() const {

@@ -12,8 +12,15 @@
 // own; it reads the published trigger table through an atomic pointer.
 // Tables are replaced whole; a replaced one is freed once it has been out
 // of use for a while (retire()).
+//
+// Each step kind the stream's detector names (step_kinds.h) has a table of
+// its own, kept while the kind is (a few: kKindTables): when the stream
+// comes back to a kind, the launch path puts that kind's table in force
+// again (one scan of a few pointers, at the kind's first operation), with
+// no step on demand to learn it again.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +40,7 @@
 #include "scheduler/kernel_clock.h"
 #include "scheduler/next_use_order.h"
 #include "scheduler/plan_trial.h"
+#include "scheduler/step_kinds.h"
 #include "scheduler/step_times.h"
 #include "scheduler/swap_plan.h"
 #include "scheduler/trigger_table.h"
@@ -97,6 +105,11 @@ class Scheduler final : public vmm::AccessFeed {
                                                                      const vmm::AccessRecord& record) noexcept;
   // The moves the plan puts at `step`.
   void fire(const TriggerTable& table, const TriggerTable::Step& step) noexcept;
+  // The table of the kind `at` is in, put in force in place of `in_force`
+  // (another kind's of the same stream), if there is one; else `in_force`.
+  const TriggerTable* table_of_kind(const StreamPosition& at, const TriggerTable* in_force) noexcept;
+  // The slot of the kind's table (log, lock), or kKindTables.
+  std::size_t kind_slot(const void* log, std::uint64_t lock) const;
   void planning_loop();
   IterationProfile profile(const RecordedIteration& iteration, const StepTimes& times);
   void note_timing(const StepTimes& times);
@@ -123,6 +136,9 @@ class Scheduler final : public vmm::AccessFeed {
                         const LinkModel& link, const PrefetchLeads& leads, const Plan& plan,
                         const PlanTiming& predicted);
   void publish(std::unique_ptr<TriggerTable> table);
+  // Where a launch put a kind's table in force just as it was replaced,
+  // the kind's new one goes in force instead.
+  void refresh_in_force();
 
   const Options options_;
   vmm::PagerControl& pager_;
@@ -131,8 +147,11 @@ class Scheduler final : public vmm::AccessFeed {
   KernelClock* const kernel_clock_;
   std::unique_ptr<KernelSpans> kernel_spans_;  // the planning thread's
 
-  std::atomic<const TriggerTable*> table_{nullptr};
+  std::atomic<const TriggerTable*> table_{nullptr};  // in force: the kind the stream is in, or was last
   NextUseOrder next_use_{table_};
+  // Each kind's table: read by the launch path, written under mutex_.
+  static constexpr std::size_t kKindTables = StepKinds::kMaxKinds;
+  std::array<std::atomic<const TriggerTable*>, kKindTables> kind_tables_{};
 
   // (The moves the plan asked for are counted by the pager, moves_made();
   // an operation that followed the plan or strayed from it, per stream:
@@ -145,7 +164,8 @@ class Scheduler final : public vmm::AccessFeed {
   std::uint64_t planned_serial_ = 0;
   const void* planned_log_ = nullptr;
   std::uint64_t plans_ = 0;  // also the generation of the table published last
-  std::unique_ptr<TriggerTable> current_;  // what table_ points at
+  std::array<std::unique_ptr<TriggerTable>, kKindTables> kind_owned_;  // what kind_tables_ point at
+  std::array<std::uint64_t, kKindTables> kind_published_{};           // plans_ when each was published
   struct Retired {
     std::unique_ptr<TriggerTable> table;
     std::chrono::steady_clock::time_point since;

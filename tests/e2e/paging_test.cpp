@@ -184,7 +184,11 @@ TEST(PagingSchedule, ANewShapeBreaksTheScheduleAndTheNewStepIsLearned) {
   const nlohmann::json summary = expect_identical_under(workload, 1.4, "", "auto");
   ASSERT_TRUE(summary.contains("schedule")) << summary.dump();
   const nlohmann::json& schedule = summary["schedule"];
-  EXPECT_EQ(schedule["locks"].get<int>(), 2) << schedule.dump();
+  // Two step kinds, each locked on once as new; the old one may be named
+  // again from the new step's first operations (those are alike) before
+  // the new step, found whole, takes over.
+  EXPECT_EQ(schedule["kinds"].get<int>(), 2) << schedule.dump();
+  EXPECT_EQ(schedule["locks"].get<int>() - schedule["kind_returns"].get<int>(), 2) << schedule.dump();
   EXPECT_GE(schedule["breaks"].get<int>(), 1) << schedule.dump();
   EXPECT_GE(schedule["plans"].get<int>(), 2) << "planned again after the change: " << schedule.dump();
   // The first lock (steps 1-2) leaves at most steps 4-11 to follow its plan:

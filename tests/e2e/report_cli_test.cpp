@@ -337,6 +337,36 @@ TEST(ReportCommand, JsonSaysWhatTheTextSays) {
   EXPECT_TRUE(report["advice"].is_array());
 }
 
+// Training of several step kinds (an evaluation every third step): the
+// report says the kinds learned and how often the stream came back to one,
+// and that only the operations until a kind was named again ran on demand.
+// A trace without the counts (before step kinds) says neither.
+TEST(ReportCommand, SaysTheStepKindsAndHowOftenTheStreamCameBack) {
+  nlohmann::json trace = small_trace("auto");
+  nlohmann::json& schedule = trace["vgpumem"]["schedule"];
+  schedule["kinds"] = 1;
+  schedule["kind_returns"] = 5;
+  schedule["locks"] = 6;
+  schedule["breaks"] = 5;
+  const ProcessResult r = report_of(written("report-kinds.json", trace));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "kinds: 1 step kind learned; the stream came back to a known one 5 times")) << r.out;
+  EXPECT_TRUE(has(r.out, "until a known step kind was named again")) << r.out;
+  EXPECT_FALSE(has(r.out, "learned again after each")) << r.out;
+  const ProcessResult json = report_of(written("report-kinds.json", trace), {"--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report["step"]["kinds"], 1);
+  EXPECT_EQ(report["step"]["kind_returns"], 5);
+
+  nlohmann::json before = small_trace("auto");
+  before["vgpumem"]["schedule"]["breaks"] = 2;
+  const ProcessResult old = report_of(written("report-no-kinds.json", before));
+  ASSERT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_FALSE(has(old.out, "kinds:")) << old.out;
+  EXPECT_TRUE(has(old.out, "learned again after each")) << old.out;
+}
+
 // The step measured against uncapped: the trace's own recent steps, against
 // the uncapped step given, else the step's stall-free compute, said as such.
 TEST(ReportCommand, SaysTheMeasuredStepAgainstUncapped) {

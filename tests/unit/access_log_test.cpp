@@ -347,5 +347,69 @@ TEST(AccessLog, WithoutUntimedIterationsOnlyTheTimedArePublishedAndEveryOneIsNum
   EXPECT_LE(marks.out, static_cast<std::int64_t>(2 * 2 * step.ops + 2));
 }
 
+// Evaluation after every two training steps, where the evaluation is the
+// training step's first operations and its last (the loss read back): the
+// training kind's first timed iteration, begun right after its lock, is
+// broken by the first evaluation, and every later training step is named a
+// few operations in, too late to time its start. So the step after an
+// operation that ends a kind never timed is timed on the chance that it
+// starts the kind, and kept when the kind is named: the training kind's
+// first timed iteration is the step after the first evaluation, whole, from
+// its first operation. No mark is lost on the way.
+TEST(AccessLog, AKindNamedAFewOperationsInGetsItsFirstTimedIterationFromThatStep) {
+  CountingMarks marks;
+  AccessLog::Options options;
+  options.record_untimed = false;
+  AccessLog log(options, &marks);
+  Step step(10, 100, 0);
+  std::vector<std::size_t> training(step.ops), evaluation;
+  for (std::size_t i = 0; i < step.ops; ++i) training[i] = i;
+  for (std::size_t i = 0; i < 40; ++i) evaluation.push_back(i);
+  evaluation.push_back(step.ops - 1);
+  const auto run = [&](const std::vector<std::size_t>& ops) {  // as the pager does: marks where the log asks
+    for (const std::size_t i : ops) {
+      std::array<vmm::Unit*, 2> touched{&step.units[i % 10], &step.units[(i + 1) % 10]};
+      vmm::AccessRecord record{};
+      record.thread_slot = launch_slot();
+      record.identity = step.identity(i);
+      record.stream_bit = 1;
+      record.api = "cuLaunchKernel";
+      record.units = touched.data();
+      record.count = touched.size();
+      if (log.wants_timing(record.stream_bit)) {
+        record.started = marks.mark(nullptr);
+        record.ended = marks.mark(nullptr);
+      }
+      log.accessed(record);
+    }
+  };
+  run(training);
+  run(training);  // locks
+  run(evaluation);  // breaks the first timed iteration
+  EXPECT_EQ(log.last_iteration(), nullptr);
+  run(training);  // named a few operations in
+  const std::shared_ptr<const RecordedIteration> first = log.last_iteration();
+  ASSERT_NE(first, nullptr) << log.summary().dump();
+  EXPECT_TRUE(first->timed);
+  ASSERT_EQ(first->ops.size(), step.ops);
+  for (std::size_t i = 0; i < step.ops; ++i) {
+    EXPECT_EQ(first->ops[i].identity, step.identity(i)) << "op " << i;
+    EXPECT_NE(first->ops[i].started, nullptr) << "op " << i << " timed";
+  }
+  EXPECT_NE(first->before_first.event, nullptr) << "the wait before the first operation is timed too";
+  const nlohmann::json summary = log.summary();
+  EXPECT_EQ(summary["kinds"], 1);
+  EXPECT_EQ(summary["kind_returns"], 1);
+  for (int round = 0; round < 5; ++round) {
+    run(training);
+    run(evaluation);
+    run(training);
+  }
+  EXPECT_EQ(log.last_iteration()->serial, first->serial) << "timed once: its plan is kept";
+  // Marks out: those of the published iteration (held above) and at most a
+  // step's more.
+  EXPECT_LE(marks.out, static_cast<std::int64_t>(2 * 2 * step.ops + 2));
+}
+
 }  // namespace
 }  // namespace vgpumem::scheduler

@@ -75,7 +75,7 @@ TEST(IterationDetector, IdentitiesSharingASlotStillLockAfterTwoIterations) {
       step[100 + 50 * placed++] = candidate;
     }
   }
-  IterationDetector detector(IterationDetector::Options{300, 64});
+  IterationDetector detector(IterationDetector::Options{.max_period = 300, .min_confirm = 64, .kinds = {}});
   const Fed fed = feed(detector, repeat(step, 2));
   EXPECT_TRUE(detector.locked());
   EXPECT_EQ(fed.locked_at, 600u) << "the second iteration's last identity completes the lock";
@@ -135,11 +135,15 @@ TEST(IterationDetector, AnEvaluationStepBreaksTheLockAndTrainingLocksAgain) {
 // the table of last occurrences to be current at the break although the
 // locked detector does not keep it: were it left as the lock found it, each
 // identity would look a dozen periods old, and the lock would take two.
+// (The identities after the change are the old step's: the old kind is
+// recognised from them at once, and the step as changed, found whole a
+// period later, takes over from it without a second break.)
 TEST(IterationDetector, AParameterChangedForGoodRelocksWithinOnePeriod) {
   std::vector<std::uint64_t> step = distinct(250, 13);
   IterationDetector detector;
   feed(detector, repeat(step, 12));
   ASSERT_TRUE(detector.locked());
+  const std::uint64_t old_kind = detector.kind();
   std::vector<std::uint64_t> tail(step.begin(), step.begin() + 100);  // the 13th step's first 100
   feed(detector, tail);
   ASSERT_TRUE(detector.locked());
@@ -150,8 +154,9 @@ TEST(IterationDetector, AParameterChangedForGoodRelocksWithinOnePeriod) {
   rest.insert(rest.end(), after.begin(), after.end());
   const Fed fed = feed(detector, rest);
   EXPECT_EQ(fed.breaks, 1u);
-  ASSERT_EQ(fed.locks, 1u);
+  ASSERT_EQ(fed.locks, 2u) << "the old kind recognised, then the changed step";
   EXPECT_EQ(detector.period(), 250u);
+  EXPECT_NE(detector.kind(), old_kind) << "a kind of its own";
   EXPECT_LE(fed.locked_at, broken_at + 250) << "relocked one period after the break";
 }
 
@@ -173,7 +178,7 @@ TEST(IterationDetector, GradientAccumulationLocksOnTheWholeStepNotTheMicroStep) 
 }
 
 TEST(IterationDetector, AShortPeriodLocksOnlyAfterTheFloor) {
-  IterationDetector detector(IterationDetector::Options{.max_period = 1024, .min_confirm = 64});
+  IterationDetector detector(IterationDetector::Options{.max_period = 1024, .min_confirm = 64, .kinds = {}});
   const std::vector<std::uint64_t> step = distinct(3, 11);
   const Fed fed = feed(detector, repeat(step, 40));
   ASSERT_TRUE(detector.locked());
@@ -182,8 +187,147 @@ TEST(IterationDetector, AShortPeriodLocksOnlyAfterTheFloor) {
 }
 
 TEST(IterationDetector, AStepLongerThanTheLongestPeriodIsNotFound) {
-  IterationDetector detector(IterationDetector::Options{.max_period = 100, .min_confirm = 64});
+  IterationDetector detector(IterationDetector::Options{.max_period = 100, .min_confirm = 64, .kinds = {}});
   EXPECT_EQ(feed(detector, repeat(distinct(150, 12), 6)).locks, 0u);
+}
+
+}  // namespace
+}  // namespace vgpumem::scheduler
+
+namespace vgpumem::scheduler {
+namespace {
+
+// Identities fed while the detector was not locked, after its first lock:
+// what ran on demand once a kind was known.
+struct Unlocked {
+  std::uint64_t after_first_lock = 0;
+};
+
+Unlocked feed_counting(IterationDetector& detector, const std::vector<std::uint64_t>& stream, Unlocked counted = {}) {
+  for (const std::uint64_t id : stream) {
+    detector.observe(id);
+    if (!detector.locked() && detector.locks() > 0) ++counted.after_first_lock;
+  }
+  return counted;
+}
+
+// Evaluation after every two training steps, as a training loop issues it:
+// the evaluation step is the training step's forward (its identities, in
+// its order: the same kernels over the same buffers) and the loss read
+// back, so no identity of the three-step run occurs once in it, and its
+// super-period is never found by distances. Training's kind, once locked,
+// is recognised a few operations into each step after an evaluation.
+TEST(IterationDetector, AfterEachEvaluationTheTrainingKindIsRecognisedWithinAFewOperations) {
+  const std::vector<std::uint64_t> step = distinct(250, 21);
+  std::vector<std::uint64_t> evaluation(step.begin(), step.begin() + 100);
+  evaluation.push_back(step.back());  // the loss read back, as the training step ends
+  IterationDetector detector;
+  Unlocked unlocked;
+  for (int round = 0; round < 10; ++round) {
+    unlocked = feed_counting(detector, repeat(step, 2), unlocked);
+    unlocked = feed_counting(detector, evaluation, unlocked);
+  }
+  unlocked = feed_counting(detector, step, unlocked);
+  EXPECT_TRUE(detector.locked());
+  EXPECT_EQ(detector.period(), 250u);
+  EXPECT_EQ(detector.kinds().made(), 1u) << "one kind, found again each time";
+  EXPECT_GE(detector.returns(), 9u);
+  // Each evaluation breaks after its forward (which training's kind still
+  // follows) and the next step is named from its first few identities:
+  // at most the recognition length and a couple of identities each.
+  EXPECT_LE(unlocked.after_first_lock, 10u * 12u) << detector.returns() << " returns";
+}
+
+// Two kinds in turn (a GAN's discriminator and generator steps), each run
+// twice in a row at first so that each locks on its own: every switch
+// names the next kind from its first identities, until the pair, a run of
+// kinds that repeats, is found whole and followed as one kind from then on.
+TEST(IterationDetector, AlternatingKindsAreRecognisedThenFollowedAsTheirPair) {
+  const std::vector<std::uint64_t> a = distinct(200, 22), b = distinct(300, 23);
+  IterationDetector detector;
+  feed(detector, repeat(a, 2));
+  feed(detector, repeat(b, 2));
+  ASSERT_EQ(detector.kinds().made(), 2u);
+  Unlocked unlocked;
+  for (int round = 0; round < 4; ++round) {
+    unlocked = feed_counting(detector, a, unlocked);
+    unlocked = feed_counting(detector, b, unlocked);
+  }
+  EXPECT_LE(unlocked.after_first_lock, 8u * 8u + 8u) << "each named within a few identities";
+  ASSERT_TRUE(detector.locked());
+  EXPECT_EQ(detector.period(), 500u) << "the pair";
+  const std::uint64_t breaks = detector.breaks();
+  feed(detector, repeat([&] {
+         std::vector<std::uint64_t> pair = a;
+         pair.insert(pair.end(), b.begin(), b.end());
+         return pair;
+       }(),
+       10));
+  EXPECT_EQ(detector.breaks(), breaks) << "the pair holds";
+}
+
+// Three shape buckets in random order: each kind, once seen twice in a
+// row, is named whenever its bucket comes, a few identities into it. (A
+// run of buckets that repeats by chance may lock as a kind of its own,
+// and is left when the order moves on.)
+TEST(IterationDetector, BucketsInRandomOrderAreEachRecognised) {
+  const std::vector<std::vector<std::uint64_t>> buckets{distinct(150, 24), distinct(220, 25), distinct(300, 26)};
+  IterationDetector detector;
+  for (const auto& bucket : buckets) feed(detector, repeat(bucket, 2));
+  ASSERT_EQ(detector.kinds().made(), 3u);
+  std::mt19937_64 random(27);
+  Unlocked unlocked;
+  for (int s = 0; s < 60; ++s) {
+    unlocked = feed_counting(detector, buckets[random() % 3], unlocked);
+    EXPECT_TRUE(detector.locked()) << "step " << s;
+  }
+  EXPECT_LE(unlocked.after_first_lock, 60u * 8u) << "at most the recognition length a step";
+}
+
+// Identities drawn at random from a known kind's own never name it: a kind
+// is named only by its identities in its order.
+TEST(IterationDetector, ARandomStreamOfAKnownKindsIdentitiesNeverLocks) {
+  const std::vector<std::uint64_t> step = distinct(250, 28);
+  IterationDetector detector;
+  feed(detector, repeat(step, 3));
+  feed(detector, distinct(10, 29));  // broken
+  ASSERT_FALSE(detector.locked());
+  std::mt19937_64 random(30);
+  std::vector<std::uint64_t> shuffled(100'000);
+  for (std::uint64_t& id : shuffled) id = step[random() % step.size()];
+  EXPECT_EQ(feed(detector, shuffled).locks, 0u);
+}
+
+// A kind not seen for longer than its age limit is forgotten (its memory
+// goes back): the stream coming back to it must lock again over two whole
+// steps. And with every slot taken, a new kind takes the place of the one
+// seen longest ago.
+TEST(IterationDetector, AKindNeverSeenAgainAgesOut) {
+  IterationDetector::Options options;
+  options.kinds.max_age = 5'000;
+  IterationDetector detector(options);
+  const std::vector<std::uint64_t> old_step = distinct(200, 31), other = distinct(300, 32);
+  feed(detector, repeat(old_step, 4));  // (held for two periods: not a part of a step)
+  const std::uint64_t old_kind = detector.kind();
+  feed(detector, repeat(other, 20));  // 6,000 identities: the old kind ages out
+  const Fed fed = feed(detector, repeat(old_step, 1));
+  EXPECT_EQ(fed.locks, 0u) << "not recognised: forgotten";
+  feed(detector, repeat(old_step, 2));
+  ASSERT_TRUE(detector.locked());
+  EXPECT_NE(detector.kind(), old_kind) << "learned again, a new kind";
+  EXPECT_GE(detector.kinds().aged_out(), 1u);
+
+  IterationDetector full;
+  std::vector<std::vector<std::uint64_t>> kinds;
+  for (std::size_t k = 0; k <= StepKinds::kMaxKinds; ++k) {
+    kinds.push_back(distinct(100 + k, 40 + k));
+    feed(full, repeat(kinds.back(), 2));
+    feed(full, distinct(5, 60 + k));
+  }
+  EXPECT_EQ(full.kinds().size(), StepKinds::kMaxKinds);
+  EXPECT_EQ(full.kinds().made(), StepKinds::kMaxKinds + 1);
+  EXPECT_EQ(feed(full, kinds.front()).locks, 0u) << "the first kind made way for the last";
+  EXPECT_EQ(feed(full, kinds.back()).locks, 1u) << "the last is named";
 }
 
 }  // namespace

@@ -105,6 +105,29 @@
 // forward and loss only, then the loss read: the launch stream changes
 // there, as a training loop's does when it evaluates.
 //
+// Steps that are not all alike, as training loops issue them (each seeded,
+// so deterministic):
+// `--alternate`: steps alternate between two kinds, as a GAN's
+// discriminator and generator steps do. The model's first half of nodes
+// stands for the generator, the second half for the discriminator; both run
+// forward and the loss. Even steps (the discriminator's) run backward
+// through the second half only and update its weights; odd steps (the
+// generator's) run backward through everything and update the first half's
+// weights. Evaluation steps (--eval-every) take their turn as usual.
+// `--buckets N` (2..4): each step's sequence length (image size) is drawn
+// from N buckets (full, 3/4, 1/2, 1/4 of the largest) in seeded random
+// order: every activation and activation gradient of the step is that
+// fraction of its size, and so are the counts its kernels are passed (the
+// weights and the batch's upload keep theirs). Under --allocator caching
+// the buffers are taken at the bucket's size, so each bucket's kernels read
+// other blocks; under the static allocator only the counts change, as with
+// buffers kept at the largest bucket.
+// `--warmup N`: the learning rate rises linearly over the first N steps
+// (a float argument of every optimizer launch changes each step).
+// `--log-every K`: every Kth step (never the last) ends with one more
+// kernel, a metrics logger that folds the loss and the first weight tensor
+// into a metrics buffer (summed into weights_fnv1a, after the weights).
+//
 // Deterministic: fixed-seed data, kernels that are pure functions of the
 // bytes they read (never of an address, and never of a word no launch of
 // the step wrote: the loss and the weights are the same bits with either
@@ -547,6 +570,9 @@ bool make_model(const std::string& name, int batch, const TransformerChoices& ch
 struct Options {
   std::string model;
   int steps = 6, batch = 0, eval_every = 0;
+  bool alternate = false;        // --alternate: discriminator and generator steps in turn
+  int buckets = 0;               // --buckets N: 0 (one shape) or 2..4 buckets
+  int warmup = 0, log_every = 0;  // --warmup N, --log-every K (0: none)
   unsigned scale = 64, seed = 7;
   bool describe = false;
   bool libraries = false;
@@ -563,7 +589,7 @@ struct Options {
                "accepted: --model <%s> [--steps N (6)] [--scale S (64)] [--batch B (per model)] [--seed N (7)] "
                "[--eval-every N (0: never)] [--libraries] [--backward-thread] [--allocator static|caching (static)] "
                "[--attention flash|eager (flash; transformers)] [--layers N (24; transformers)] "
-               "[--report-addresses] [--describe]\n",
+               "[--alternate] [--buckets N (2..4)] [--warmup N] [--log-every K] [--report-addresses] [--describe]\n",
                what.c_str(), kModels);
   std::exit(2);
 }
@@ -595,14 +621,16 @@ Options parse(int argc, char** argv) {
         {"--describe", &Options::describe},
         {"--libraries", &Options::libraries},
         {"--backward-thread", &Options::backward_thread},
-        {"--report-addresses", &Options::report_addresses}};
+        {"--report-addresses", &Options::report_addresses},
+        {"--alternate", &Options::alternate}};
     const auto flag = std::find_if(std::begin(kFlags), std::end(kFlags), [&](const auto& f) { return key == f.first; });
     if (flag != std::end(kFlags)) {
       o.*(flag->second) = true;
       continue;
     }
     if (key != "--model" && key != "--steps" && key != "--scale" && key != "--batch" && key != "--seed" &&
-        key != "--eval-every" && key != "--allocator" && key != "--attention" && key != "--layers") {
+        key != "--eval-every" && key != "--allocator" && key != "--attention" && key != "--layers" &&
+        key != "--buckets" && key != "--warmup" && key != "--log-every") {
       usage_error("unknown option " + key);
     }
     if (i + 1 >= argc) usage_error(key + " wants a value");
@@ -612,6 +640,9 @@ Options parse(int argc, char** argv) {
     else if (key == "--scale") o.scale = static_cast<unsigned>(positive(key, value));
     else if (key == "--batch") o.batch = static_cast<int>(positive(key, value));
     else if (key == "--eval-every") o.eval_every = static_cast<int>(integer(key, value, 0));
+    else if (key == "--buckets") o.buckets = static_cast<int>(integer(key, value, 0));
+    else if (key == "--warmup") o.warmup = static_cast<int>(integer(key, value, 0));
+    else if (key == "--log-every") o.log_every = static_cast<int>(integer(key, value, 0));
     else if (key == "--allocator") o.caching_allocator = choice(key, value, "static", "caching");
     else if (key == "--attention") o.transformer.eager_attention = choice(key, value, "flash", "eager");
     else if (key == "--layers") o.transformer.layers = static_cast<int>(positive(key, value));
@@ -620,6 +651,7 @@ Options parse(int argc, char** argv) {
     o.attention_given = o.attention_given || key == "--attention";
   }
   if (o.model.empty()) usage_error("--model is required");
+  if (o.buckets == 1 || o.buckets > 4) usage_error("--buckets wants 0 (none) or 2 to 4");
   if ((o.layers_given || o.attention_given) && !is_transformer(o.model)) {
     usage_error("--layers and --attention are for the transformers (bert-large, gpt2-medium), not " + o.model);
   }
@@ -702,6 +734,7 @@ struct Launch {
   bool backward = false;
   std::vector<Request> takes;  // the static plan's lifetimes: allocated before this launch,
   std::vector<int> releases;   // gradient buffers whose gradient is done after it
+  int updates = -1;            // an optimizer launch: the node whose weights it updates
 };
 
 // Traffic per kernel kind (bytes moved per word of each count parameter).
@@ -734,6 +767,7 @@ const std::map<std::string, Traffic>& traffics() {
       {"cross_entropy_fwd_bwd", {Sig::Loss, {2, 1, 1}}},
       {"sgd_momentum", {Sig::Sgd, {5}}},  // w, dw, m read; w, m written
       {"adamw", {Sig::AdamW, {7}}},       // w, dw, m, v read; w, m, v written
+      {"log_metrics", {Sig::Binary, {1, 1, 2}}},  // --log-every: the loss and a weight read, the metrics accumulated
   };
   return t;
 }
@@ -768,6 +802,7 @@ struct Plan {
   int input = 0, labels = 0, loss = 0, workspace = 0;
   int loss_launch = 0, first_backward = 0, first_optimizer = 0;
   std::vector<std::pair<int, int>> step_args;  // AdamW's step: (launch, argument), set every step
+  int metrics = -1, log_kernel = -1;           // --log-every: its buffer and its kernel
   int gradient_buffers = 0;
   std::vector<Request> pending_takes;  // for the next launch
 
@@ -1079,6 +1114,7 @@ Plan make_plan(const Model& model) {
                 value_arg<float>(0.01f), value_arg<float>(0.9f), value_arg<float>(1e-4f), n_arg(wb)},
                -1, false);
     }
+    p.launches.back().updates = i;
   }
 
   // The gradient buffers become tensors; patch the placeholders.
@@ -1130,6 +1166,59 @@ bool is_evaluation(const Options& o, int step) {
   return o.eval_every > 0 && (step + 1) % o.eval_every == 0 && !last;
 }
 
+// What a step issues (the header's --eval-every and --alternate).
+enum class StepKind { training, evaluation, discriminator, generator };
+constexpr std::size_t kStepKinds = 4;
+
+StepKind kind_of(const Options& o, int step) {
+  if (is_evaluation(o, step)) return StepKind::evaluation;
+  if (!o.alternate) return StepKind::training;
+  return step % 2 == 0 ? StepKind::discriminator : StepKind::generator;
+}
+
+// The launches of a step of `kind`, in issue order (indices into p.launches).
+std::vector<std::size_t> launches_of(const Plan& p, StepKind kind) {
+  const int split = static_cast<int>(p.model.nodes.size()) / 2;  // the discriminator's first node
+  std::vector<std::size_t> order;
+  for (std::size_t l = 0; l < p.launches.size(); ++l) {
+    const Launch& launch = p.launches[l];
+    const bool forward = l <= static_cast<std::size_t>(p.loss_launch);
+    const bool optimizer = l >= static_cast<std::size_t>(p.first_optimizer);
+    bool issued = true;
+    switch (kind) {
+      case StepKind::training: break;
+      case StepKind::evaluation: issued = forward; break;
+      case StepKind::discriminator: issued = forward || (optimizer ? launch.updates >= split : launch.node >= split); break;
+      case StepKind::generator: issued = !optimizer || launch.updates < split; break;
+    }
+    if (issued) order.push_back(l);
+  }
+  return order;
+}
+
+// --buckets: the fraction of its largest size a step's activations have.
+struct Fraction {
+  std::uint64_t num = 1, den = 1;
+  std::uint64_t of(std::uint64_t n) const { return n * num / den; }
+};
+
+std::uint64_t mix64(std::uint64_t x);
+
+Fraction bucket_of(const Options& o, int step) {
+  if (o.buckets == 0) return {};
+  const std::uint64_t bucket = mix64(o.seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(step) + 1) %
+                               static_cast<std::uint64_t>(o.buckets);
+  return {4 - bucket, 4};
+}
+
+// A per-step tensor's bytes in a bucket: its scaled size times the
+// fraction, rounded up to 256 (so that every count the bucket's kernels are
+// passed, the full count times the fraction rounded down, stays inside).
+std::uint64_t bucket_bytes(std::uint64_t scaled, Fraction f) {
+  const std::uint64_t bytes = (scaled * f.num + f.den - 1) / f.den;
+  return std::max<std::uint64_t>(256, (bytes + 255) / 256 * 256);
+}
+
 // Where one kind of step (training, evaluation) takes and gives back its
 // per-step tensors: the static plan's lifetimes, launch by launch. An
 // activation is given back after the last launch of the step that names it
@@ -1145,21 +1234,22 @@ bool is_evaluation(const Options& o, int step) {
 // places a step's tensors differently from the step before and the same as
 // the step before that: addresses alternate with a period of two steps.
 struct StepMemory {
-  std::size_t launches = 0;
+  std::vector<std::size_t> order;  // the step's launches (launches_of); the rest is by position in it
   std::vector<std::vector<Request>> allocate_before;
   std::vector<std::vector<int>> free_after;
   int held_over = -1;  // the logits' tensor
 };
 
-StepMemory step_memory(const Plan& p, std::size_t launches) {
+StepMemory step_memory(const Plan& p, StepKind kind) {
   StepMemory m;
-  m.launches = launches;
+  m.order = launches_of(p, kind);
+  const std::size_t launches = m.order.size();
   m.allocate_before.resize(launches);
   m.free_after.resize(launches);
   std::map<int, std::size_t> last_named;  // activation -> the last launch naming it
   std::vector<int> unreleased;            // gradient buffers taken and not yet given back
   for (std::size_t l = 0; l < launches; ++l) {
-    const Launch& launch = p.launches[l];
+    const Launch& launch = p.launches[m.order[l]];
     m.allocate_before[l] = launch.takes;
     for (const Request& r : launch.takes) {
       if (p.is(r.tensor, Role::Gradient)) unreleased.push_back(r.tensor);
@@ -1168,8 +1258,10 @@ StepMemory step_memory(const Plan& p, std::size_t launches) {
       if (a.tensor >= 0 && p.is(a.tensor, Role::Activation)) last_named[a.tensor] = l;
     }
     for (int t : launch.releases) {
+      const auto taken = std::find(unreleased.begin(), unreleased.end(), t);
+      if (taken == unreleased.end()) continue;  // (a step that skips part of backward never took it)
       m.free_after[l].push_back(t);
-      unreleased.erase(std::find(unreleased.begin(), unreleased.end(), t));
+      unreleased.erase(taken);
     }
   }
   m.held_over = p.act.back();
@@ -1187,11 +1279,11 @@ layered::CachingRules caching_rules(unsigned scale) {
 // The requests are scaled as every tensor is (at least 256 bytes, a multiple
 // of 256); the allocator rounds them up to 512.
 void allocate_before(const StepMemory& m, std::size_t launch, unsigned scale, layered::CachingAllocator& allocator,
-                     std::vector<Tensor>& tensors) {
+                     std::vector<Tensor>& tensors, Fraction bucket) {
   for (const Request& r : m.allocate_before[launch]) {
     Tensor& tensor = tensors[static_cast<std::size_t>(r.tensor)];
     const CUdeviceptr previous = tensor.ptr;  // the last step's logits, still held (StepMemory)
-    tensor.ptr = allocator.allocate(scaled_bytes(r.bytes, scale));
+    tensor.ptr = allocator.allocate(bucket_bytes(scaled_bytes(r.bytes, scale), bucket));
     if (r.tensor == m.held_over && previous != 0) allocator.free(previous);
   }
 }
@@ -1230,12 +1322,12 @@ CachingEstimate dry_run(const Plan& p, const Options& o, bool scaled) {
     return at;
   });
   std::vector<Tensor> tensors = p.tensors;
-  const StepMemory training = step_memory(p, p.launches.size());
-  const StepMemory evaluation = step_memory(p, static_cast<std::size_t>(p.loss_launch) + 1);
+  std::vector<StepMemory> kinds;
+  for (std::size_t k = 0; k < kStepKinds; ++k) kinds.push_back(step_memory(p, static_cast<StepKind>(k)));
   for (int step = 0; step < o.steps; ++step) {
-    const StepMemory& m = is_evaluation(o, step) ? evaluation : training;
-    for (std::size_t l = 0; l < m.launches; ++l) {
-      allocate_before(m, l, scale, allocator, tensors);
+    const StepMemory& m = kinds[static_cast<std::size_t>(kind_of(o, step))];
+    for (std::size_t l = 0; l < m.order.size(); ++l) {
+      allocate_before(m, l, scale, allocator, tensors, bucket_of(o, step));
       free_after(m, l, allocator, tensors);
     }
   }
@@ -1453,6 +1545,7 @@ class Issuer {
   Issuer(Plan& plan, CUstream stream) : plan_(plan), stream_(stream) {
     for (const Launch& l : plan.launches) args_.push_back(l.args);
     library_.assign(plan.launches.size(), -1);
+    for (std::size_t k = 0; k < kStepKinds; ++k) kinds_.push_back(step_memory(plan_, static_cast<StepKind>(k)));
   }
 
   std::vector<std::vector<Arg>>& args() { return args_; }
@@ -1460,19 +1553,21 @@ class Issuer {
     libraries_ = libraries;
     library_ = std::move(library);
   }
-  void use_allocator(layered::CachingAllocator* allocator) {
-    allocator_ = allocator;
-    training_ = step_memory(plan_, plan_.launches.size());
-    evaluation_ = step_memory(plan_, static_cast<std::size_t>(plan_.loss_launch) + 1);
-  }
+  void use_allocator(layered::CachingAllocator* allocator) { allocator_ = allocator; }
 
-  // The step about to be issued: its kind, whether its declared time is
-  // summed (the last step), where its activations' addresses are noted.
-  void begin_step(bool evaluation, bool counting, std::vector<CUdeviceptr>* activation_addresses) {
-    memory_ = evaluation ? &evaluation_ : &training_;
+  // The step about to be issued: its kind, its bucket, its learning rate's
+  // share of the full one (--warmup), whether its declared time is summed
+  // (the last step), where its activations' addresses are noted.
+  void begin_step(StepKind kind, Fraction bucket, float lr_share, bool counting,
+                  std::vector<CUdeviceptr>* activation_addresses) {
+    memory_ = &kinds_[static_cast<std::size_t>(kind)];
+    bucket_ = bucket;
+    lr_share_ = lr_share;
     counting_ = counting;
     addresses_ = activation_addresses;
   }
+  // The step's launches, in issue order (issue_range takes positions in it).
+  const std::vector<std::size_t>& order() const { return memory_->order; }
   double compute_ns() const { return compute_ns_; }
 
   void issue_range(std::size_t begin, std::size_t end) {
@@ -1487,13 +1582,16 @@ class Issuer {
   const DriverCalls& other_threads_calls() const { return other_threads_calls_; }
 
  private:
-  void issue(std::size_t l) {
+  // The launch at `position` of the step.
+  void issue(std::size_t position) {
+    const std::size_t l = memory_->order[position];
     if (allocator_ != nullptr) {
-      allocate_before(*memory_, l, g_scale, *allocator_, plan_.tensors);
-      note_addresses(l);
+      allocate_before(*memory_, position, g_scale, *allocator_, plan_.tensors, bucket_);
+      note_addresses(position);
     }
     std::vector<Arg>& args = args_[l];
     fill_addresses(args);
+    fit_to_step(l, args);
     const Kernel& k = plan_.kernels[static_cast<std::size_t>(plan_.launches[l].kernel)];
     if (counting_) compute_ns_ += declared_ns(plan_, plan_.launches[l].kernel, args);
     if (library_[l] >= 0) {
@@ -1503,7 +1601,29 @@ class Issuer {
       for (Arg& a : args) params.push_back(a.bytes);
       check(cuLaunchKernel(k.fn, 1, 1, 1, 1, 1, 1, 0, stream_, params.data(), nullptr), k.name.c_str());
     }
-    if (allocator_ != nullptr) free_after(*memory_, l, *allocator_, plan_.tensors);
+    if (allocator_ != nullptr) free_after(*memory_, position, *allocator_, plan_.tensors);
+  }
+
+  // The counts of the launch's per-step tensors, the bucket's fraction of
+  // the plan's (the k-th count goes with the k-th pointer), and an
+  // optimizer's learning rate, the warm-up's share of the plan's.
+  void fit_to_step(std::size_t l, std::vector<Arg>& args) const {
+    const Launch& launch = plan_.launches[l];
+    const Sig sig = plan_.kernels[static_cast<std::size_t>(launch.kernel)].sig;
+    if (sig == Sig::Sgd || sig == Sig::AdamW) {
+      const std::size_t lr = sig == Sig::Sgd ? 3 : 4;
+      const float rate = arg_value<float>(launch.args[lr]) * lr_share_;
+      std::memcpy(args[lr].bytes, &rate, sizeof rate);
+      return;
+    }
+    const layered::Counts counts = layered::counts(sig);
+    for (int k = 0; k < counts.number; ++k) {
+      const int tensor = launch.args[static_cast<std::size_t>(k)].tensor;
+      if (tensor < 0 || !per_step(plan_.tensors[static_cast<std::size_t>(tensor)].role)) continue;
+      const auto at = static_cast<std::size_t>(counts.first + k);
+      const std::uint64_t count = bucket_.of(arg_value<std::uint64_t>(launch.args[at]));
+      std::memcpy(args[at].bytes, &count, sizeof count);
+    }
   }
 
   void fill_addresses(std::vector<Arg>& args) const {
@@ -1514,9 +1634,9 @@ class Issuer {
     }
   }
 
-  void note_addresses(std::size_t l) {
+  void note_addresses(std::size_t position) {
     if (addresses_ == nullptr) return;
-    for (const Request& r : memory_->allocate_before[l]) {
+    for (const Request& r : memory_->allocate_before[position]) {
       const Tensor& t = plan_.tensors[static_cast<std::size_t>(r.tensor)];
       if (t.role == Role::Activation) (*addresses_)[static_cast<std::size_t>(r.tensor)] = t.ptr;
     }
@@ -1539,8 +1659,10 @@ class Issuer {
   layered::Libraries* libraries_ = nullptr;
   std::vector<int> library_;  // launch -> its prepared library call, -1
   layered::CachingAllocator* allocator_ = nullptr;
-  StepMemory training_, evaluation_;
+  std::vector<StepMemory> kinds_;  // by StepKind
   const StepMemory* memory_ = nullptr;
+  Fraction bucket_;
+  float lr_share_ = 1.0f;
   bool counting_ = false;
   double compute_ns_ = 0;
   const std::thread::id main_thread_ = std::this_thread::get_id();
@@ -1645,10 +1767,26 @@ void report_addresses(const Plan& plan, const std::vector<std::vector<CUdevicept
   }
 }
 
-// FNV-1a over every weight, in layer order.
+// --log-every: the metrics logger, a kernel the step does not always have.
+void log_metrics(const Plan& plan, CUstream stream) {
+  const Tensor& loss = plan.tensors[static_cast<std::size_t>(plan.loss)];
+  const Tensor& weight = plan.tensors[static_cast<std::size_t>(plan.weight_tensors.front())];
+  const Tensor& metrics = plan.tensors[static_cast<std::size_t>(plan.metrics)];
+  CUdeviceptr a = loss.ptr, b = weight.ptr, y = metrics.ptr;
+  std::uint64_t na = loss.scaled / 4, nb = weight.scaled / 4, ny = metrics.scaled / 4;
+  int accumulate = 1;
+  void* params[] = {&a, &b, &y, &na, &nb, &ny, &accumulate};
+  check(cuLaunchKernel(plan.kernels[static_cast<std::size_t>(plan.log_kernel)].fn, 1, 1, 1, 1, 1, 1, 0, stream, params,
+                       nullptr),
+        "log_metrics");
+}
+
+// FNV-1a over every weight, in layer order (and the metrics, where logged).
 std::uint64_t weights_hash(const Plan& plan, CUstream stream) {
   std::uint64_t hash = 1469598103934665603ULL;
-  for (int t : plan.weight_tensors) {
+  std::vector<int> hashed = plan.weight_tensors;
+  if (plan.metrics >= 0) hashed.push_back(plan.metrics);
+  for (int t : hashed) {
     const Tensor& w = plan.tensors[static_cast<std::size_t>(t)];
     std::vector<unsigned char> bytes(w.scaled);
     CHECK(cuMemcpyDtoHAsync(bytes.data(), w.ptr, w.scaled, stream));
@@ -1669,6 +1807,10 @@ int main(int argc, char** argv) {
     usage_error("unknown model '" + o.model + "' (models: " + kModels + ")");
   }
   Plan plan = make_plan(model);
+  if (o.log_every > 0) {
+    plan.metrics = plan.tensor("metrics", Role::Loss, 1024);
+    plan.log_kernel = plan.kernel("log_metrics", Sig::Binary, 0);
+  }
   if (o.describe) {
     describe(plan, o);
     return 0;
@@ -1766,8 +1908,15 @@ int main(int argc, char** argv) {
         if (plan.tensors[t].role == Role::Activation) (*noted)[t] = plan.tensors[t].ptr;
       }
     }
-    const bool evaluation = is_evaluation(o, step);
-    issuer.begin_step(evaluation, last, noted);
+    const StepKind kind = kind_of(o, step);
+    const float lr_share = o.warmup > 0 ? std::min(1.0f, static_cast<float>(step + 1) / static_cast<float>(o.warmup)) : 1.0f;
+    issuer.begin_step(kind, bucket_of(o, step), lr_share, last, noted);
+    // Where the step's loss and optimizer begin, as positions in its order.
+    const std::vector<std::size_t>& order = issuer.order();
+    const auto position_of = [&order](std::size_t launch) {
+      return static_cast<std::size_t>(std::lower_bound(order.begin(), order.end(), launch) - order.begin());
+    };
+    const std::size_t loss_at = position_of(loss_launch), optimizer_at = position_of(first_optimizer);
 
     if (last) {
       CHECK(cuEventRecord(start, stream));
@@ -1776,17 +1925,18 @@ int main(int argc, char** argv) {
     }
     CHECK(cuMemcpyHtoDAsync(input.ptr, pinned_input, input.scaled, stream));
     CHECK(cuMemcpyHtoDAsync(labels.ptr, pinned_labels, labels.scaled, stream));
-    if (evaluation) {
-      issuer.issue_range(0, loss_launch + 1);  // forward and the loss, on this thread
+    if (kind == StepKind::evaluation) {
+      issuer.issue_range(0, order.size());  // forward and the loss, on this thread
     } else {
-      issuer.issue_range(0, loss_launch);
+      issuer.issue_range(0, loss_at);
       if (backward) {
-        backward->run(loss_launch, first_optimizer);
+        backward->run(loss_at, optimizer_at);
       } else {
-        issuer.issue_range(loss_launch, first_optimizer);
+        issuer.issue_range(loss_at, optimizer_at);
       }
-      issuer.issue_range(first_optimizer, plan.launches.size());
+      issuer.issue_range(optimizer_at, order.size());
     }
+    if (o.log_every > 0 && (step + 1) % o.log_every == 0 && !last) log_metrics(plan, stream);
     CHECK(cuMemcpyDtoHAsync(pinned_loss, loss.ptr, sizeof(float), stream));
     if (last) CHECK(cuEventRecord(end, stream));
     CHECK(cuStreamSynchronize(stream));
