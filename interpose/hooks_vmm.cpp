@@ -9,6 +9,7 @@
 
 #include "interpose/hook_support.h"
 #include "shim/log.h"
+#include "vmm/driver_error.h"
 
 // Note [Memory other devices reach]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -240,7 +241,7 @@ VGPUMEM_HOOK_DEFINE(cuIpcGetMemHandle, (CUipcMemHandle* handle, CUdeviceptr dptr
     VGPUMEM_LOG_ERROR("cuIpcGetMemHandle({:#x}) failed with error {}: CUDA IPC cannot share paged memory (with "
                       "VGPUMEM_POLICY=lru every cuMemAlloc allocation is virtual memory). To share device memory "
                       "between processes, run with VGPUMEM_POLICY=off; the cap still applies",
-                      dptr, static_cast<int>(result));
+                      dptr, vmm::driver_error(result));
   }
   return result;
 }

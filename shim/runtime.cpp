@@ -15,6 +15,7 @@
 #include "shim/lifecycle.h"
 #include "shim/log.h"
 #include "vmm/kernel_name.h"
+#include "vmm/driver_error.h"
 
 // Note [fork() and the shim's locks]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -289,7 +290,7 @@ std::uint64_t Runtime::cap_for_device(int device) const {
     // Never fall back to "no cap": refuse everything on this device, loudly.
     VGPUMEM_LOG_ERROR("cannot apply the {}% cap on device {}: its memory size is unknown (error {}); "
                       "refusing allocations there",
-                      limit.percent, device, static_cast<int>(result));
+                      limit.percent, device, vmm::driver_error(result));
     return 0;
   }
   return limit.resolve(total);
