@@ -47,8 +47,8 @@
 // `VGPUMEM_HOOK_DEFINE(name, (params), (args)) { body }`
 // (`hook_support.h`), which runs the body inside `hook_boundary`:
 // - *Every call is counted*, before its body runs, for the trace's
-//   `calls_by_api`: one relaxed add (`count_call`), as cheap as the line each
-//   hook once wrote by hand, and impossible to forget.
+//   `calls_by_api`: one relaxed add (`count_call`) at a fixed address, and
+//   no body can forget or repeat it.
 // - *No exception crosses into the program.* The shim allocates through the
 //   STL; a `std::bad_alloc` (or `std::length_error`) escaping a body is
 //   caught at the boundary, logged (a line formatted into a fixed buffer; if
