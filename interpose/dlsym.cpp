@@ -59,7 +59,7 @@ __attribute__((visibility("hidden"))) void* vgpumem_dlsym_decide(void* found, co
 // glibc answers `RTLD_NEXT`
 // relative to the caller, found from the return address (and `RTLD_DEFAULT`
 // in the caller's scope). A C++ wrapper would make every foreign
-// `dlsym(RTLD_NEXT, …)` relative to libvgpumem.so. So `dlsym` is an assembly
+// `dlsym` with `RTLD_NEXT` relative to libvgpumem.so. So `dlsym` is an assembly
 // trampoline (`dlsym_trampoline.S`), and the rule is: the answer is glibc's
 // answer for the caller, with the real driver's function (or our own export)
 // replaced by the hook.

@@ -20,7 +20,6 @@
 #include <string_view>
 
 #include "interpose/hook_table.h"
-#include "shim/runtime.h"
 
 namespace vgpumem::interpose {
 namespace {
@@ -52,9 +51,7 @@ bool allocation_fails() {
     state = g_state.load(std::memory_order_acquire);
   }
   if (state != 2) return false;
-  const Runtime* runtime = Runtime::get_if_created();
-  return runtime != nullptr && runtime->calls(g_hook.load(std::memory_order_relaxed)) ==
-                                   g_call.load(std::memory_order_relaxed);
+  return hook_calls(g_hook.load(std::memory_order_relaxed)) == g_call.load(std::memory_order_relaxed);
 }
 
 }  // namespace

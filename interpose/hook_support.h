@@ -1,25 +1,54 @@
 // What every hook file needs: the table, REAL(), the runtime, the boundary
 // every hook is defined through (VGPUMEM_HOOK_DEFINE), and the allocation
 // protocol (reserve -> real call -> commit or abandon).
+//
+// How to add a hook
+// ~~~~~~~~~~~~~~~~~
+// 1. Add one line per ABI variant to `interpose/hooked_functions.def`:
+//      VGPUMEM_HOOK(cuFoo_v2, PFN_cuFoo_v3020, cuFoo, 3020, legacy)
+//    with its `_ptsz`/`_ptds` twin as `per_thread` if the driver has one. The
+//    `HookId`, the table entry, the exported prototype, `REAL(cuFoo_v2)`,
+//    dlsym's and cuGetProcAddress's routing and the trace's count all come
+//    from that line; `hook_table.cpp`'s static_asserts check it.
+// 2. Define it once, in the `hooks_*.cpp` of its kind, with the parameters
+//    of its `PFN_` type (a different signature does not compile):
+//      VGPUMEM_HOOK_DEFINE(cuFoo_v2, (CUdeviceptr p, size_t n), (p, n)) {
+//        ... translate: tell the runtime what memory the call touches ...
+//        return REAL(cuFoo_v2)(p, n);
+//      }
+//    or, for a hook with nothing to do yet, VGPUMEM_FORWARDING_HOOK(...).
+//    Write no count, no try/catch and no fork check: the boundary the macro
+//    wraps the body in does all three (below), and the call shows in the
+//    trace's `calls_by_api` (tests/e2e/hook_table_test.cpp calls every hook
+//    in the table and checks its count).
+// 3. Remove the function from `interpose/unhooked_functions.txt` if it was
+//    listed there (tests/unit/hook_coverage_test.cpp), and keep the body
+//    thin: it translates and forwards; policy belongs to shim/, vmm/ and
+//    scheduler/.
 #pragma once
 
 #include <cxxabi.h>
 
 #include "interpose/hook_table.h"
 #include "interpose/real_driver.h"
+#include "interpose/runtime_platform.h"
 #include "shim/runtime.h"
 #include "vmm/accounting.h"
 
 // Note [The process boundary]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Hooks translate and forward. A hook counts its call, hands the
-// arguments to the runtime/accounting, and calls `REAL(name)`; a hook never
+// Hooks translate and forward. A hook hands the arguments to the
+// runtime/accounting and calls `REAL(name)` (its boundary counted the call
+// already); a hook never
 // returns anything but a `CUresult` the driver could have returned
 // (`CUDA_ERROR_NOT_INITIALIZED` if no driver could be loaded,
 // `CUDA_ERROR_NOT_SUPPORTED` if the driver lacks that variant).
 // * The process boundary. Every hook is defined with
 // `VGPUMEM_HOOK_DEFINE(name, (params), (args)) { body }`
 // (`hook_support.h`), which runs the body inside `hook_boundary`:
+// - *Every call is counted*, before its body runs, for the trace's
+//   `calls_by_api`: one relaxed add (`count_call`) at a fixed address, and
+//   no body can forget or repeat it.
 // - *No exception crosses into the program.* The shim allocates through the
 //   STL; a `std::bad_alloc` (or `std::length_error`) escaping a body is
 //   caught at the boundary, logged (a line formatted into a fixed buffer; if
@@ -50,6 +79,8 @@ inline const char* api_name(HookId id) { return hook_entry(id).symbol; }
 //
 // Every exported hook is defined with VGPUMEM_HOOK_DEFINE, which runs its body
 // through hook_boundary:
+//  * The runtime is made on the first call, and every call is counted
+//    (g_hook_calls, hook_table.h) before the body runs.
 //  * In a process forked after the shim was in use (a child cannot use its
 //    parent's CUDA state, and the shim's locks may have been held by parent
 //    threads that do not exist in it), the call goes straight to the real
@@ -59,7 +90,8 @@ inline const char* api_name(HookId id) { return hook_entry(id).symbol; }
 //    the error the driver itself could have returned, CUDA_ERROR_OUT_OF_MEMORY
 //    (CUDA_ERROR_UNKNOWN for anything that is not an allocation failure).
 //    Thread cancellation's forced unwind is let through, as it must be.
-// On the normal path this costs one relaxed load and a branch: the try block
+// On the normal path this costs two loads, a branch each, and one relaxed
+// add (the count): the try block
 // is table-driven (no code runs unless something throws), and nothing locks
 // or allocates.
 
@@ -77,6 +109,8 @@ inline CUresult hook_boundary(Body&& body, Forward&& forward) {
       note_pass_through(id);
       return forward();
     }
+    runtime();       // made on the first call, with this library's platform
+    count_call(id);  // for calls_by_api: the body can neither forget nor repeat it
     return body();
   } catch (const abi::__forced_unwind&) {
     throw;  // pthread_cancel/pthread_exit unwinding through a driver call
@@ -177,7 +211,8 @@ CUresult charged_free(HookId api, AllocationKind kind, std::uint64_t key, Free&&
 // parenthesised list) whose names are `args` (also parenthesised); the body
 // follows the macro, as a function body:
 //   VGPUMEM_HOOK_DEFINE(cuMemFree_v2, (CUdeviceptr dptr), (dptr)) { ... }
-// The body runs inside hook_boundary; `args` also forward the call as is.
+// The body runs inside hook_boundary, which counts the call; `args` also
+// forward the call as is (in a forked child).
 #define VGPUMEM_HOOK_DEFINE(name, params, args)                                                 \
   static CUresult vgpumem_hook_body_##name params;                                              \
   extern "C" CUresult name params {                                                             \
@@ -187,9 +222,6 @@ CUresult charged_free(HookId api, AllocationKind kind, std::uint64_t key, Free&&
   }                                                                                             \
   static CUresult vgpumem_hook_body_##name params
 
-// A hook with no policy yet: count the call and forward it.
-#define VGPUMEM_FORWARDING_HOOK(name, params, args)                      \
-  VGPUMEM_HOOK_DEFINE(name, params, args) {                              \
-    ::vgpumem::Runtime::get().count(::vgpumem::interpose::HookId::name); \
-    return REAL(name) args;                                              \
-  }
+// A hook with no policy yet: it only forwards (its boundary counts the call).
+#define VGPUMEM_FORWARDING_HOOK(name, params, args) \
+  VGPUMEM_HOOK_DEFINE(name, params, args) { return REAL(name) args; }

@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -95,6 +96,17 @@ inline const HookEntry& hook_entry(std::size_t index) { return hook_entry(static
 
 // The entry whose exported symbol is `symbol`, or nullptr.
 const HookEntry* find_hook_by_symbol(std::string_view symbol);
+
+// How often each hook was called, for the trace's `calls_by_api`. Counted by
+// the hook boundary (hook_support.h), never by a hook's body: one relaxed add
+// on a constant-initialised array, no lock, no runtime pointer to follow.
+inline std::atomic<std::uint64_t> g_hook_calls[kHookCount];
+inline void count_call(HookId id) {
+  g_hook_calls[static_cast<std::size_t>(id)].fetch_add(1, std::memory_order_relaxed);
+}
+inline std::uint64_t hook_calls(HookId id) {
+  return g_hook_calls[static_cast<std::size_t>(id)].load(std::memory_order_relaxed);
+}
 
 // True for names the shim may ever hook: "cu" followed by an upper-case letter.
 // cuDNN's cudnn*, cuBLAS's cublas* and the like never match.

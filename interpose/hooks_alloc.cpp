@@ -39,7 +39,6 @@ std::uint64_t array_bytes(std::size_t width, std::size_t height, std::size_t dep
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytesize), (dptr, bytesize)) {
-  Runtime::get().count(HookId::cuMemAlloc_v2);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAlloc_v2)(dptr, bytesize);
   const int device = current_device();
   if (vmm::Pager* pager = Runtime::get().pager_for(device)) {
@@ -52,7 +51,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytesize), (dptr, 
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemAlloc, (unsigned int* dptr, unsigned int bytesize), (dptr, bytesize)) {
-  Runtime::get().count(HookId::cuMemAlloc);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAlloc)(dptr, bytesize);
   return charged_allocation(
       HookId::cuMemAlloc, AllocationKind::device_v1, current_device(), bytesize,
@@ -63,7 +61,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAlloc, (unsigned int* dptr, unsigned int bytesize), (dp
 VGPUMEM_HOOK_DEFINE(cuMemAllocPitch_v2,
                     (CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element_size),
                     (dptr, pitch, width, height, element_size)) {
-  Runtime::get().count(HookId::cuMemAllocPitch_v2);
   if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
     return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size);
   }
@@ -96,7 +93,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAllocPitch_v2,
 VGPUMEM_HOOK_DEFINE(cuMemAllocPitch,
                     (unsigned int* dptr, unsigned int* pitch, unsigned int width, unsigned int height, unsigned int element_size),
                     (dptr, pitch, width, height, element_size)) {
-  Runtime::get().count(HookId::cuMemAllocPitch);
   if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
     return REAL(cuMemAllocPitch)(dptr, pitch, width, height, element_size);
   }
@@ -111,7 +107,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAllocPitch,
 VGPUMEM_HOOK_DEFINE(cuMemAllocManaged,
                     (CUdeviceptr* dptr, size_t bytesize, unsigned int flags),
                     (dptr, bytesize, flags)) {
-  Runtime::get().count(HookId::cuMemAllocManaged);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocManaged)(dptr, bytesize, flags);
   // Managed memory can migrate anywhere, but it is device memory the process
   // can fill: it counts against the current device's cap.
@@ -122,7 +117,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAllocManaged,
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemFree_v2, (CUdeviceptr dptr), (dptr)) {
-  Runtime::get().count(HookId::cuMemFree_v2);
   if (vmm::Pager* pager = Runtime::get().pager()) {
     CUresult result = CUDA_SUCCESS;
     if (pager->free(dptr, &result)) {
@@ -134,7 +128,6 @@ VGPUMEM_HOOK_DEFINE(cuMemFree_v2, (CUdeviceptr dptr), (dptr)) {
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemFree, (unsigned int dptr), (dptr)) {
-  Runtime::get().count(HookId::cuMemFree);
   return charged_free(HookId::cuMemFree, AllocationKind::device_v1, dptr, [&] { return REAL(cuMemFree)(dptr); });
 }
 
@@ -163,7 +156,6 @@ CUresult paged_free_async(HookId api, CUdeviceptr dptr, CUstream stream, bool pe
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytesize, CUstream stream), (dptr, bytesize, stream)) {
-  Runtime::get().count(HookId::cuMemAllocAsync);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync)(dptr, bytesize, stream);
   if (vmm::Pager* pager = pager_for_stream_ordered(stream_device(), stream, false)) {
     return paged_allocation(*pager, HookId::cuMemAllocAsync, stream_device(), bytesize, dptr);
@@ -177,7 +169,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytesize, CUstre
 VGPUMEM_HOOK_DEFINE(cuMemAllocAsync_ptsz,
                     (CUdeviceptr* dptr, size_t bytesize, CUstream stream),
                     (dptr, bytesize, stream)) {
-  Runtime::get().count(HookId::cuMemAllocAsync_ptsz);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, stream);
   if (vmm::Pager* pager = pager_for_stream_ordered(stream_device(), stream, true)) {
     return paged_allocation(*pager, HookId::cuMemAllocAsync_ptsz, stream_device(), bytesize, dptr);
@@ -212,7 +203,6 @@ CUresult allocate_from_pool(HookId api, CUdeviceptr* dptr, size_t bytesize, CUme
 VGPUMEM_HOOK_DEFINE(cuMemAllocFromPoolAsync,
                     (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),
                     (dptr, bytesize, pool, stream)) {
-  Runtime::get().count(HookId::cuMemAllocFromPoolAsync);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream);
   return allocate_from_pool(
       HookId::cuMemAllocFromPoolAsync, dptr, bytesize, pool, stream, false,
@@ -223,7 +213,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAllocFromPoolAsync,
 VGPUMEM_HOOK_DEFINE(cuMemAllocFromPoolAsync_ptsz,
                     (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),
                     (dptr, bytesize, pool, stream)) {
-  Runtime::get().count(HookId::cuMemAllocFromPoolAsync_ptsz);
   if (dptr == nullptr || bytesize == 0) return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream);
   return allocate_from_pool(
       HookId::cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, stream, true,
@@ -233,14 +222,12 @@ VGPUMEM_HOOK_DEFINE(cuMemAllocFromPoolAsync_ptsz,
 
 // The pools the program holds, so the pager knows which it may serve.
 VGPUMEM_HOOK_DEFINE(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* props), (pool, props)) {
-  Runtime::get().count(HookId::cuMemPoolCreate);
   const CUresult result = REAL(cuMemPoolCreate)(pool, props);
   if (result == CUDA_SUCCESS && pool != nullptr && props != nullptr) Runtime::get().pools().created(*pool, *props);
   return result;
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemPoolDestroy, (CUmemoryPool pool), (pool)) {
-  Runtime::get().count(HookId::cuMemPoolDestroy);
   const CUresult result = REAL(cuMemPoolDestroy)(pool);
   if (result == CUDA_SUCCESS) Runtime::get().pools().destroyed(pool);
   return result;
@@ -249,28 +236,24 @@ VGPUMEM_HOOK_DEFINE(cuMemPoolDestroy, (CUmemoryPool pool), (pool)) {
 VGPUMEM_HOOK_DEFINE(cuMemPoolSetAccess,
                     (CUmemoryPool pool, const CUmemAccessDesc* map, size_t count),
                     (pool, map, count)) {
-  Runtime::get().count(HookId::cuMemPoolSetAccess);
   const CUresult result = REAL(cuMemPoolSetAccess)(pool, map, count);
   if (result == CUDA_SUCCESS) Runtime::get().pools().access_set(pool, map, count);
   return result;
 }
 
 VGPUMEM_HOOK_DEFINE(cuDeviceGetDefaultMemPool, (CUmemoryPool* pool, CUdevice device), (pool, device)) {
-  Runtime::get().count(HookId::cuDeviceGetDefaultMemPool);
   const CUresult result = REAL(cuDeviceGetDefaultMemPool)(pool, device);
   if (result == CUDA_SUCCESS && pool != nullptr) Runtime::get().pools().saw_device_pool(*pool, device);
   return result;
 }
 
 VGPUMEM_HOOK_DEFINE(cuDeviceGetMemPool, (CUmemoryPool* pool, CUdevice device), (pool, device)) {
-  Runtime::get().count(HookId::cuDeviceGetMemPool);
   const CUresult result = REAL(cuDeviceGetMemPool)(pool, device);
   if (result == CUDA_SUCCESS && pool != nullptr) Runtime::get().pools().saw_device_pool(*pool, device);
   return result;
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, stream)) {
-  Runtime::get().count(HookId::cuMemFreeAsync);
   bool handled = false;
   const CUresult paged = paged_free_async(HookId::cuMemFreeAsync, dptr, stream, false, &handled);
   if (handled) return paged;
@@ -279,7 +262,6 @@ VGPUMEM_HOOK_DEFINE(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, 
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream), (dptr, stream)) {
-  Runtime::get().count(HookId::cuMemFreeAsync_ptsz);
   bool handled = false;
   const CUresult paged = paged_free_async(HookId::cuMemFreeAsync_ptsz, dptr, stream, true, &handled);
   if (handled) return paged;
@@ -292,7 +274,6 @@ VGPUMEM_HOOK_DEFINE(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream), (d
 VGPUMEM_FORWARDING_HOOK(cuArray3DGetDescriptor_v2, (CUDA_ARRAY3D_DESCRIPTOR * shape, CUarray array), (shape, array))
 
 VGPUMEM_HOOK_DEFINE(cuArrayCreate_v2, (CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc), (array, desc)) {
-  Runtime::get().count(HookId::cuArrayCreate_v2);
   if (array == nullptr || desc == nullptr) return REAL(cuArrayCreate_v2)(array, desc);
   const std::uint64_t bytes = array_bytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
   return charged_allocation(
@@ -302,7 +283,6 @@ VGPUMEM_HOOK_DEFINE(cuArrayCreate_v2, (CUarray* array, const CUDA_ARRAY_DESCRIPT
 }
 
 VGPUMEM_HOOK_DEFINE(cuArray3DCreate_v2, (CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc), (array, desc)) {
-  Runtime::get().count(HookId::cuArray3DCreate_v2);
   if (array == nullptr || desc == nullptr) return REAL(cuArray3DCreate_v2)(array, desc);
   const std::uint64_t bytes = array_bytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
   return charged_allocation(
@@ -314,7 +294,6 @@ VGPUMEM_HOOK_DEFINE(cuArray3DCreate_v2, (CUarray* array, const CUDA_ARRAY3D_DESC
 VGPUMEM_HOOK_DEFINE(cuMipmappedArrayCreate,
                     (CUmipmappedArray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels),
                     (array, desc, levels)) {
-  Runtime::get().count(HookId::cuMipmappedArrayCreate);
   if (array == nullptr || desc == nullptr) return REAL(cuMipmappedArrayCreate)(array, desc, levels);
   // Each level halves every dimension; sum them.
   std::uint64_t bytes = 0;
@@ -332,13 +311,11 @@ VGPUMEM_HOOK_DEFINE(cuMipmappedArrayCreate,
 }
 
 VGPUMEM_HOOK_DEFINE(cuArrayDestroy, (CUarray array), (array)) {
-  Runtime::get().count(HookId::cuArrayDestroy);
   return charged_free(HookId::cuArrayDestroy, AllocationKind::array, reinterpret_cast<std::uint64_t>(array),
                       [&] { return REAL(cuArrayDestroy)(array); });
 }
 
 VGPUMEM_HOOK_DEFINE(cuMipmappedArrayDestroy, (CUmipmappedArray array), (array)) {
-  Runtime::get().count(HookId::cuMipmappedArrayDestroy);
   return charged_free(HookId::cuMipmappedArrayDestroy, AllocationKind::array, reinterpret_cast<std::uint64_t>(array),
                       [&] { return REAL(cuMipmappedArrayDestroy)(array); });
 }

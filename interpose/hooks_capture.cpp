@@ -11,8 +11,7 @@ using namespace vgpumem::interpose;
 namespace {
 
 template <typename Begin>
-CUresult begin(HookId id, Begin&& real_begin) {
-  Runtime::get().count(id);
+CUresult begin(Begin&& real_begin) {
   const CUresult result = real_begin();
   if (result == CUDA_SUCCESS) {
     if (vmm::Pager* pager = Runtime::get().pager()) pager->capture_began();
@@ -21,8 +20,7 @@ CUresult begin(HookId id, Begin&& real_begin) {
 }
 
 template <typename End>
-CUresult end(HookId id, End&& real_end) {
-  Runtime::get().count(id);
+CUresult end(End&& real_end) {
   const CUresult result = real_end();
   // Ended, or ended in error (an invalidated capture is over too); a stream
   // that was not capturing answers ILLEGAL_STATE and changes nothing.
@@ -35,32 +33,30 @@ CUresult end(HookId id, End&& real_end) {
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture, (CUstream s), (s)) {
-  return begin(HookId::cuStreamBeginCapture, [&] { return REAL(cuStreamBeginCapture)(s); });
+  return begin([&] { return REAL(cuStreamBeginCapture)(s); });
 }
 VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture_ptsz, (CUstream s), (s)) {
-  return begin(HookId::cuStreamBeginCapture_ptsz, [&] { return REAL(cuStreamBeginCapture_ptsz)(s); });
+  return begin([&] { return REAL(cuStreamBeginCapture_ptsz)(s); });
 }
 VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode mode), (s, mode)) {
-  return begin(HookId::cuStreamBeginCapture_v2, [&] { return REAL(cuStreamBeginCapture_v2)(s, mode); });
+  return begin([&] { return REAL(cuStreamBeginCapture_v2)(s, mode); });
 }
 VGPUMEM_HOOK_DEFINE(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode mode), (s, mode)) {
-  return begin(HookId::cuStreamBeginCapture_v2_ptsz, [&] { return REAL(cuStreamBeginCapture_v2_ptsz)(s, mode); });
+  return begin([&] { return REAL(cuStreamBeginCapture_v2_ptsz)(s, mode); });
 }
 VGPUMEM_HOOK_DEFINE(cuStreamBeginCaptureToGraph,
                     (CUstream s, CUgraph graph, const CUgraphNode* dependencies, const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode),
                     (s, graph, dependencies, edges, count, mode)) {
-  return begin(HookId::cuStreamBeginCaptureToGraph,
-               [&] { return REAL(cuStreamBeginCaptureToGraph)(s, graph, dependencies, edges, count, mode); });
+  return begin([&] { return REAL(cuStreamBeginCaptureToGraph)(s, graph, dependencies, edges, count, mode); });
 }
 VGPUMEM_HOOK_DEFINE(cuStreamBeginCaptureToGraph_ptsz,
                     (CUstream s, CUgraph graph, const CUgraphNode* dependencies, const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode),
                     (s, graph, dependencies, edges, count, mode)) {
-  return begin(HookId::cuStreamBeginCaptureToGraph_ptsz,
-               [&] { return REAL(cuStreamBeginCaptureToGraph_ptsz)(s, graph, dependencies, edges, count, mode); });
+  return begin([&] { return REAL(cuStreamBeginCaptureToGraph_ptsz)(s, graph, dependencies, edges, count, mode); });
 }
 VGPUMEM_HOOK_DEFINE(cuStreamEndCapture, (CUstream s, CUgraph* graph), (s, graph)) {
-  return end(HookId::cuStreamEndCapture, [&] { return REAL(cuStreamEndCapture)(s, graph); });
+  return end([&] { return REAL(cuStreamEndCapture)(s, graph); });
 }
 VGPUMEM_HOOK_DEFINE(cuStreamEndCapture_ptsz, (CUstream s, CUgraph* graph), (s, graph)) {
-  return end(HookId::cuStreamEndCapture_ptsz, [&] { return REAL(cuStreamEndCapture_ptsz)(s, graph); });
+  return end([&] { return REAL(cuStreamEndCapture_ptsz)(s, graph); });
 }

@@ -35,36 +35,30 @@ CUresult note_made(CUresult made, CUstream* stream, unsigned flags, bool listed 
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuStreamCreate, (CUstream* stream, unsigned flags), (stream, flags)) {
-  Runtime::get().count(HookId::cuStreamCreate);
   return note_made(REAL(cuStreamCreate)(stream, flags), stream, flags);
 }
 
 VGPUMEM_HOOK_DEFINE(cuStreamCreateWithPriority, (CUstream* stream, unsigned flags, int priority),
                     (stream, flags, priority)) {
-  Runtime::get().count(HookId::cuStreamCreateWithPriority);
   return note_made(REAL(cuStreamCreateWithPriority)(stream, flags, priority), stream, flags);
 }
 
 VGPUMEM_HOOK_DEFINE(cuGreenCtxStreamCreate, (CUstream* stream, CUgreenCtx context, unsigned flags, int priority),
                     (stream, context, flags, priority)) {
-  Runtime::get().count(HookId::cuGreenCtxStreamCreate);
   return note_made(REAL(cuGreenCtxStreamCreate)(stream, context, flags, priority), stream, flags, false);
 }
 
 VGPUMEM_HOOK_DEFINE(cuStreamDestroy_v2, (CUstream stream), (stream)) {
-  Runtime::get().count(HookId::cuStreamDestroy_v2);
   if (vmm::Pager* pager = existing_pager()) pager->stream_destroyed(stream);
   return REAL(cuStreamDestroy_v2)(stream);
 }
 
 VGPUMEM_HOOK_DEFINE(cuCtxDestroy_v2, (CUcontext context), (context)) {
-  Runtime::get().count(HookId::cuCtxDestroy_v2);
   if (vmm::Pager* pager = existing_pager()) pager->context_destroyed(context);
   return REAL(cuCtxDestroy_v2)(context);
 }
 
 VGPUMEM_HOOK_DEFINE(cuDevicePrimaryCtxReset_v2, (CUdevice device), (device)) {
-  Runtime::get().count(HookId::cuDevicePrimaryCtxReset_v2);
   if (vmm::Pager* pager = existing_pager()) pager->primary_context_reset(device);
   return REAL(cuDevicePrimaryCtxReset_v2)(device);
 }

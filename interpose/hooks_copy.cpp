@@ -33,12 +33,11 @@ namespace {
 
 constexpr bool kLegacy = false, kPerThread = true;
 
-// Counts the call, makes [a, a + a_bytes) and [b, b + b_bytes) resident (a
+// Makes [a, a + a_bytes) and [b, b + b_bytes) resident (a
 // range that is not paged is left alone), then runs the real copy.
 template <typename Copy>
 CUresult copy_with_operands(HookId id, std::uint64_t a, std::uint64_t a_bytes, std::uint64_t b, std::uint64_t b_bytes,
                             CUstream stream, bool per_thread, Copy&& copy) {
-  Runtime::get().count(id);
   vmm::Access access;
   if (CUresult r = paged_operand(a, a_bytes, stream, per_thread, access, api_name(id))) return r;
   if (CUresult r = paged_operand(b, b_bytes, stream, per_thread, access, api_name(id))) return r;
@@ -293,7 +292,6 @@ namespace {
 template <typename Copy>
 CUresult copy_batch(HookId id, const CUdeviceptr* dsts, const CUdeviceptr* srcs, const size_t* sizes, size_t count,
                     CUstream stream, bool per_thread, Copy&& copy) {
-  Runtime::get().count(id);
   if (dsts == nullptr || srcs == nullptr || sizes == nullptr) return copy();
   vmm::Access access;
   for (size_t i = 0; i < count; ++i) {
@@ -366,7 +364,6 @@ Span pointer_extent(const CUmemcpy3DOperand& operand, const CUextent3D& extent, 
 template <typename Copy>
 CUresult copy_3d_batch(HookId id, size_t count, const CUDA_MEMCPY3D_BATCH_OP* ops, CUstream stream, bool per_thread,
                        Copy&& copy) {
-  Runtime::get().count(id);
   if (ops == nullptr) return copy();
   vmm::Access access;
   for (size_t i = 0; i < count; ++i) {

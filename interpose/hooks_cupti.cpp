@@ -15,7 +15,7 @@
 
 #include "interpose/library_call.h"
 #include "interpose/real_driver.h"
-#include "shim/runtime.h"
+#include "interpose/runtime_platform.h"
 
 #define VGPUMEM_CUPTI_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -43,7 +43,7 @@ using namespace vgpumem;
 void make_way_for_profiler(const char* entry) noexcept {
   if (passes_through()) return;
   try {
-    Runtime::get().step_aside_for_profiler(entry);
+    interpose::runtime().step_aside_for_profiler(entry);
   } catch (...) {
     write_stderr_line("[vgpumem] error: could not step aside from CUPTI (out of memory)\n");
   }

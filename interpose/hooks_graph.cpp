@@ -121,10 +121,9 @@ CUresult pin_generic_node(const CUgraphNodeParams* p) {
   }
 }
 
-// Counts the call, pins what the node names, then forwards it.
+// Forwards the call once what the node names is pinned.
 template <typename Forward>
-CUresult pinned_then(HookId id, CUresult pinned, Forward&& forward) {
-  Runtime::get().count(id);
+CUresult pinned_then(CUresult pinned, Forward&& forward) {
   return pinned != CUDA_SUCCESS ? pinned : forward();
 }
 
@@ -134,31 +133,31 @@ CUresult pinned_then(HookId id, CUresult pinned, Forward&& forward) {
 VGPUMEM_HOOK_DEFINE(cuGraphAddKernelNode,
                     (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count, const CUDA_KERNEL_NODE_PARAMS_v1* p),
                     (node, graph, deps, count, p)) {
-  return pinned_then(HookId::cuGraphAddKernelNode, pin_kernel_node(p),
+  return pinned_then(pin_kernel_node(p),
                      [&] { return REAL(cuGraphAddKernelNode)(node, graph, deps, count, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphAddKernelNode_v2,
                     (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count, const CUDA_KERNEL_NODE_PARAMS_v2* p),
                     (node, graph, deps, count, p)) {
-  return pinned_then(HookId::cuGraphAddKernelNode_v2, pin_kernel_node(p),
+  return pinned_then(pin_kernel_node(p),
                      [&] { return REAL(cuGraphAddKernelNode_v2)(node, graph, deps, count, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphKernelNodeSetParams, (CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* p), (node, p)) {
-  return pinned_then(HookId::cuGraphKernelNodeSetParams, pin_kernel_node(p),
+  return pinned_then(pin_kernel_node(p),
                      [&] { return REAL(cuGraphKernelNodeSetParams)(node, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphKernelNodeSetParams_v2, (CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2* p), (node, p)) {
-  return pinned_then(HookId::cuGraphKernelNodeSetParams_v2, pin_kernel_node(p),
+  return pinned_then(pin_kernel_node(p),
                      [&] { return REAL(cuGraphKernelNodeSetParams_v2)(node, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphExecKernelNodeSetParams,
                     (CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* p), (exec, node, p)) {
-  return pinned_then(HookId::cuGraphExecKernelNodeSetParams, pin_kernel_node(p),
+  return pinned_then(pin_kernel_node(p),
                      [&] { return REAL(cuGraphExecKernelNodeSetParams)(exec, node, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphExecKernelNodeSetParams_v2,
                     (CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2* p), (exec, node, p)) {
-  return pinned_then(HookId::cuGraphExecKernelNodeSetParams_v2, pin_kernel_node(p),
+  return pinned_then(pin_kernel_node(p),
                      [&] { return REAL(cuGraphExecKernelNodeSetParams_v2)(exec, node, p); });
 }
 
@@ -166,32 +165,32 @@ VGPUMEM_HOOK_DEFINE(cuGraphExecKernelNodeSetParams_v2,
 VGPUMEM_HOOK_DEFINE(cuGraphAddMemcpyNode,
                     (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count, const CUDA_MEMCPY3D* c, CUcontext ctx),
                     (node, graph, deps, count, c, ctx)) {
-  return pinned_then(HookId::cuGraphAddMemcpyNode, pin_memcpy_node(c),
+  return pinned_then(pin_memcpy_node(c),
                      [&] { return REAL(cuGraphAddMemcpyNode)(node, graph, deps, count, c, ctx); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphMemcpyNodeSetParams, (CUgraphNode node, const CUDA_MEMCPY3D* c), (node, c)) {
-  return pinned_then(HookId::cuGraphMemcpyNodeSetParams, pin_memcpy_node(c),
+  return pinned_then(pin_memcpy_node(c),
                      [&] { return REAL(cuGraphMemcpyNodeSetParams)(node, c); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphExecMemcpyNodeSetParams,
                     (CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D* c, CUcontext ctx), (exec, node, c, ctx)) {
-  return pinned_then(HookId::cuGraphExecMemcpyNodeSetParams, pin_memcpy_node(c),
+  return pinned_then(pin_memcpy_node(c),
                      [&] { return REAL(cuGraphExecMemcpyNodeSetParams)(exec, node, c, ctx); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphAddMemsetNode,
                     (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count, const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx),
                     (node, graph, deps, count, p, ctx)) {
-  return pinned_then(HookId::cuGraphAddMemsetNode, pin_memset_node(p),
+  return pinned_then(pin_memset_node(p),
                      [&] { return REAL(cuGraphAddMemsetNode)(node, graph, deps, count, p, ctx); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphMemsetNodeSetParams, (CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS* p), (node, p)) {
-  return pinned_then(HookId::cuGraphMemsetNodeSetParams, pin_memset_node(p),
+  return pinned_then(pin_memset_node(p),
                      [&] { return REAL(cuGraphMemsetNodeSetParams)(node, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphExecMemsetNodeSetParams,
                     (CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx),
                     (exec, node, p, ctx)) {
-  return pinned_then(HookId::cuGraphExecMemsetNodeSetParams, pin_memset_node(p),
+  return pinned_then(pin_memset_node(p),
                      [&] { return REAL(cuGraphExecMemsetNodeSetParams)(exec, node, p, ctx); });
 }
 
@@ -199,21 +198,21 @@ VGPUMEM_HOOK_DEFINE(cuGraphExecMemsetNodeSetParams,
 VGPUMEM_HOOK_DEFINE(cuGraphAddNode,
                     (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count, CUgraphNodeParams* p),
                     (node, graph, deps, count, p)) {
-  return pinned_then(HookId::cuGraphAddNode, pin_generic_node(p),
+  return pinned_then(pin_generic_node(p),
                      [&] { return REAL(cuGraphAddNode)(node, graph, deps, count, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphAddNode_v2,
                     (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges, size_t count, CUgraphNodeParams* p),
                     (node, graph, deps, edges, count, p)) {
-  return pinned_then(HookId::cuGraphAddNode_v2, pin_generic_node(p),
+  return pinned_then(pin_generic_node(p),
                      [&] { return REAL(cuGraphAddNode_v2)(node, graph, deps, edges, count, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphNodeSetParams, (CUgraphNode node, CUgraphNodeParams* p), (node, p)) {
-  return pinned_then(HookId::cuGraphNodeSetParams, pin_generic_node(p), [&] { return REAL(cuGraphNodeSetParams)(node, p); });
+  return pinned_then(pin_generic_node(p), [&] { return REAL(cuGraphNodeSetParams)(node, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphExecNodeSetParams, (CUgraphExec exec, CUgraphNode node, CUgraphNodeParams* p),
                     (exec, node, p)) {
-  return pinned_then(HookId::cuGraphExecNodeSetParams, pin_generic_node(p),
+  return pinned_then(pin_generic_node(p),
                      [&] { return REAL(cuGraphExecNodeSetParams)(exec, node, p); });
 }
 
@@ -221,16 +220,16 @@ VGPUMEM_HOOK_DEFINE(cuGraphExecNodeSetParams, (CUgraphExec exec, CUgraphNode nod
 VGPUMEM_HOOK_DEFINE(cuGraphAddBatchMemOpNode,
                     (CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p),
                     (node, graph, deps, count, p)) {
-  return pinned_then(HookId::cuGraphAddBatchMemOpNode, pin_batch_node(p),
+  return pinned_then(pin_batch_node(p),
                      [&] { return REAL(cuGraphAddBatchMemOpNode)(node, graph, deps, count, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphBatchMemOpNodeSetParams, (CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p),
                     (node, p)) {
-  return pinned_then(HookId::cuGraphBatchMemOpNodeSetParams, pin_batch_node(p),
+  return pinned_then(pin_batch_node(p),
                      [&] { return REAL(cuGraphBatchMemOpNodeSetParams)(node, p); });
 }
 VGPUMEM_HOOK_DEFINE(cuGraphExecBatchMemOpNodeSetParams,
                     (CUgraphExec exec, CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p), (exec, node, p)) {
-  return pinned_then(HookId::cuGraphExecBatchMemOpNodeSetParams, pin_batch_node(p),
+  return pinned_then(pin_batch_node(p),
                      [&] { return REAL(cuGraphExecBatchMemOpNodeSetParams)(exec, node, p); });
 }

@@ -36,34 +36,29 @@ CUresult untrack_host(HookId api, CUresult result, void* pointer) {
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuMemHostAlloc, (void** pp, size_t bytesize, unsigned int flags), (pp, bytesize, flags)) {
-  Runtime::get().count(HookId::cuMemHostAlloc);
   const CUresult result = REAL(cuMemHostAlloc)(pp, bytesize, flags);
   track_host(HookId::cuMemHostAlloc, result, pp ? *pp : nullptr, bytesize);
   return result;
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemAllocHost_v2, (void** pp, size_t bytesize), (pp, bytesize)) {
-  Runtime::get().count(HookId::cuMemAllocHost_v2);
   const CUresult result = REAL(cuMemAllocHost_v2)(pp, bytesize);
   track_host(HookId::cuMemAllocHost_v2, result, pp ? *pp : nullptr, bytesize);
   return result;
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemFreeHost, (void* p), (p)) {
-  Runtime::get().count(HookId::cuMemFreeHost);
   forget_host_table(p);
   return untrack_host(HookId::cuMemFreeHost, REAL(cuMemFreeHost)(p), p);
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemHostRegister_v2, (void* p, size_t bytesize, unsigned int flags), (p, bytesize, flags)) {
-  Runtime::get().count(HookId::cuMemHostRegister_v2);
   const CUresult result = REAL(cuMemHostRegister_v2)(p, bytesize, flags);
   track_host(HookId::cuMemHostRegister_v2, result, p, bytesize);
   return result;
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemHostUnregister, (void* p), (p)) {
-  Runtime::get().count(HookId::cuMemHostUnregister);
   forget_host_table(p);
   return untrack_host(HookId::cuMemHostUnregister, REAL(cuMemHostUnregister)(p), p);
 }

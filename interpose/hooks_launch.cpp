@@ -1,5 +1,5 @@
-// Kernel launches: the hot path. Each hook counts (and, when tracing, records)
-// the launch with no lock and no allocation, then forwards. With paging on,
+// Kernel launches: the hot path. Each hook (counted by its boundary) records
+// the launch when tracing, with no lock and no allocation, then forwards. With paging on,
 // the argument words are scanned for paged memory first, and everything they
 // point into is made resident (and held so) before the launch is enqueued.
 #include <atomic>
@@ -56,7 +56,7 @@ template <typename Launch>
 CUresult paged_launch(HookId id, CUfunction f, CUstream stream, bool per_thread, void** params, void** extra,
                       Launch&& untimed_launch) {
   Runtime& runtime = Runtime::get();
-  runtime.on_launch(id, f, stream);
+  if (runtime.tracing()) runtime.trace_launch(api_name(id), f, stream);
   vmm::Pager* pager = runtime.pager();
   if (pager == nullptr) return untimed_launch();
   vmm::Access access;
@@ -136,11 +136,13 @@ VGPUMEM_HOOK_DEFINE(cuLaunchCooperativeKernel_ptsz,
 
 // A graph launch replays kernels the shim never sees one by one.
 VGPUMEM_HOOK_DEFINE(cuGraphLaunch, (CUgraphExec graph, CUstream stream), (graph, stream)) {
-  Runtime::get().on_launch(HookId::cuGraphLaunch, graph, stream);
+  Runtime& runtime = Runtime::get();
+  if (runtime.tracing()) runtime.trace_launch(api_name(HookId::cuGraphLaunch), graph, stream);
   return REAL(cuGraphLaunch)(graph, stream);
 }
 
 VGPUMEM_HOOK_DEFINE(cuGraphLaunch_ptsz, (CUgraphExec graph, CUstream stream), (graph, stream)) {
-  Runtime::get().on_launch(HookId::cuGraphLaunch_ptsz, graph, stream);
+  Runtime& runtime = Runtime::get();
+  if (runtime.tracing()) runtime.trace_launch(api_name(HookId::cuGraphLaunch_ptsz), graph, stream);
   return REAL(cuGraphLaunch_ptsz)(graph, stream);
 }

@@ -9,9 +9,8 @@ using namespace vgpumem::interpose;
 namespace {
 
 template <typename Unload>
-CUresult unload(HookId id, Unload&& real) {
+CUresult unload(Unload&& real) {
   Runtime& runtime = Runtime::get();
-  runtime.count(id);
   const CUresult result = real();
   if (result == CUDA_SUCCESS && runtime.pager() != nullptr) runtime.launch_args().module_unloaded();
   return result;
@@ -20,9 +19,9 @@ CUresult unload(HookId id, Unload&& real) {
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuModuleUnload, (CUmodule module), (module)) {
-  return unload(HookId::cuModuleUnload, [&] { return REAL(cuModuleUnload)(module); });
+  return unload([&] { return REAL(cuModuleUnload)(module); });
 }
 
 VGPUMEM_HOOK_DEFINE(cuLibraryUnload, (CUlibrary library), (library)) {
-  return unload(HookId::cuLibraryUnload, [&] { return REAL(cuLibraryUnload)(library); });
+  return unload([&] { return REAL(cuLibraryUnload)(library); });
 }

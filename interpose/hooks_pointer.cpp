@@ -58,7 +58,6 @@ bool answer_range(CUpointer_attribute attribute, void* data, const PagedRange& r
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuMemGetAddressRange_v2, (CUdeviceptr* base, size_t* size, CUdeviceptr dptr), (base, size, dptr)) {
-  Runtime::get().count(HookId::cuMemGetAddressRange_v2);
   PagedRange range;
   switch (paged_range(dptr, &range)) {
     case Paged::no: return REAL(cuMemGetAddressRange_v2)(base, size, dptr);
@@ -76,7 +75,6 @@ VGPUMEM_HOOK_DEFINE(cuMemGetAddressRange_v2, (CUdeviceptr* base, size_t* size, C
 VGPUMEM_HOOK_DEFINE(cuPointerGetAttribute,
                     (void* data, CUpointer_attribute attribute, CUdeviceptr ptr),
                     (data, attribute, ptr)) {
-  Runtime::get().count(HookId::cuPointerGetAttribute);
   PagedRange range;
   switch (paged_range(ptr, &range)) {
     case Paged::no: return REAL(cuPointerGetAttribute)(data, attribute, ptr);
@@ -94,7 +92,6 @@ VGPUMEM_HOOK_DEFINE(cuPointerGetAttribute,
 VGPUMEM_HOOK_DEFINE(cuPointerGetAttributes,
                     (unsigned count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr),
                     (count, attributes, data, ptr)) {
-  Runtime::get().count(HookId::cuPointerGetAttributes);
   PagedRange range;
   const Paged paged = paged_range(ptr, &range);
   if (paged == Paged::program_mapping) {

@@ -12,7 +12,6 @@ using namespace vgpumem::interpose;
 // error, and either output may be NULL.
 VGPUMEM_HOOK_DEFINE(cuMemGetInfo_v2, (size_t* free_bytes, size_t* total_bytes), (free_bytes, total_bytes)) {
   Runtime& runtime = Runtime::get();
-  runtime.count(HookId::cuMemGetInfo_v2);
   std::size_t real_free = 0;
   std::size_t real_total = 0;
   const CUresult result = REAL(cuMemGetInfo_v2)(&real_free, &real_total);
@@ -37,7 +36,6 @@ VGPUMEM_HOOK_DEFINE(cuMemGetInfo_v2, (size_t* free_bytes, size_t* total_bytes), 
 
 VGPUMEM_HOOK_DEFINE(cuDeviceTotalMem_v2, (size_t* bytes, CUdevice device), (bytes, device)) {
   Runtime& runtime = Runtime::get();
-  runtime.count(HookId::cuDeviceTotalMem_v2);
   const CUresult result = REAL(cuDeviceTotalMem_v2)(bytes, device);
   if (result != CUDA_SUCCESS || bytes == nullptr) return result;
   const std::uint64_t cap = runtime.accounting().usage(device).cap;

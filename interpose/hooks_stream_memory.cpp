@@ -16,7 +16,6 @@ constexpr bool kLegacy = false, kPerThread = true;
 template <typename Op>
 CUresult word_operation(HookId id, CUstream stream, CUdeviceptr address, std::uint64_t bytes, bool writes,
                         bool per_thread, Op&& op) {
-  Runtime::get().count(id);
   if (writes) register_overwrite(address, bytes);
   vmm::Access access;
   if (CUresult r = paged_operand(address, bytes, stream, per_thread, access, api_name(id))) return r;
@@ -43,7 +42,6 @@ Word word_of(const CUstreamBatchMemOpParams& op) {
 template <typename Op>
 CUresult batch(HookId id, CUstream stream, unsigned count, const CUstreamBatchMemOpParams* ops, bool per_thread,
                Op&& op) {
-  Runtime::get().count(id);
   if (ops == nullptr) return op();
   vmm::Access access;
   for (unsigned i = 0; i < count; ++i) {

@@ -34,7 +34,6 @@ CUresult remember_encoded(CUresult result, const CUtensorMap* map, void* address
 VGPUMEM_HOOK_DEFINE(cuTensorMapEncodeTiled,
                     (CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address, const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob),
                     (map, type, rank, address, dims, strides, box, element_strides, interleave, swizzle, l2, oob)) {
-  Runtime::get().count(HookId::cuTensorMapEncodeTiled);
   const CUresult result = REAL(cuTensorMapEncodeTiled)(map, type, rank, address, dims, strides, box, element_strides,
                                                        interleave, swizzle, l2, oob);
   return remember_encoded(result, map, address, type, rank, dims, strides, interleave);
@@ -43,7 +42,6 @@ VGPUMEM_HOOK_DEFINE(cuTensorMapEncodeTiled,
 VGPUMEM_HOOK_DEFINE(cuTensorMapEncodeIm2col,
                     (CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address, const cuuint64_t* dims, const cuuint64_t* strides, const int* lower, const int* upper, cuuint32_t channels, cuuint32_t pixels, const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob),
                     (map, type, rank, address, dims, strides, lower, upper, channels, pixels, element_strides, interleave, swizzle, l2, oob)) {
-  Runtime::get().count(HookId::cuTensorMapEncodeIm2col);
   const CUresult result = REAL(cuTensorMapEncodeIm2col)(map, type, rank, address, dims, strides, lower, upper,
                                                         channels, pixels, element_strides, interleave, swizzle, l2, oob);
   return remember_encoded(result, map, address, type, rank, dims, strides, interleave);
@@ -52,7 +50,6 @@ VGPUMEM_HOOK_DEFINE(cuTensorMapEncodeIm2col,
 VGPUMEM_HOOK_DEFINE(cuTensorMapEncodeIm2colWide,
                     (CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address, const cuuint64_t* dims, const cuuint64_t* strides, int lower, int upper, cuuint32_t channels, cuuint32_t pixels, const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob),
                     (map, type, rank, address, dims, strides, lower, upper, channels, pixels, element_strides, interleave, mode, swizzle, l2, oob)) {
-  Runtime::get().count(HookId::cuTensorMapEncodeIm2colWide);
   const CUresult result =
       REAL(cuTensorMapEncodeIm2colWide)(map, type, rank, address, dims, strides, lower, upper, channels, pixels,
                                         element_strides, interleave, mode, swizzle, l2, oob);
@@ -64,7 +61,6 @@ VGPUMEM_HOOK_DEFINE(cuTensorMapEncodeIm2colWide,
 // (made before paging was on) is remembered with one byte, which still
 // makes the whole allocation at the address resident (a unit moves whole).
 VGPUMEM_HOOK_DEFINE(cuTensorMapReplaceAddress, (CUtensorMap* map, void* address), (map, address)) {
-  Runtime::get().count(HookId::cuTensorMapReplaceAddress);
   vmm::TensorMaps* maps = registry();
   vmm::TensorMapRange before;
   const bool known = maps != nullptr && map != nullptr && maps->find(map, &before);

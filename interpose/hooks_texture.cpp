@@ -45,7 +45,6 @@ std::uint64_t described_address(const CUDA_RESOURCE_DESC& resource) {
 VGPUMEM_HOOK_DEFINE(cuTexObjectCreate,
                     (CUtexObject* object, const CUDA_RESOURCE_DESC* resource, const CUDA_TEXTURE_DESC* texture, const CUDA_RESOURCE_VIEW_DESC* view),
                     (object, resource, texture, view)) {
-  Runtime::get().count(HookId::cuTexObjectCreate);
   vmm::Pager* pager = Runtime::get().pager();
   const std::uint64_t address = resource != nullptr ? described_address(*resource) : 0;
   CUresult pinned = CUDA_SUCCESS;
@@ -64,7 +63,6 @@ VGPUMEM_HOOK_DEFINE(cuTexObjectCreate,
 }
 
 VGPUMEM_HOOK_DEFINE(cuTexObjectDestroy, (CUtexObject object), (object)) {
-  Runtime::get().count(HookId::cuTexObjectDestroy);
   const CUresult result = REAL(cuTexObjectDestroy)(object);
   if (result != CUDA_SUCCESS) return result;
   std::uint64_t address = 0;

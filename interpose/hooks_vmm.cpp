@@ -9,6 +9,7 @@
 
 #include "interpose/hook_support.h"
 #include "shim/log.h"
+#include "vmm/driver_error.h"
 
 // Note [Memory other devices reach]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -31,7 +32,6 @@ using namespace vgpumem::interpose;
 VGPUMEM_HOOK_DEFINE(cuMemCreate,
                     (CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags),
                     (handle, size, prop, flags)) {
-  Runtime::get().count(HookId::cuMemCreate);
   if (handle == nullptr || prop == nullptr || size == 0) return REAL(cuMemCreate)(handle, size, prop, flags);
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     // Host-located physical memory: tracked, never charged to a device.
@@ -69,7 +69,6 @@ vmm::Pager* pager_of_reservation(CUdeviceptr address) {
 }  // namespace
 
 VGPUMEM_HOOK_DEFINE(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle)) {
-  Runtime::get().count(HookId::cuMemRelease);
   if (vmm::Pager* pager = pager_of_handle(handle)) {
     const CUresult result = pager->release_handle(handle);
     if (result == CUDA_SUCCESS) Runtime::get().recorder().record_free(-1, handle, 0, api_name(HookId::cuMemRelease));
@@ -86,7 +85,6 @@ VGPUMEM_HOOK_DEFINE(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr), (handle, addr)) {
-  Runtime::get().count(HookId::cuMemRetainAllocationHandle);
   const auto address = reinterpret_cast<CUdeviceptr>(addr);
   if (vmm::Pager* pager = pager_of_reservation(address)) {
     if (handle != nullptr && pager->retain_handle(address, handle)) return CUDA_SUCCESS;
@@ -110,7 +108,6 @@ VGPUMEM_HOOK_DEFINE(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* 
 // the driver answers for cuMemAlloc memory.
 VGPUMEM_HOOK_DEFINE(cuMemGetAccess, (unsigned long long* flags, const CUmemLocation* location, CUdeviceptr ptr),
                     (flags, location, ptr)) {
-  Runtime::get().count(HookId::cuMemGetAccess);
   if (vmm::Pager* pager = Runtime::get().pager(); pager != nullptr && flags != nullptr && location != nullptr) {
     if (pager->in_arena(ptr)) return vmm::Pager::kAllocatedMemoryQueryAnswer;
     if (const std::optional<unsigned long long> access = pager->program_access(ptr, *location)) {
@@ -128,7 +125,6 @@ VGPUMEM_HOOK_DEFINE(cuMemGetAccess, (unsigned long long* flags, const CUmemLocat
 VGPUMEM_HOOK_DEFINE(cuMemGetHandleForAddressRange,
                     (void* handle, CUdeviceptr ptr, size_t size, CUmemRangeHandleType type, unsigned long long flags),
                     (handle, ptr, size, type, flags)) {
-  Runtime::get().count(HookId::cuMemGetHandleForAddressRange);
   vmm::Pager* pager = Runtime::get().pager();
   if (pager != nullptr && handle != nullptr && size != 0) {
     if (const CUresult pinned = pager->pin_range_for_life(ptr, size, vmm::LifetimePin::dma_buf)) return pinned;
@@ -141,7 +137,6 @@ VGPUMEM_HOOK_DEFINE(cuMemGetHandleForAddressRange,
 VGPUMEM_HOOK_DEFINE(cuMemGetAllocationPropertiesFromHandle,
                     (CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle),
                     (prop, handle)) {
-  Runtime::get().count(HookId::cuMemGetAllocationPropertiesFromHandle);
   if (vmm::Pager* pager = pager_of_handle(handle)) return pager->handle_properties(handle, prop);
   return REAL(cuMemGetAllocationPropertiesFromHandle)(prop, handle);
 }
@@ -151,7 +146,6 @@ VGPUMEM_HOOK_DEFINE(cuMemGetAllocationPropertiesFromHandle,
 VGPUMEM_HOOK_DEFINE(cuMemAddressReserve,
                     (CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags),
                     (ptr, size, alignment, addr, flags)) {
-  Runtime::get().count(HookId::cuMemAddressReserve);
   const CUresult result = REAL(cuMemAddressReserve)(ptr, size, alignment, addr, flags);
   if (result != CUDA_SUCCESS || ptr == nullptr) return result;
   if (vmm::Pager* pager = Runtime::get().pager()) pager->program_reserved(*ptr, size);
@@ -159,7 +153,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAddressReserve,
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemAddressFree, (CUdeviceptr ptr, size_t size), (ptr, size)) {
-  Runtime::get().count(HookId::cuMemAddressFree);
   if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->free_program_reservation(ptr, size);
   return REAL(cuMemAddressFree)(ptr, size);
 }
@@ -167,7 +160,6 @@ VGPUMEM_HOOK_DEFINE(cuMemAddressFree, (CUdeviceptr ptr, size_t size), (ptr, size
 VGPUMEM_HOOK_DEFINE(cuMemMap,
                     (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags),
                     (ptr, size, offset, handle, flags)) {
-  Runtime::get().count(HookId::cuMemMap);
   if (vmm::Pager* pager = pager_of_handle(handle)) return pager->map_handle(ptr, size, offset, handle, flags);
   vmm::Pager* pager = pager_of_reservation(ptr);
   // Over one of the pager's mappings, offloaded or not: refused, as the
@@ -180,7 +172,6 @@ VGPUMEM_HOOK_DEFINE(cuMemMap,
 }
 
 VGPUMEM_HOOK_DEFINE(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size)) {
-  Runtime::get().count(HookId::cuMemUnmap);
   if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->unmap_program_range(ptr, size);
   return REAL(cuMemUnmap)(ptr, size);
 }
@@ -188,7 +179,6 @@ VGPUMEM_HOOK_DEFINE(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size)) {
 VGPUMEM_HOOK_DEFINE(cuMemSetAccess,
                     (CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count),
                     (ptr, size, desc, count)) {
-  Runtime::get().count(HookId::cuMemSetAccess);
   if (vmm::Pager* pager = pager_of_reservation(ptr)) return pager->set_program_access(ptr, size, desc, count);
   return REAL(cuMemSetAccess)(ptr, size, desc, count);
 }
@@ -198,7 +188,6 @@ VGPUMEM_HOOK_DEFINE(cuMemSetAccess,
 VGPUMEM_HOOK_DEFINE(cuMemExportToShareableHandle,
                     (void* shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type, unsigned long long flags),
                     (shareable, handle, type, flags)) {
-  Runtime::get().count(HookId::cuMemExportToShareableHandle);
   if (vmm::Pager* pager = pager_of_handle(handle)) {
     CUmemGenericAllocationHandle real = 0;
     if (const CUresult result = pager->real_handle(handle, &real); result != CUDA_SUCCESS) return result;
@@ -215,7 +204,6 @@ VGPUMEM_HOOK_DEFINE(cuMemExportToShareableHandle,
 VGPUMEM_HOOK_DEFINE(cuMulticastBindMem,
                     (CUmemGenericAllocationHandle object, size_t offset, CUmemGenericAllocationHandle memory, size_t memory_offset, size_t size, unsigned long long flags),
                     (object, offset, memory, memory_offset, size, flags)) {
-  Runtime::get().count(HookId::cuMulticastBindMem);
   if (vmm::Pager* pager = pager_of_handle(memory)) {
     CUmemGenericAllocationHandle real = 0;
     if (const CUresult result = pager->real_handle(memory, &real); result != CUDA_SUCCESS) return result;
@@ -227,7 +215,6 @@ VGPUMEM_HOOK_DEFINE(cuMulticastBindMem,
 VGPUMEM_HOOK_DEFINE(cuMulticastBindAddr,
                     (CUmemGenericAllocationHandle object, size_t offset, CUdeviceptr memory, size_t size, unsigned long long flags),
                     (object, offset, memory, size, flags)) {
-  Runtime::get().count(HookId::cuMulticastBindAddr);
   if (vmm::Pager* pager = Runtime::get().pager(); pager != nullptr && size != 0) {
     if (const CUresult pinned = pager->pin_range_for_life(memory, size, vmm::LifetimePin::shared)) return pinned;
   }
@@ -244,7 +231,6 @@ VGPUMEM_FORWARDING_HOOK(cuMemImportFromShareableHandle,
 // and every paged allocation is one: the program gets the driver's error,
 // and the log says what to do about it.
 VGPUMEM_HOOK_DEFINE(cuIpcGetMemHandle, (CUipcMemHandle* handle, CUdeviceptr dptr), (handle, dptr)) {
-  Runtime::get().count(HookId::cuIpcGetMemHandle);
   vmm::Pager* pager = Runtime::get().pager();
   if (pager == nullptr || !pager->owns(dptr)) return REAL(cuIpcGetMemHandle)(handle, dptr);
   const std::uint64_t word = dptr;
@@ -255,7 +241,7 @@ VGPUMEM_HOOK_DEFINE(cuIpcGetMemHandle, (CUipcMemHandle* handle, CUdeviceptr dptr
     VGPUMEM_LOG_ERROR("cuIpcGetMemHandle({:#x}) failed with error {}: CUDA IPC cannot share paged memory (with "
                       "VGPUMEM_POLICY=lru every cuMemAlloc allocation is virtual memory). To share device memory "
                       "between processes, run with VGPUMEM_POLICY=off; the cap still applies",
-                      dptr, static_cast<int>(result));
+                      dptr, vmm::driver_error(result));
   }
   return result;
 }

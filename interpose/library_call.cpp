@@ -4,7 +4,7 @@
 
 #include "common/log.h"
 #include "interpose/library_definitions.h"
-#include "shim/runtime.h"
+#include "interpose/runtime_platform.h"
 #include "vmm/pager.h"
 
 namespace vgpumem::interpose {
@@ -39,7 +39,7 @@ void* next_definition(const char* name, std::atomic<void*>& slot) {
 LibraryCall::LibraryCall(LibraryOp op, const std::optional<ByteRange>& written, CUstream stream) {
   ++t_calls;
   if (t_calls > 1) return;
-  vmm::Pager* pager = Runtime::get().pager_if_created();
+  vmm::Pager* pager = runtime().pager_if_created();
   if (pager == nullptr) return;
   scope_.op = op;
   scope_.stream = stream;
@@ -55,7 +55,7 @@ LibraryCall::~LibraryCall() {
 bool LibraryCall::inside_one() { return t_calls > 0; }
 
 bool LibraryCall::passes_through() {
-  return vgpumem::passes_through() || !Runtime::get().config().library_hooks;
+  return vgpumem::passes_through() || !runtime().config().library_hooks;
 }
 
 }  // namespace vgpumem::interpose

@@ -28,7 +28,7 @@
 // forwards to the library's definition, the next after libvgpumem.so in the
 // search order. XLA/JAX, TensorFlow, cudnn-frontend and PyTorch's lazy
 // loaders instead `dlopen` the library (`RTLD_LOCAL`) and ask
-// `dlsym(handle, "cublasGemmEx")`, which answers from that object, never
+// `dlsym` for "cublasGemmEx" on that handle, which answers from that object, never
 // from the preload. So our `dlsym` answers the library hook names like the
 // driver's: on a handle, through `RTLD_DEFAULT` and through `RTLD_NEXT`
 // (glibc's answer for the caller, as above), the library's own function is

@@ -99,7 +99,6 @@ void route(trace::LookupPath path, const char* symbol, void** pfn, int version, 
 VGPUMEM_HOOK_DEFINE(cuGetProcAddress_v2,
                     (const char* symbol, void** pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status),
                     (symbol, pfn, version, flags, status)) {
-  Runtime::get().count(HookId::cuGetProcAddress_v2);
   if (symbol == nullptr) return CUDA_ERROR_INVALID_VALUE;  // the real driver dereferences it (gpu-facts §8.2)
   const CUresult result = REAL(cuGetProcAddress_v2)(symbol, pfn, version, flags, status);
   route(trace::LookupPath::get_proc_address_v2, symbol, pfn, version, flags, result);
@@ -109,7 +108,6 @@ VGPUMEM_HOOK_DEFINE(cuGetProcAddress_v2,
 VGPUMEM_HOOK_DEFINE(cuGetProcAddress,
                     (const char* symbol, void** pfn, int version, cuuint64_t flags),
                     (symbol, pfn, version, flags)) {
-  Runtime::get().count(HookId::cuGetProcAddress);
   if (symbol == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = REAL(cuGetProcAddress)(symbol, pfn, version, flags);
   route(trace::LookupPath::get_proc_address, symbol, pfn, version, flags, result);

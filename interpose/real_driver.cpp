@@ -131,4 +131,23 @@ CUresult missing_driver_result(HookId id) {
                                      : (static_cast<void>(id), CUDA_ERROR_NOT_INITIALIZED);
 }
 
+int current_device() {
+  RealDriver* driver = RealDriver::get();
+  if (driver == nullptr || driver->support().cuCtxGetDevice == nullptr) return -1;
+  CUdevice device = -1;
+  if (driver->support().cuCtxGetDevice(&device) != CUDA_SUCCESS) return -1;
+  return device;
+}
+
+int device_of_pointer(std::uint64_t address) {
+  RealDriver* driver = RealDriver::get();
+  if (driver == nullptr || driver->support().cuPointerGetAttribute == nullptr) return -1;
+  int ordinal = -1;
+  if (driver->support().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                               static_cast<CUdeviceptr>(address)) != CUDA_SUCCESS) {
+    return -1;
+  }
+  return ordinal;
+}
+
 }  // namespace vgpumem::interpose

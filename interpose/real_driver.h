@@ -56,6 +56,12 @@ class RealDriver {
 // during its initialisation must see the real functions.
 bool loading_driver_on_this_thread();
 
+// The device of the calling thread's current context, or -1 when the thread
+// has none (never an uninitialised value).
+int current_device();
+// The device an allocation at `address` belongs to, or -1.
+int device_of_pointer(std::uint64_t address);
+
 // What a hook returns when the driver or this ABI variant is not available.
 CUresult missing_driver_result(HookId id);
 

@@ -11,13 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "interpose/library_call.h"
-#include "interpose/paging_driver.h"
-#include "interpose/real_driver.h"
 #include "shim/cupti_kernel_clock.h"
 #include "shim/lifecycle.h"
 #include "shim/log.h"
 #include "vmm/kernel_name.h"
+#include "vmm/driver_error.h"
 
 // Note [fork() and the shim's locks]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -48,8 +46,20 @@ std::atomic<bool> g_passes_through{false};
 
 namespace {
 
-std::atomic<Runtime*> g_runtime{nullptr};
 std::atomic<trace::Recorder*> g_recorder{nullptr};
+std::atomic<Platform*> g_platform{nullptr};
+
+// The platform of a runtime made before any was installed: it knows no
+// driver, so caps in percent refuse (said, loudly) and paging stays off.
+class PlatformWithoutDriver final : public Platform {
+ public:
+  const vmm::DriverOps* driver_ops() override { return nullptr; }
+  int device_count() override { return -1; }
+  CUresult device_total_memory(int, std::size_t*) override { return CUDA_ERROR_NOT_INITIALIZED; }
+  cupti::SymbolLookup symbol_lookup() override { return nullptr; }
+  void describe_calls(nlohmann::json&) const override {}
+  void forget_calls_after_fork() override {}
+};
 
 // In a child after fork(): the recorder's mutexes may have been held by
 // threads that are gone. The child records into a fresh state.
@@ -85,11 +95,10 @@ void hint_at_hami_variable() {
 
 // A per-device cap on an index the process does not see (CUDA_VISIBLE_DEVICES
 // renumbers the devices it leaves from 0) caps nothing: said, once.
-void say_caps_on_absent_devices(const Config& config) {
-  interpose::RealDriver* driver = interpose::RealDriver::get();
-  if (driver == nullptr || driver->support().cuDeviceGetCount == nullptr || config.limit_device.empty()) return;
-  int count = 0;
-  if (driver->support().cuDeviceGetCount(&count) != CUDA_SUCCESS) return;
+void say_caps_on_absent_devices(const Config& config, Platform& platform) {
+  if (config.limit_device.empty()) return;
+  const int count = platform.device_count();
+  if (count < 0) return;
   for (const auto& [device, limit] : config.limit_device) {
     if (device < count) continue;
     VGPUMEM_LOG_ERROR("VGPUMEM_LIMIT_{} names device {}, but this process sees {} device{} (indices count the "
@@ -99,6 +108,12 @@ void say_caps_on_absent_devices(const Config& config) {
 }
 
 }  // namespace
+
+Platform& platform_without_driver() {
+  // Leaked on purpose, like the runtime that holds it: hooks run during exit.
+  static Platform* const platform = new PlatformWithoutDriver();
+  return *platform;
+}
 
 trace::Recorder& process_recorder() {
   if (trace::Recorder* recorder = g_recorder.load(std::memory_order_acquire)) return *recorder;
@@ -116,16 +131,20 @@ void note_lookup(trace::LookupPath path, std::string_view name, int version, std
   process_recorder().record_lookup(path, name, version, flags, hooked);
 }
 
-Runtime* Runtime::get_if_created() { return g_runtime.load(std::memory_order_acquire); }
+void Runtime::install_platform(Platform& platform) {
+  Platform* none = nullptr;
+  g_platform.compare_exchange_strong(none, &platform, std::memory_order_acq_rel);
+}
 
-Runtime& Runtime::get() {
-  if (Runtime* runtime = g_runtime.load(std::memory_order_acquire)) return *runtime;
+Runtime& Runtime::create() {
   static std::once_flag once;
   std::call_once(once, [] {
     const Config& config = process_config();
     init_logging(config);
-    auto* runtime = new Runtime(config);  // leaked on purpose, like the recorder
-    g_runtime.store(runtime, std::memory_order_release);
+    Platform* platform = g_platform.load(std::memory_order_acquire);
+    // Leaked on purpose, like the recorder.
+    auto* runtime = new Runtime(config, platform != nullptr ? *platform : platform_without_driver());
+    instance_.store(runtime, std::memory_order_release);
     std::atexit(&Runtime::at_exit);
     pthread_atfork(nullptr, nullptr, &Runtime::after_fork_in_child);
     hint_at_hami_variable();
@@ -134,11 +153,12 @@ Runtime& Runtime::get() {
                        config.trace_path.empty() ? "off" : config.trace_path);
     }
   });
-  return *g_runtime.load(std::memory_order_acquire);
+  return *instance_.load(std::memory_order_acquire);
 }
 
-Runtime::Runtime(const Config& config)
+Runtime::Runtime(const Config& config, Platform& platform)
     : config_(config),
+      platform_(platform),
       recorder_(process_recorder()),
       tracing_(!config.trace_path.empty()),
       accounting_([this](int device) { return cap_for_device(device); }, recorder_),
@@ -148,10 +168,9 @@ vmm::Pager* Runtime::create_pager() {
   // Load the driver first, outside the once below: loading takes the loader's
   // lock, and a thread waiting for this once may hold that lock already (a
   // hook called from a library constructor).
-  static_cast<void>(interpose::RealDriver::get());
+  const vmm::DriverOps* driver = platform_.driver_ops();
   static std::once_flag once;
-  std::call_once(once, [this] {
-    const vmm::DriverOps* driver = interpose::paging_driver_ops();
+  std::call_once(once, [this, driver] {
     if (driver == nullptr) {
       VGPUMEM_LOG_ERROR("VGPUMEM_POLICY={}: the driver lacks a call paging needs; allocations beyond the cap "
                         "will fail with CUDA_ERROR_OUT_OF_MEMORY instead",
@@ -216,7 +235,8 @@ void Runtime::start_kernel_times() {
   bool unclaimed = false;
   if (!kernel_times_claimed_.compare_exchange_strong(unclaimed, true)) return;
   cupti::KernelTimesOptions options;
-  options.lookup = &interpose::real_dlsym;
+  options.lookup = platform_.symbol_lookup();
+  if (options.lookup == nullptr) return;  // a platform without a driver has no CUPTI either
   auto* times = new cupti::KernelTimes(options);  // leaked on purpose, like the pager
   const cupti::TimerState state = times->start();
   kernel_times_.store(times, std::memory_order_release);
@@ -260,17 +280,17 @@ nlohmann::json Runtime::cupti_summary() const {
 std::uint64_t Runtime::cap_for_device(int device) const {
   // The first device seen: the driver is initialised, its device count known.
   static std::once_flag checked;
-  std::call_once(checked, [this] { say_caps_on_absent_devices(config_); });
+  std::call_once(checked, [this] { say_caps_on_absent_devices(config_, platform_); });
   const MemoryLimit& limit = config_.limit_for(device);
   if (!limit.is_set()) return vmm::kUncapped;
   if (limit.kind == MemoryLimit::Kind::bytes) return limit.bytes;
   std::size_t total = 0;
-  const CUresult result = REAL(cuDeviceTotalMem_v2)(&total, static_cast<CUdevice>(device));
+  const CUresult result = platform_.device_total_memory(device, &total);
   if (result != CUDA_SUCCESS || total == 0) {
     // Never fall back to "no cap": refuse everything on this device, loudly.
     VGPUMEM_LOG_ERROR("cannot apply the {}% cap on device {}: its memory size is unknown (error {}); "
                       "refusing allocations there",
-                      limit.percent, device, static_cast<int>(result));
+                      limit.percent, device, vmm::driver_error(result));
     return 0;
   }
   return limit.resolve(total);
@@ -284,18 +304,8 @@ nlohmann::json Runtime::summary() const {
     // not the child's to report.
     return {{"pid", ::getpid()}, {"forked_child", true}, {"calls_by_api", nlohmann::json::object()}};
   }
-  nlohmann::json calls = nlohmann::json::object();
-  for (std::size_t i = 0; i < interpose::kHookCount; ++i) {
-    const std::uint64_t n = calls_[i].load(std::memory_order_relaxed);
-    if (n > 0) calls[interpose::hook_entry(i).symbol] = n;
-  }
   nlohmann::json summary = const_cast<vmm::Accounting&>(accounting_).summary();
-  summary["calls_by_api"] = std::move(calls);
-  nlohmann::json library_calls = nlohmann::json::object();
-  for (std::size_t i = 0; i < interpose::kLibraryHookCount; ++i) {
-    if (const std::uint64_t n = interpose::library_calls(i); n > 0) library_calls[interpose::kLibraryHooks[i]] = n;
-  }
-  summary["library_calls"] = std::move(library_calls);
+  platform_.describe_calls(summary);
   summary["cupti"] = cupti_summary();
   if (vmm::Pager* pager = pager_.load(std::memory_order_acquire)) {
     summary["paging"] = pager->summary();
@@ -371,28 +381,9 @@ void Runtime::after_fork_in_child() {
   g_passes_through.store(true, std::memory_order_relaxed);
   if (Runtime* runtime = get_if_created()) {
     runtime->forked_child_.store(true, std::memory_order_relaxed);
-    for (auto& calls : runtime->calls_) calls.store(0, std::memory_order_relaxed);
+    runtime->platform_.forget_calls_after_fork();
     if (vmm::Pager* pager = runtime->pager_.load(std::memory_order_acquire)) pager->abandon_reclaimer_after_fork();
   }
-}
-
-int current_device() {
-  interpose::RealDriver* driver = interpose::RealDriver::get();
-  if (driver == nullptr || driver->support().cuCtxGetDevice == nullptr) return -1;
-  CUdevice device = -1;
-  if (driver->support().cuCtxGetDevice(&device) != CUDA_SUCCESS) return -1;
-  return device;
-}
-
-int device_of_pointer(std::uint64_t address) {
-  interpose::RealDriver* driver = interpose::RealDriver::get();
-  if (driver == nullptr || driver->support().cuPointerGetAttribute == nullptr) return -1;
-  int ordinal = -1;
-  if (driver->support().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                               static_cast<CUdeviceptr>(address)) != CUDA_SUCCESS) {
-    return -1;
-  }
-  return ordinal;
 }
 
 }  // namespace vgpumem

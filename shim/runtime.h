@@ -1,9 +1,11 @@
 // shim::Runtime — one per process, created on the first intercepted CUDA call.
 //
 // It owns what the hooks share: the configuration, the accounting of device
-// memory against the caps, the per-entry-point call counters and the trace.
-// Creating it does no CUDA work; the real driver is loaded by the first hook
-// that forwards a call (interpose/real_driver.h).
+// memory against the caps, the pager and its scheduler, and the trace.
+// Creating it does no CUDA work. What only the layer above can answer (the
+// driver's calls, the hooks' call counts) comes through a Platform
+// (shim/platform.h), installed before the runtime is made: this file never
+// includes interpose/, and the runtime links without the preload library.
 #pragma once
 
 #include <atomic>
@@ -13,9 +15,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "cupti/kernel_times.h"
-#include "interpose/hook_table.h"
 #include "scheduler/scheduler.h"
 #include "shim/config.h"
+#include "shim/platform.h"
 #include "trace/recorder.h"
 #include "vmm/access.h"
 #include "vmm/accounting.h"
@@ -36,25 +38,29 @@ inline bool passes_through() { return g_passes_through.load(std::memory_order_re
 
 class Runtime {
  public:
-  static Runtime& get();
-  static Runtime* get_if_created();
+  // The runtime of this process, made on first use with the installed
+  // platform (install_platform), or one without a driver if none was.
+  // Inline: every hook asks, and the answer after the first is one load.
+  static Runtime& get() {
+    if (Runtime* made = get_if_created()) [[likely]] return *made;
+    return create();
+  }
+  static Runtime* get_if_created() { return instance_.load(std::memory_order_acquire); }
+  // The platform the runtime will be made with; only before the first get()
+  // (a later call changes nothing). The preloaded library installs its own
+  // on the way to its first hook (interpose/hook_support.h, runtime()).
+  static void install_platform(Platform& platform);
 
   const Config& config() const { return config_; }
   vmm::Accounting& accounting() { return accounting_; }
   trace::Recorder& recorder() { return recorder_; }
   bool tracing() const { return tracing_; }
 
-  // Every hook counts its calls (relaxed atomics: no lock on any path).
-  void count(interpose::HookId id) {
-    calls_[static_cast<std::size_t>(id)].fetch_add(1, std::memory_order_relaxed);
-  }
-  std::uint64_t calls(interpose::HookId id) const {
-    return calls_[static_cast<std::size_t>(id)].load(std::memory_order_relaxed);
-  }
-  // The launch path: count, and trace when asked. Allocates nothing.
-  void on_launch(interpose::HookId id, const void* function, const void* stream) {
-    count(id);
-    if (tracing_) recorder_.record_launch(interpose::hook_entry(id).symbol, function, stream);
+  // The launch path's trace entry, when tracing: `api` is the entry point
+  // (its exported name). Allocates nothing. (Calls are counted by the hook
+  // boundary, interpose/hook_support.h, not here.)
+  void trace_launch(const char* api, const void* function, const void* stream) {
+    if (tracing_) recorder_.record_launch(api, function, stream);
   }
 
   // The pager, when paging is on (VGPUMEM_POLICY=auto, the default with a cap,
@@ -110,7 +116,8 @@ class Runtime {
   void write_trace();
 
  private:
-  explicit Runtime(const Config& config);
+  Runtime(const Config& config, Platform& platform);
+  static Runtime& create();
   static void at_exit();
   static void after_fork_in_child();
   std::uint64_t cap_for_device(int device) const;
@@ -119,10 +126,10 @@ class Runtime {
   nlohmann::json cupti_summary() const;
 
   const Config& config_;
+  Platform& platform_;
   trace::Recorder& recorder_;
   const bool tracing_;
   vmm::Accounting accounting_;
-  std::atomic<std::uint64_t> calls_[interpose::kHookCount] = {};
   std::atomic<bool> forked_child_{false};
   const bool paging_wanted_;
   std::atomic<vmm::Pager*> pager_{nullptr};
@@ -142,6 +149,7 @@ class Runtime {
     return ++id;
   }
   static inline std::atomic<std::uint64_t> launching_threads_{0};
+  static inline std::atomic<Runtime*> instance_{nullptr};  // leaked on purpose: hooks run during exit
 };
 
 // The recorder of this process. It exists before the runtime does: dlsym and
@@ -152,11 +160,5 @@ trace::Recorder& process_recorder();
 // Records a look-up of a driver entry point (for the trace summary and the
 // debug log).
 void note_lookup(trace::LookupPath path, std::string_view name, int version, std::uint64_t flags, bool hooked);
-
-// The device of the calling thread's current context, or -1 when the thread
-// has none (never an uninitialised value).
-int current_device();
-// The device an allocation at `address` belongs to, or -1.
-int device_of_pointer(std::uint64_t address);
 
 }  // namespace vgpumem

@@ -11,6 +11,7 @@
 #include "vmm/pager.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
+#include "vmm/driver_error.h"
 
 // Note [Paged allocations]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -177,7 +178,7 @@ CUresult Pager::reserve_arena() {
   }
   if (result != CUDA_SUCCESS) {
     VGPUMEM_LOG_ERROR("cannot reserve address space for paged allocations (tried {} down to {}): error {}",
-                      format_bytes(options_.arena_bytes), format_bytes(kMinimumArenaBytes), static_cast<int>(result));
+                      format_bytes(options_.arena_bytes), format_bytes(kMinimumArenaBytes), driver_error(result));
     return result;
   }
   if (bytes != options_.arena_bytes) {

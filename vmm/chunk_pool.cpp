@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "common/log.h"
+#include "vmm/driver_error.h"
 
 namespace vgpumem::vmm {
 namespace {
@@ -107,7 +108,7 @@ CUresult ChunkPool::take(std::size_t count, std::uint64_t saves_done, std::vecto
       if (tries < 64 && !cap_full) {
         // The driver refused under the cap: the pager makes room by offloading instead.
         VGPUMEM_LOG_WARN("cannot create a {} MiB block on device {}: error {}; offloading to make room instead",
-                         missing * kChunkBytes >> 20, device_, static_cast<int>(error));
+                         missing * kChunkBytes >> 20, device_, driver_error(error));
       }
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -189,7 +190,7 @@ std::size_t ChunkPool::grow(std::size_t chunks, CUresult* error, bool* cap_full,
       ledger_.refund(device_, size * kChunkBytes);
       if (size > 1) {
         VGPUMEM_LOG_WARN("cannot create a {} MiB block on device {}: error {}; trying a smaller one",
-                         size * kChunkBytes >> 20, device_, static_cast<int>(r));
+                         size * kChunkBytes >> 20, device_, driver_error(r));
       }
       *cap_full = false;
       *error = r;

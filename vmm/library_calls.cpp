@@ -10,6 +10,7 @@
 #include "vmm/context_scope.h"
 #include "vmm/pager.h"
 #include "vmm/pager_device_state.h"
+#include "vmm/driver_error.h"
 
 namespace vgpumem::vmm {
 
@@ -86,7 +87,7 @@ void Pager::restore_skipped(const LibraryCallScope& scope, const LibraryCallScop
   if (result != CUDA_SUCCESS) {
     VGPUMEM_LOG_ERROR("a library call that was to overwrite {} at {:#x} failed, and restoring those bytes failed "
                       "too (error {}): the buffer's old contents are lost",
-                      format_bytes(kept.bytes), unit->seen_at() + kept.offset, static_cast<int>(result));
+                      format_bytes(kept.bytes), unit->seen_at() + kept.offset, driver_error(result));
   } else {
     VGPUMEM_LOG_INFO("a library call that was to overwrite {} at {:#x} failed: those bytes were restored",
                      format_bytes(kept.bytes), unit->seen_at() + kept.offset);

@@ -14,6 +14,7 @@
 #include "vmm/move_pieces.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
+#include "vmm/driver_error.h"
 
 // Note [Ordering without waiting]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -253,7 +254,7 @@ CUresult Pager::pin_unit_for_life(Unit* unit, LifetimePin why) {
   const int reason = std::countr_zero(bit);
   if (const CUresult result = make_resident_now(unit); result != CUDA_SUCCESS) {
     VGPUMEM_LOG_WARN("cannot keep {} at {:#x} resident ({}): error {}", format_bytes(unit->bytes), unit->seen_at(),
-                     kBecause[reason], static_cast<int>(result));
+                     kBecause[reason], driver_error(result));
     if (result != CUDA_ERROR_OUT_OF_MEMORY) ooms_.fetch_add(1, std::memory_order_relaxed);  // else counted already
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -567,7 +568,7 @@ CUresult Pager::offload(DeviceState& state, Unit* unit) {
     if (host != nullptr) host_.give_back(host, unit->bytes);
     unit->state.store(Residency::resident);
     VGPUMEM_LOG_WARN("cannot offload {} at {:#x}: error {}{}", format_bytes(unit->bytes), unit->seen_at(),
-                     static_cast<int>(result), host == nullptr ? " (no pinned host memory left; VGPUMEM_HOST_LIMIT)" : "");
+                     driver_error(result), host == nullptr ? " (no pinned host memory left; VGPUMEM_HOST_LIMIT)" : "");
     return result;
   }
   if (timed) link_meter_.end(LinkMeter::kToHost, state.context, timed_from, timed_to, first_piece, timed_recorded);
@@ -1023,7 +1024,7 @@ CUresult Pager::fetch(Unit* unit, LibraryCallScope* overwrite) {
     // The bytes stay on the host, where they were; the caller gets an
     // out-of-memory error it can handle, and a later attempt may succeed.
     VGPUMEM_LOG_WARN("cannot bring {} at {:#x} back to the device: error {}; it stays on the host",
-                     format_bytes(unit->bytes), unit->seen_at(), static_cast<int>(result));
+                     format_bytes(unit->bytes), unit->seen_at(), driver_error(result));
     if (mapped) {
       drain_copy_stream(state);  // nothing may still be copying into the chunks
       unmap_home(unit);

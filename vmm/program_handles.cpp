@@ -20,6 +20,7 @@
 #include "vmm/context_scope.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
+#include "vmm/driver_error.h"
 
 // Note [The program's own virtual memory]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -559,7 +560,7 @@ CUresult Pager::materialize(Unit* unit, const CUmemAllocationProp& prop, UniqueM
       unit->state.store(Residency::on_host);
     }
     VGPUMEM_LOG_ERROR("cannot make the program's handle of {} one real allocation: error {}{}",
-                      format_bytes(unit->bytes), static_cast<int>(result),
+                      format_bytes(unit->bytes), driver_error(result),
                       restored == CUDA_SUCCESS ? "" : "; it waits on the host until it can come back");
     return result;
   }

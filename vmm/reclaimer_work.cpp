@@ -12,6 +12,7 @@
 #include "vmm/pager.h"
 #include "vmm/pager_device_state.h"
 #include "vmm/relaxed_capture_mode.h"
+#include "vmm/driver_error.h"
 
 namespace vgpumem::vmm {
 
@@ -123,7 +124,7 @@ void Pager::create_chunks_ahead() {
           state->spares_wanted = false;  // the device is short of memory; do not ask again and again
           VGPUMEM_LOG_WARN("cannot create a 2 MiB block ahead on device {}: error {}; blocks are created on "
                            "demand from now on",
-                           state->pool.device(), static_cast<int>(error));
+                           state->pool.device(), driver_error(error));
         }
         break;
       }
@@ -150,7 +151,7 @@ void Pager::pin_host_ahead() {
   if (result != CUDA_SUCCESS) {
     pin_ahead_ = false;  // the host is short of memory: do not ask again and again
     VGPUMEM_LOG_WARN("cannot pin {} of host memory ahead: error {}; offloads pin what they need on demand from now on",
-                     format_bytes(*bytes), static_cast<int>(result));
+                     format_bytes(*bytes), driver_error(result));
     return;
   }
   MutexLock lock(mutex_);
