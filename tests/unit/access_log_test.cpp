@@ -43,17 +43,24 @@ struct Step {
   std::uint64_t identity(std::size_t i) const { return (i + 1) * 0x9E3779B97F4A7C15ULL ^ salt; }
 
   void run(AccessLog& log, std::size_t from = 0, std::size_t to = SIZE_MAX) {
-    for (std::size_t i = from; i < std::min(to, ops); ++i) {
-      std::array<vmm::Unit*, 2> touched{&units[i % units.size()], &units[(i + 1) % units.size()]};
-      vmm::AccessRecord record{};
-      record.thread_slot = launch_slot();
-      record.identity = identity(i);
-      record.stream_bit = stream_bit;
-      record.api = "cuLaunchKernel";
-      record.units = touched.data();
-      record.count = touched.size();
-      log.accessed(record);
+    for (std::size_t i = from; i < std::min(to, ops); ++i) op(log, i);
+  }
+  // Operation `i`, with marks from `marks` where the log asks for timing
+  // (as the pager records them), or none.
+  void op(AccessLog& log, std::size_t i, vmm::PagerControl* marks = nullptr) {
+    std::array<vmm::Unit*, 2> touched{&units[i % units.size()], &units[(i + 1) % units.size()]};
+    vmm::AccessRecord record{};
+    record.thread_slot = launch_slot();
+    record.identity = identity(i);
+    record.stream_bit = stream_bit;
+    record.api = "cuLaunchKernel";
+    record.units = touched.data();
+    record.count = touched.size();
+    if (marks != nullptr && log.wants_timing(record.stream_bit)) {
+      record.started = marks->mark(nullptr);
+      record.ended = marks->mark(nullptr);
     }
+    log.accessed(record);
   }
 };
 
@@ -300,21 +307,7 @@ TEST(AccessLog, WithoutUntimedIterationsOnlyTheTimedArePublishedAndEveryOneIsNum
   Step step(10, 100, 0);
   const auto run_timed = [&](std::size_t iterations) {  // as the pager does: marks where the log asks
     for (std::size_t n = 0; n < iterations; ++n) {
-      for (std::size_t i = 0; i < step.ops; ++i) {
-        std::array<vmm::Unit*, 2> touched{&step.units[i % 10], &step.units[(i + 1) % 10]};
-        vmm::AccessRecord record{};
-        record.thread_slot = launch_slot();
-        record.identity = step.identity(i);
-        record.stream_bit = 1;
-        record.api = "cuLaunchKernel";
-        record.units = touched.data();
-        record.count = touched.size();
-        if (log.wants_timing(record.stream_bit)) {
-          record.started = marks.mark(nullptr);
-          record.ended = marks.mark(nullptr);
-        }
-        log.accessed(record);
-      }
+      for (std::size_t i = 0; i < step.ops; ++i) step.op(log, i, &marks);
     }
   };
   run_timed(2);  // locks
@@ -367,21 +360,7 @@ TEST(AccessLog, AKindNamedAFewOperationsInGetsItsFirstTimedIterationFromThatStep
   for (std::size_t i = 0; i < 40; ++i) evaluation.push_back(i);
   evaluation.push_back(step.ops - 1);
   const auto run = [&](const std::vector<std::size_t>& ops) {  // as the pager does: marks where the log asks
-    for (const std::size_t i : ops) {
-      std::array<vmm::Unit*, 2> touched{&step.units[i % 10], &step.units[(i + 1) % 10]};
-      vmm::AccessRecord record{};
-      record.thread_slot = launch_slot();
-      record.identity = step.identity(i);
-      record.stream_bit = 1;
-      record.api = "cuLaunchKernel";
-      record.units = touched.data();
-      record.count = touched.size();
-      if (log.wants_timing(record.stream_bit)) {
-        record.started = marks.mark(nullptr);
-        record.ended = marks.mark(nullptr);
-      }
-      log.accessed(record);
-    }
+    for (const std::size_t i : ops) step.op(log, i, &marks);
   };
   run(training);
   run(training);  // locks
