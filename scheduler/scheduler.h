@@ -132,9 +132,11 @@ class Scheduler final : public vmm::AccessFeed {
   // too and is predicted faster, or as fast moving fewer bytes) and against
   // the same planned on the link alone (where moves were planned with the
   // driver work they cost), each where it makes other moves (plan_trial.h).
+  // The plan on the link alone goes first where the driver's lane would not
+  // bind it: then it is published, and `in_force`, `predicted` and `link`
+  // become its.
   void try_alternatives(const RecordedIteration& iteration, const IterationProfile& step, std::uint64_t budget,
-                        const LinkModel& link, const PrefetchLeads& leads, const Plan& plan,
-                        const PlanTiming& predicted);
+                        LinkModel* link, const PrefetchLeads& leads, Plan* in_force, PlanTiming* predicted);
   void publish(std::unique_ptr<TriggerTable> table);
   // Where a launch put a kind's table in force just as it was replaced,
   // the kind's new one goes in force instead.

@@ -588,6 +588,29 @@ TEST(Scheduler, WhereMovesCostDriverWorkThePlanOnTheLinkAloneIsMeasuredToo) {
   EXPECT_DOUBLE_EQ(scheduler.summary()["plan"]["fetch_driver_us"].get<double>(), 3000.0);
 }
 
+// Where the driver work the pager measured is small next to the link time
+// of the plan's bytes, the driver's lane cannot bind the step: the plan
+// made on the link alone runs first (its table published, the trace's plan
+// its, made with no driver work), and the trial measures it against the
+// plan made with the lane.
+TEST(Scheduler, WhereTheDriversLaneCannotBindThePlanOnTheLinkAloneRunsFirst) {
+  StandInPager pager;
+  Step step(pager);
+  pager.budget = step.total() / 2;
+  pager.fetch_driver_ns = 20'000;  // against 1.2 ms of link for a 64 MiB unit
+  pager.save_driver_ns = 10'000;
+  pager.move_ns = 100'000;
+  Scheduler scheduler(quiet(), pager, {});
+  step.run(scheduler, pager, 3);
+  ASSERT_TRUE(scheduler.plan_now());
+  const nlohmann::json summary = scheduler.summary();
+  ASSERT_TRUE(summary["trial"].is_object()) << summary.dump();
+  EXPECT_EQ(summary["trial"]["candidates"][0]["policy"], "auto, on the link alone") << summary["trial"].dump();
+  EXPECT_EQ(summary["trial"]["candidates"][1]["policy"], "auto") << summary["trial"].dump();
+  EXPECT_EQ(summary["plan"]["fetch_driver_us"].get<double>(), 0) << "the plan in force, on the link alone";
+  EXPECT_EQ(summary["plan"]["swaps"], summary["trial"]["candidates"][0]["swaps"]);
+}
+
 // Where the pager takes on demand's victims in the plan's order, on demand
 // under a plan is not the step recorded before one: it is run in turn like
 // the other ways. Here the recorded step waited a millisecond before each
