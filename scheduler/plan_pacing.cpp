@@ -31,7 +31,7 @@ void replan_on_own_timeline(const IterationProfile& profile, const LinkModel& li
     const std::vector<PlannedSwap> pool = auto_candidates(timeline, link, leads);
     bool improved = false;
     for (const GapOrder order : {GapOrder::free_time, GapOrder::coverage, GapOrder::coverage_per_move}) {
-      if (order == GapOrder::coverage_per_move && link.move_overhead_bytes() <= 0) continue;
+      if (!gap_order_applies(order, link)) continue;
       Plan trial = plan_auto_greedy(timeline, plan->budget, link, leads, pool, order, plan->target);
       if (!trial.fits) continue;
       defer_saves_behind_program_copies(timeline, link, &trial);

@@ -209,6 +209,11 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
 // binds, it moves more bytes than it must, and the model keeps another
 // (plan_auto tries it only where a move costs driver work).
 enum class GapOrder { free_time, coverage, coverage_per_move };
+// Whether the planners try `order` on `link`: coverage per move only where
+// a move costs driver work (else it is coverage again).
+inline bool gap_order_applies(GapOrder order, const LinkModel& link) {
+  return order != GapOrder::coverage_per_move || link.move_overhead_bytes() > 0;
+}
 // One greedy pass over `pool` (plan_auto's candidate gaps: auto_candidates).
 // `target`: what to bring the step under (default: `budget` less the
 // standard margin).

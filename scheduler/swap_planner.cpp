@@ -277,7 +277,7 @@ Plan plan_auto(const IterationProfile& profile, std::uint64_t budget, const Link
   if (!plan.swaps.empty()) {
     double plan_ns = simulate(profile, plan, link).step_ns;
     for (const GapOrder order : {GapOrder::coverage, GapOrder::coverage_per_move}) {
-      if (order == GapOrder::coverage_per_move && link.move_overhead_bytes() <= 0) continue;
+      if (!gap_order_applies(order, link)) continue;
       Plan covering = plan_auto_greedy(profile, budget, link, leads, pool, order, target);
       const double covering_ns = simulate(profile, covering, link).step_ns;
       if (covering.fits != plan.fits ? covering.fits : covering_ns < plan_ns) {
